@@ -1,0 +1,23 @@
+"""`python -m analysis <run_or_sweep_dir>`: build the directory's report and print where it is."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+
+from analysis.report import build_report
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Command-line entry point; returns the exit status."""
+    parser = argparse.ArgumentParser(prog="python -m analysis", description=__doc__)
+    parser.add_argument("path", help="a run directory or a Hydra sweep (multirun) directory")
+    parser.add_argument("--out", help="where to write the report (default: <path>/report)")
+    parser.add_argument("--command", help="the command that produced the runs, to quote in the report")
+    args = parser.parse_args(argv)
+    print(build_report(args.path, args.out, args.command))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

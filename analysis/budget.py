@@ -1,0 +1,237 @@
+"""Sample budgets at evaluation: unbiased pass@k, exact majority-vote cons@k, curves over k with
+bootstrap intervals over prompts, and comparisons that refuse to run at unequal budgets."""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+import pandas as pd
+from numpy.typing import ArrayLike
+from scipy.special import comb
+
+from analysis.arms import job_arms
+from analysis.labels import sort_naturally
+from analysis.stats import bootstrap_mean_ci, comb_ratio
+
+METRICS = ("pass@k", "cons@k")
+# config columns that change what a sample is worth; two results compare only when all agree
+# (`temperature` is load's alias of rollout.temperature)
+SAMPLING_KEYS = ("temperature", "rollout.max_new_tokens", "rollout.top_p", "rollout.top_k")
+PROMPT_KEYS = ("job", "step", "prompt_id", "difficulty")  # one eval prompt at one checkpoint
+
+
+class BudgetMismatch(ValueError):
+    """Two results were asked to be compared at different k or sampling settings."""
+
+
+def pass_at_k(n: ArrayLike, c: ArrayLike, k: ArrayLike) -> np.ndarray:
+    """Unbiased pass@k from n samples with c correct: 1 - C(n-c, k) / C(n, k) (Chen et al., 2021).
+
+    The ratio is taken in log space, so large n neither overflows nor loses precision.
+
+    >>> print(f"{pass_at_k(4, 1, 2):.3f}")  # one right in four; two draws find it half the time
+    0.500
+    """
+    n, c, k = np.broadcast_arrays(*(np.asarray(x) for x in (n, c, k)))
+    if (bad := np.flatnonzero((k > n) | (k < 1))).size:
+        raise ValueError(f"k must be within 1..n, got k={k.ravel()[bad[0]]} with n={n.ravel()[bad[0]]}")
+    return 1.0 - comb_ratio(n - c, n, k)
+
+
+def cons_at_k(answers: Sequence[Hashable | None], correct: Sequence[bool], k: int) -> float:
+    """Expected majority-vote accuracy of k samples drawn without replacement from the n given.
+
+    Exact over all k-subsets. A missing answer (None) never wins; when several answers tie for
+    the most votes, each wins with equal chance. An answer counts as correct with the fraction
+    of its samples marked correct (1 or 0 when the marks agree, as they should).
+
+    >>> cons_at_k(["7", "7", "8", None], [True, True, False, False], 1)
+    0.5
+    """
+    n = len(answers)
+    if not 1 <= k <= n:
+        raise ValueError(f"k must be within 1..n, got k={k} with n={n}")
+    return float(cons_curve(answers, correct)[k])
+
+
+def cons_curve(answers: Sequence[Hashable | None], correct: Sequence[bool]) -> np.ndarray:
+    """cons@k for every k at once: element k (0..n) is `cons_at_k(answers, correct, k)`."""
+    votes = pd.DataFrame({"answer": pd.Series(answers, dtype=object), "correct": np.asarray(correct, dtype=float)})
+    classes = votes.dropna(subset=["answer"]).groupby("answer")["correct"].agg(["size", "mean"])
+    return _cons_curve(len(votes) - int(classes["size"].sum()), _signature(classes["size"], classes["mean"]))
+
+
+def _signature(counts: ArrayLike, values: ArrayLike) -> tuple[tuple[int, float], ...]:
+    """Answer classes as a sorted tuple, the cache key: prompts alike up to labels share it."""
+    return tuple(sorted(zip(np.asarray(counts, dtype=int).tolist(), np.asarray(values, dtype=float).tolist())))
+
+
+@lru_cache(maxsize=65536)
+def _cons_curve(n_none: int, classes: tuple[tuple[int, float], ...]) -> np.ndarray:
+    """Expected majority-vote accuracy for k = 0..n; `classes` holds (votes, correctness) per answer.
+
+    For each winning count t, a product over answers of generating polynomials counts the
+    k-subsets in which no answer has more than t votes: P[t, d, s] counts subsets of size d
+    with s answers at exactly t votes, and Q[t, d, s] sums the correctness of those s answers
+    over the same subsets (the first-order term when a tied answer is weighted 1 + eps*value).
+    A subset whose top answers are those s scores their correctness sum / s.
+    """
+    n = n_none + sum(m for m, _ in classes)
+    if not classes:
+        return np.zeros(n + 1)
+    r = len(classes)
+    t = np.arange(1, max(m for m, _ in classes) + 1)[:, None, None]  # (T, 1, 1) winning counts
+    lag = np.arange(n + 1)[:, None] - np.arange(n + 1)[None, :]  # (n+1, n+1) votes drawn: d - d'
+    P = np.zeros((len(t), n + 1, r + 1))  # (T, subset size, answers at t)
+    P[:, : n_none + 1, 0] = comb(n_none, np.arange(n_none + 1))  # missing answers: any number drawn
+    Q = np.zeros_like(P)
+    for votes, value in classes:
+        # multiplying by this answer's polynomial is a matrix product along the subset size:
+        # drawing x < t of its votes keeps s, drawing exactly t adds one answer at the top
+        ways = np.where((lag >= 0) & (lag <= votes), comb(votes, np.clip(lag, 0, votes)), 0.0)  # (n+1, n+1)
+        below = ways * (lag < t)  # (T, n+1, n+1)
+        equal = ways * (lag == t)
+        top_p, top_q = equal @ P, equal @ (Q + value * P)
+        P, Q = below @ P, below @ Q
+        P[..., 1:] += top_p[..., :-1]
+        Q[..., 1:] += top_q[..., :-1]
+    share = np.r_[0.0, 1.0 / np.arange(1, r + 1)]  # 1/s; s = 0 means no answer reached t
+    return (Q * share).sum(axis=(0, 2)) / comb(n, np.arange(n + 1))
+
+
+def per_prompt(eval: pd.DataFrame, ks: Sequence[int], metrics: Sequence[str] = METRICS) -> pd.DataFrame:
+    """pass@k / cons@k of each prompt at each checkpoint of each job: columns PROMPT_KEYS, n,
+    then one per metric and k ("pass@4"). Every k must be within every prompt's n samples."""
+    if unknown := set(metrics) - set(METRICS):
+        raise ValueError(f"metrics {sorted(unknown)}: must be among {', '.join(METRICS)}")
+    code = eval.groupby(list(PROMPT_KEYS), observed=True, sort=False).ngroup().to_numpy()  # (rows,) each one's prompt
+    first = np.unique(code, return_index=True)[1]
+    out = eval.iloc[first][list(PROMPT_KEYS)].reset_index(drop=True)
+    n = np.bincount(code)
+    c = np.bincount(code, weights=eval["correct"].to_numpy(float))
+    if max(ks) > n.min():
+        raise BudgetMismatch(f"k={max(ks)} is more than the {n.min()} samples some prompts have")
+    out["n"] = n
+    if "pass@k" in metrics:
+        for k in ks:
+            out[f"pass@{k}"] = pass_at_k(n, c, k)
+    if "cons@k" in metrics:
+        curves = _cons_curves(code, eval["answer"], eval["correct"], n)
+        for k in ks:
+            out[f"cons@{k}"] = curves[:, k]
+    return out
+
+
+def _cons_curves(code: np.ndarray, answers: pd.Series, correct: pd.Series, n: np.ndarray) -> np.ndarray:
+    """cons_curve of each prompt (rows: prompt codes 0.., columns: k up to the smallest n), from
+    vote counts per answer: the only Python loop is over prompts, and alike prompts share a cache entry."""
+    votes = pd.DataFrame({"code": code, "answer": answers, "correct": correct.to_numpy(float)})
+    # one row per (prompt, answer), sorted by prompt; a missing answer is no row
+    classes = votes.groupby(["code", "answer"], observed=True)["correct"].agg(["size", "mean"]).reset_index()
+    bounds = np.searchsorted(classes["code"].to_numpy(), np.arange(len(n) + 1))
+    size, mean = classes["size"].to_numpy(), classes["mean"].to_numpy()
+    curves = np.empty((len(n), n.min() + 1))
+    for i, (lo, hi) in enumerate(zip(bounds[:-1], bounds[1:])):
+        curve = _cons_curve(int(n[i] - size[lo:hi].sum()), _signature(size[lo:hi], mean[lo:hi]))
+        curves[i] = curve[: n.min() + 1]
+    return curves
+
+
+def default_ks(n: int) -> list[int]:
+    """Powers of two up to n, and n itself."""
+    return sorted({2**i for i in range(n.bit_length()) if 2**i <= n} | {n})
+
+
+def _column(metric: str, k: int) -> str:
+    return metric.replace("@k", f"@{k}")
+
+
+def at_k_curves(eval: pd.DataFrame, by: Sequence[str], ks: Sequence[int] | None = None, n_boot: int = 1000,
+                level: float = 0.95, seed: int = 0) -> pd.DataFrame:
+    """Mean pass@k and cons@k over prompts for each arm (`by`), checkpoint and difficulty (and
+    "all" difficulties), with percentile bootstrap intervals over prompts (a prompt of each job
+    is one unit). Long format: *by, step, difficulty, metric, k, mean, ci_low, ci_high, prompts.
+    `ks` defaults to the powers of two up to the fewest samples any prompt has."""
+    ks = list(ks or default_ks(int(eval.groupby(list(PROMPT_KEYS), observed=True).size().min())))
+    scores = per_prompt(eval, ks).join(job_arms(eval, by), on="job")
+    scores["difficulty"] = scores["difficulty"].astype(str)
+    keys = [*by, "step", "difficulty"]
+    columns = [_column(m, k) for m in METRICS for k in ks]
+    rows = []
+    for key, part in pd.concat([scores, scores.assign(difficulty="all")]).groupby(keys, observed=True, dropna=False):
+        values = part[columns].to_numpy()  # (prompts, metrics * ks)
+        low, high = bootstrap_mean_ci(values, n_boot, level, seed)
+        for i, (metric, k) in enumerate((m, k) for m in METRICS for k in ks):
+            rows.append((*key, metric, k, values[:, i].mean(), low[i], high[i], len(part)))
+    out = pd.DataFrame(rows, columns=[*keys, "metric", "k", "mean", "ci_low", "ci_high", "prompts"])
+    return sort_naturally(out, [*keys, "metric", "k"])
+
+
+@dataclass(frozen=True)
+class AtK:
+    """One model's or strategy's score at one k, with the sampling settings it was measured under."""
+
+    metric: str
+    k: int
+    settings: dict[str, object]
+    scores: pd.Series  # mean score per prompt_id
+
+    @property
+    def mean(self) -> float:
+        return float(self.scores.mean())
+
+
+def at_k(eval: pd.DataFrame, k: int, metric: str = "pass@k", settings_keys: Sequence[str] = SAMPLING_KEYS) -> AtK:
+    """Score one model or strategy (eval rows of one checkpoint; several seeds average per
+    prompt) at k, recording its sampling settings (the `settings_keys` columns present)."""
+    settings = {}
+    for key in settings_keys:
+        if key not in eval.columns:
+            continue
+        values = eval[key].dropna().unique().tolist()
+        if len(values) > 1:
+            raise BudgetMismatch(f"these rows mix {key} values {values}: score each setting on its own")
+        settings[key] = values[0] if values else None
+    scores = per_prompt(eval, [k], [metric])
+    return AtK(metric, k, settings, scores.groupby("prompt_id", observed=True)[_column(metric, k)].mean())
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """b minus a on the prompts both were scored on, with a paired bootstrap interval."""
+
+    metric: str
+    k: int
+    prompts: int
+    mean_a: float
+    mean_b: float
+    difference: float
+    ci_low: float
+    ci_high: float
+
+
+def compare_at_k(a: AtK, b: AtK, n_boot: int = 2000, level: float = 0.95, seed: int = 0) -> Comparison:
+    """Compare two scores at the same budget, or refuse with BudgetMismatch saying what differs.
+
+    A larger k, or another temperature or token limit, changes what a score means; a
+    comparison across them would credit the budget to the model.
+    """
+    reasons = [f"metric {a.metric} vs {b.metric}"] if a.metric != b.metric else []
+    if a.k != b.k:
+        reasons.append(f"k={a.k} vs k={b.k}")
+    for key in sorted(a.settings.keys() | b.settings.keys()):
+        left, right = a.settings.get(key, "unknown"), b.settings.get(key, "unknown")
+        if left != right:
+            reasons.append(f"{key}={left} vs {right}")
+    if reasons:
+        raise BudgetMismatch(f"not comparable at unequal budgets: {'; '.join(reasons)}")
+    common = a.scores.index.intersection(b.scores.index)
+    if common.empty:
+        raise ValueError("the two scores share no prompt")
+    x, y = a.scores[common].to_numpy(), b.scores[common].to_numpy()  # (prompts,) paired
+    low, high = bootstrap_mean_ci(y - x, n_boot, level, seed)
+    return Comparison(a.metric, a.k, len(common), float(x.mean()), float(y.mean()), float((y - x).mean()),
+                      float(low[0]), float(high[0]))

@@ -1,0 +1,90 @@
+"""A job's configuration as flat columns, and the command that launched a run or sweep.
+
+Hydra writes the composed job config to `<run>/.hydra/config.yaml` (nested); it is flattened
+to dotted keys ("sampler.group_size") and given short aliases for the keys the analyses use.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+from omegaconf import OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+# alias -> dotted keys it is read from, first present wins
+ALIASES: dict[str, tuple[str, ...]] = {
+    "seed": ("seed",),
+    "sampler": ("sampler.name",),
+    "group_size": ("sampler.group_size",),
+    "temperature": ("rollout.temperature",),
+    "difficulty_mode": ("task.difficulty",),
+    "experiment": ("experiment", "experiment.name"),
+}
+
+
+def flatten(tree: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Nested mapping -> {"a.b.c": leaf}. Lists become their JSON text, so every value is hashable."""
+    flat: dict[str, Any] = {}
+    for key, value in tree.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping) and value:
+            flat.update(flatten(value, f"{name}."))
+        elif isinstance(value, (list, tuple, Mapping)):
+            flat[name] = json.dumps(value, default=str)
+        else:
+            flat[name] = value
+    return flat
+
+
+def read_config(path: Path) -> dict[str, Any]:
+    """A YAML config as plain containers, interpolations resolved where they can be.
+
+    Outside Hydra its resolvers (`${hydra:...}`, `${now:...}`) are unknown; such a config is
+    kept unresolved rather than refused.
+    """
+    cfg = OmegaConf.load(path)
+    try:
+        return OmegaConf.to_container(cfg, resolve=True)  # type: ignore[return-value]
+    except OmegaConfBaseException:
+        return OmegaConf.to_container(cfg, resolve=False)  # type: ignore[return-value]
+
+
+def job_config(run_dir: Path) -> dict[str, Any]:
+    """The job's flattened config plus alias columns; {} (aliases None) when Hydra left no config."""
+    config_path = run_dir / ".hydra" / "config.yaml"
+    flat = flatten(read_config(config_path)) if config_path.exists() else {}
+    for alias, sources in ALIASES.items():
+        flat[alias] = next((flat[s] for s in sources if s in flat), None)
+    if flat["experiment"] is None:  # a `# @package _global_` preset leaves its name only in the overrides
+        flat["experiment"] = _override_value(job_overrides(run_dir), "experiment")
+    return flat
+
+
+def job_overrides(run_dir: Path) -> list[str]:
+    """The job's command-line overrides (`.hydra/overrides.yaml`), [] when absent."""
+    path = run_dir / ".hydra" / "overrides.yaml"
+    return [str(o) for o in (yaml.safe_load(path.read_text()) or [])] if path.exists() else []
+
+
+def launch_command(root: Path) -> str | None:
+    """The command that launched a sweep (`multirun.yaml`) or a run (`.hydra/hydra.yaml`), rebuilt
+    from Hydra's job name and task overrides; None when Hydra left neither file."""
+    for path, multirun in ((root / "multirun.yaml", True), (root / ".hydra" / "hydra.yaml", False)):
+        if path.exists():
+            hydra = (yaml.safe_load(path.read_text()) or {}).get("hydra") or {}
+            name = (hydra.get("job") or {}).get("name") or "<job>"
+            overrides = (hydra.get("overrides") or {}).get("task") or []
+            return " ".join([name, *(["-m"] if multirun else []), *map(str, overrides)])
+    return None
+
+
+def _override_value(overrides: list[str], key: str) -> str | None:
+    for item in overrides:
+        name, _, value = item.lstrip("+~").partition("=")
+        if name == key:
+            return value
+    return None

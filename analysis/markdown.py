@@ -1,0 +1,24 @@
+"""DataFrames as GitHub-flavoured markdown tables (pandas' to_markdown needs the tabulate package)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+
+def cell(value: object, digits: int = 4) -> str:
+    """A value as table text: whole numbers in full, other floats to `digits` significant digits, NaN as "–"."""
+    if pd.api.types.is_scalar(value) and pd.isna(value):
+        return "–"
+    if isinstance(value, (float, np.floating)):
+        value = float(value)
+        return str(int(value)) if value.is_integer() and abs(value) < 1e15 else f"{value:.{digits}g}"
+    return str(value).replace("|", "\\|")
+
+
+def table(frame: pd.DataFrame, digits: int = 4) -> str:
+    """The frame (index dropped) as a markdown table."""
+    header = "| " + " | ".join(map(str, frame.columns)) + " |"
+    rule = "|" + "---|" * len(frame.columns)
+    rows = ("| " + " | ".join(cell(v, digits) for v in row) + " |" for row in frame.itertuples(index=False, name=None))
+    return "\n".join([header, rule, *rows])

@@ -1,0 +1,158 @@
+"""Tied groups: how often a group is unanimous, by difficulty and over training, beside the
+prediction P_tie = p^G + (1-p)^G; and the theory that follows from it.
+
+A tie is the table's `tie` (reward std <= eps: zero advantage, no signal), split by `tie_kind`
+into all_correct and all_wrong; a tie of kind "other" (tied on a non-binary reward) counts in
+`tie_frac` but in neither split. The prediction is about correctness alone, so a format reward
+that breaks ties shows up as observed below predicted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import NamedTuple
+
+import numpy as np
+import pandas as pd
+from numpy.typing import ArrayLike
+
+from analysis.labels import sort_naturally
+from analysis.stats import binom_ci, comb_ratio
+
+KINDS = ("all_correct", "all_wrong")
+
+
+def tie_probability(p: ArrayLike, group_size: ArrayLike) -> np.ndarray:
+    """P_tie = p^G + (1-p)^G: the chance that G independent samples at pass rate p all agree."""
+    p = np.asarray(p, dtype=float)
+    return p**group_size + (1 - p) ** group_size
+
+
+def expected_samples_to_nontie(p: ArrayLike, group_size: ArrayLike) -> np.ndarray:
+    """G / (1 - P_tie): samples spent on a prompt, redrawing tied groups, until one is not tied
+    (rounds are geometric); inf where p is 0 or 1."""
+    with np.errstate(divide="ignore"):
+        return np.asarray(group_size, dtype=float) / (1 - tie_probability(p, group_size))
+
+
+class GroupSizeAdvice(NamedTuple):
+    """`best`: the group size with most informative groups per sample; `table`: every size tried."""
+
+    best: int
+    table: pd.DataFrame
+
+
+def advise_group_size(pass_rates: ArrayLike, sizes: Iterable[int] = range(2, 33),
+                      overhead: float = 0.0) -> GroupSizeAdvice:
+    """The group size G that maximises informative (non-tied) groups per sample, for prompts
+    with the given pass rates drawn one group each: mean(1 - P_tie) / (G + overhead).
+
+    `overhead` is a group's fixed cost in samples (prompt prefill, scheduling). Without it the
+    answer is always 2 (3 ties with it): 1 - P_tie grows concavely in G, so the signal per
+    sample only falls as G grows; an overhead is what makes larger groups worth it.
+
+    >>> advise_group_size([0.1, 0.5, 0.9], overhead=8).best
+    6
+    """
+    g = np.asarray(list(sizes))  # (sizes,)
+    p = np.asarray(pass_rates, dtype=float)[:, None]  # (prompts, 1)
+    tie = tie_probability(p, g).mean(axis=0)  # (sizes,)
+    per_1k = 1000 * (1 - tie) / (g + overhead)
+    table = pd.DataFrame({"group_size": g, "tie_frac": tie, "informative_per_1k_samples": per_1k})
+    best = g[np.flatnonzero(per_1k >= per_1k.max() * (1 - 1e-12))[0]]  # of sizes equal up to rounding, the smallest
+    return GroupSizeAdvice(int(best), table)
+
+
+def step_window(step: ArrayLike, window: int | None) -> np.ndarray:
+    """The first step of each step's window of `window` steps (0 for all when window is None)."""
+    step = np.asarray(step)
+    return np.zeros_like(step) if window is None else step // window * window
+
+
+def predict_ties(groups: pd.DataFrame, window: int | None = None, pool: Sequence[str] = ("job",),
+                 eval: pd.DataFrame | None = None) -> pd.Series:
+    """Each group's predicted tie probability, estimated without the group itself.
+
+    The prompt's pass rate comes from its first-round (round 0) groups at *other* steps of the
+    same step window and `pool` (by default: the same job). Round 0 is drawn whatever happened
+    before, so whether there is an estimate, and its value, never depend on the group being
+    predicted (redraws after a tie would). From those m samples with c correct,
+    C(c, G)/C(m, G) + C(m-c, G)/C(m, G) is an unbiased estimate of p^G + (1-p)^G (the plug-in
+    (c/m)^G is biased upwards). Where there are fewer than G such samples, `eval` rows of the
+    same prompt at the latest checkpoint not after the group's step are used; else NaN.
+    """
+    size = groups["group_size"].to_numpy()
+    first = groups["round"].to_numpy() == 0
+    c0 = np.where(first, groups["n_correct"].to_numpy(), 0)  # (rows,) round-0 correct samples
+    m0 = np.where(first, size, 0)  # (rows,) round-0 samples
+    cell = _group_ids(*(groups[k] for k in pool), groups["prompt_id"], step_window(groups["step"], window))
+    at_step = _group_ids(cell, groups["step"])
+    c = np.bincount(cell, c0)[cell] - np.bincount(at_step, c0)[at_step]
+    m = np.bincount(cell, m0)[cell] - np.bincount(at_step, m0)[at_step]
+    predicted = _unbiased_tie(c, m, size)
+    missing = np.isnan(predicted)
+    if eval is not None and not eval.empty and missing.any():
+        c, m = _eval_counts(groups.loc[missing], eval, pool)
+        predicted[missing] = _unbiased_tie(c, m, size[missing])
+    return pd.Series(predicted, index=groups.index, name="predicted_tie")
+
+
+def _group_ids(*columns: ArrayLike) -> np.ndarray:
+    """Dense int codes (0..groups-1) for the rows' combinations of values of `columns`."""
+    codes = [pd.factorize(col, use_na_sentinel=False)[0] for col in columns]
+    combined = np.ravel_multi_index(codes, [c.max() + 1 for c in codes])
+    return pd.factorize(combined)[0]
+
+
+def _unbiased_tie(c: np.ndarray, m: np.ndarray, size: np.ndarray) -> np.ndarray:
+    """C(c,G)/C(m,G) + C(m-c,G)/C(m,G) where m >= G, else NaN."""
+    enough = m >= size
+    m_safe = np.where(enough, m, size)  # keeps comb_ratio's domain; those entries become NaN
+    c_safe = np.where(enough, c, 0)
+    tie = comb_ratio(c_safe, m_safe, size) + comb_ratio(m_safe - c_safe, m_safe, size)
+    return np.where(enough, tie, np.nan)
+
+
+def _eval_counts(groups: pd.DataFrame, eval: pd.DataFrame, pool: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """(correct, samples) of each group's prompt at the latest eval checkpoint <= its step; 0, 0 if none."""
+    by = [*pool, "prompt_id"]
+    counts = eval.groupby([*by, "step"], observed=True)["correct"].agg(c="sum", m="size").reset_index()
+    # the two tables' categoricals have different categories: match on the labels
+    as_text = {k: str for k in by}
+    left = groups[[*by, "step"]].astype(as_text).assign(step=groups["step"].astype("int64"), row=np.arange(len(groups)))
+    right = counts.astype(as_text).assign(step=counts["step"].astype("int64"))
+    merged = pd.merge_asof(left.sort_values("step"), right.sort_values("step"), on="step", by=by)
+    merged = merged.sort_values("row")
+    return merged["c"].fillna(0).to_numpy(), merged["m"].fillna(0).to_numpy()
+
+
+def tie_fractions(groups: pd.DataFrame, by: Sequence[str] = ("group_size", "sampler"), window: int | None = None,
+                  predicted: pd.Series | None = None, level: float = 0.95) -> pd.DataFrame:
+    """Tie fractions by difficulty and `by` (and by step window when `window` is set), with
+    Clopper–Pearson intervals, beside the mean of `predicted` (aligned with `groups`, e.g. from
+    `predict_ties`) over the groups that have a prediction.
+
+    Columns: difficulty, *by, [step_window], groups, tie_frac, all_correct_frac, all_wrong_frac,
+    ci_low, ci_high (tie_frac's), predicted_tie_frac, predicted_groups, the counts (ties,
+    all_correct, all_wrong), then the intervals of the two kinds.
+    """
+    keys = ["difficulty", *by, *(["step_window"] if window else [])]
+    frame = pd.DataFrame({
+        **{k: groups[k] for k in keys if k != "step_window"},
+        "tie": groups["tie"].astype(bool), **{k: (groups["tie_kind"] == k).to_numpy(bool) for k in KINDS},
+        "predicted": np.nan if predicted is None else predicted.to_numpy(),
+    })
+    if window:
+        frame["step_window"] = step_window(groups["step"], window)
+    out = frame.groupby(keys, observed=True, dropna=False, sort=False).agg(
+        groups=("tie", "size"), ties=("tie", "sum"), all_correct=("all_correct", "sum"), all_wrong=("all_wrong", "sum"),
+        predicted_tie_frac=("predicted", "mean"), predicted_groups=("predicted", "count"),
+    ).reset_index()
+    for kind, count in (("tie", "ties"), *((k, k) for k in KINDS)):
+        prefix = "" if kind == "tie" else f"{kind}_"  # the tie interval keeps the short names ci_low, ci_high
+        out[f"{kind}_frac"] = out[count] / out["groups"]
+        out[f"{prefix}ci_low"], out[f"{prefix}ci_high"] = binom_ci(out[count], out["groups"], level)
+    columns = [*keys, "groups", "tie_frac", "all_correct_frac", "all_wrong_frac", "ci_low", "ci_high",
+               "predicted_tie_frac", "predicted_groups", "ties", *KINDS,
+               *(f"{kind}_ci_{end}" for kind in KINDS for end in ("low", "high"))]
+    return sort_naturally(out[columns], keys)

@@ -1,0 +1,94 @@
+"""What the entry points share: structured configs in Hydra's ConfigStore, turning a composed
+DictConfig into the library's dataclass, and a preflight that rejects a bad override (in one
+line naming the key) before any job starts or any model loads."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from hydra import compose, initialize_config_dir
+from hydra.core.config_store import ConfigStore
+from hydra.core.hydra_config import HydraConfig
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from omegaconf import DictConfig, OmegaConf
+
+from grpo_lab.config import ConfigError, EvalJobConfig, TrainConfig, validate
+
+CONF_DIR = str(Path(__file__).resolve().parent.parent / "conf")
+SCHEMAS: dict[str, type] = {"train": TrainConfig, "evaluate": EvalJobConfig}
+
+
+def register_configs() -> None:
+    ConfigStore.instance().store(name="train_schema", node=TrainConfig)
+    ConfigStore.instance().store(name="evaluate_schema", node=EvalJobConfig)
+
+
+def to_train_config(cfg: DictConfig) -> TrainConfig:
+    """The typed, validated config of this job; its run directory is Hydra's job output folder."""
+    cfg = OmegaConf.merge(OmegaConf.structured(TrainConfig), cfg)
+    if HydraConfig.initialized():
+        cfg.out_dir = HydraConfig.get().runtime.output_dir
+    out = OmegaConf.to_object(cfg)
+    validate(out)
+    return out
+
+
+def one_line(error: BaseException) -> str:
+    """A Hydra/OmegaConf error, causes included, as one line that names the key."""
+    parts: list[str] = []
+    while error is not None:
+        lines = [ln.strip() for ln in str(error).splitlines() if ln.strip()]
+        if lines and "$VALUE" not in lines[0]:  # OmegaConf repeats the message as a template
+            parts.append(lines[0])
+            options = [ln for ln in lines[1:] if "Available options" in ln]
+            if options:  # an unknown group option: list the allowed ones
+                k = lines.index(options[0])
+                allowed = [ln for ln in lines[k + 1:] if not ln.startswith(("Config search", "provider="))]
+                parts.append(f"allowed: {', '.join(allowed)}")
+        error = error.__cause__ or error.__context__
+    return re.sub(r"\s+", " ", ": ".join(dict.fromkeys(parts)))
+
+
+def _sweep_choices(overrides: list[str]) -> tuple[list[str], list[list[str]]]:
+    """Split command-line overrides into fixed ones and, per swept key, its 'key=value' choices."""
+    fixed, swept = [], []
+    for o in OverridesParser.create().parse_overrides(overrides):
+        if o.is_sweep_override():
+            key = o.get_key_element()
+            swept.append([f"{key}={v}" for v in o.sweep_string_iterator()])
+        else:
+            fixed.append(o.input_line)
+    return fixed, swept
+
+
+def preflight(config_name: str, args: list[str]) -> str | None:
+    """Compose and validate the config each job of this command would get (every swept value at
+    least once, the preset's sweeper params included). Returns a one-line error, or None."""
+    overrides = [a for a in args if not a.startswith("-") and not a.startswith("hydra.")]
+    try:
+        fixed, swept = _sweep_choices(overrides)
+        with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+            base = compose(config_name, overrides=fixed, return_hydra_config=True)
+            params = base.hydra.sweeper.get("params") or {}
+            swept += [[f"{k}={v}" for v in str(vals).split(",")] for k, vals in params.items()
+                      if not any(c[0].startswith(f"{k}=") for c in swept)]
+            trials = [fixed + [c[0] for c in swept]]
+            trials += [fixed + [c[i] if j == k else c[0] for k, c in enumerate(swept)]
+                       for j, choices in enumerate(swept) for i in range(1, len(choices))]
+            for trial in trials:
+                _check(config_name, compose(config_name, overrides=trial))
+    except ConfigError as e:
+        return str(e)
+    except Exception as e:  # noqa: BLE001 - Hydra and OmegaConf raise many types; all are config errors here
+        return one_line(e)
+    return None
+
+
+def _check(config_name: str, cfg: DictConfig) -> Any:
+    schema = SCHEMAS[config_name]
+    obj = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(schema), cfg))
+    if isinstance(obj, TrainConfig):
+        validate(obj)
+    return obj

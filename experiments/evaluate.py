@@ -1,0 +1,51 @@
+"""Evaluate a run directory: the base model and its checkpoints, n samples per held-out prompt.
+
+    python -m experiments.evaluate run_dir=multirun/2026-11-30/10-00-00/0 n=32
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import hydra
+from omegaconf import DictConfig, OmegaConf
+
+from experiments.common import preflight, register_configs
+from grpo_lab.config import EvalJobConfig, TrainConfig, validate
+from grpo_lab.evaluation import evaluate_checkpoints
+
+register_configs()
+
+
+def run_config(run_dir: Path) -> TrainConfig:
+    """The TrainConfig a run was trained with, from Hydra's record of it."""
+    path = run_dir / ".hydra" / "config.yaml"
+    if not path.exists():
+        raise FileNotFoundError(f"run_dir: {run_dir} has no .hydra/config.yaml")
+    cfg = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(TrainConfig), OmegaConf.load(path)))
+    validate(cfg)
+    return cfg
+
+
+@hydra.main(version_base="1.3", config_path="../conf", config_name="evaluate")
+def run(cfg: DictConfig) -> None:
+    job: EvalJobConfig = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(EvalJobConfig), cfg))
+    run_dir = Path(job.run_dir)
+    try:
+        steps = evaluate_checkpoints(run_config(run_dir), run_dir, n=job.n, temperature=job.temperature,
+                                     steps=job.steps)
+    except (FileNotFoundError, ValueError) as e:  # a wrong run_dir or step: say so in one line
+        sys.exit(f"error: {e}")
+    print(f"evaluated steps {steps} of {run_dir}: {job.n} samples per held-out prompt")
+
+
+def main() -> None:
+    error = preflight("evaluate", sys.argv[1:])
+    if error:
+        sys.exit(f"config error: {error}")
+    run()
+
+
+if __name__ == "__main__":
+    main()

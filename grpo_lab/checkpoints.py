@@ -1,0 +1,72 @@
+"""Checkpoints that resume exactly: model, optimizer, every RNG the run draws from, and counters."""
+
+from __future__ import annotations
+
+import random
+import re
+import shutil
+from pathlib import Path
+
+import numpy as np
+import torch
+
+_STEP = re.compile(r"step-(\d{6})$")
+
+
+def checkpoint_dir(run_dir: Path, step: int) -> Path:
+    return Path(run_dir) / "checkpoints" / f"step-{step:06d}"
+
+
+def save_checkpoint(run_dir: Path, step: int, model, optimizer, generator: torch.Generator, counters: dict) -> Path:
+    """Write checkpoints/step-NNNNNN/ (HF model folder + state.pt), atomically via rename."""
+    final = checkpoint_dir(run_dir, step)
+    tmp = final.with_name(f".{final.name}.tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    model.save_pretrained(tmp)  # loadable on its own by from_pretrained, e.g. for evaluation
+    torch.save({
+        "step": step,
+        "optimizer": optimizer.state_dict(),
+        "generator": generator.get_state(),
+        "torch_rng": torch.get_rng_state(),
+        "python_rng": random.getstate(),
+        "numpy_rng": np.random.get_state(),
+        "counters": counters,
+    }, tmp / "state.pt")
+    shutil.rmtree(final, ignore_errors=True)
+    tmp.rename(final)
+    return final
+
+
+def latest_checkpoint(run_dir: Path) -> Path | None:
+    steps = checkpoint_steps(run_dir)
+    return checkpoint_dir(run_dir, steps[-1]) if steps else None
+
+
+def checkpoint_steps(run_dir: Path) -> list[int]:
+    return [int(p.name[5:]) for p in sorted((Path(run_dir) / "checkpoints").glob("step-*"))
+            if _STEP.search(p.name) and (p / "state.pt").exists()]
+
+
+def load_weights(path: Path, model) -> None:
+    """Load a checkpoint's weights into `model` (same architecture), in place."""
+    from safetensors.torch import load_file
+
+    device = str(next(model.parameters()).device)
+    weights = {k: v for f in sorted(path.glob("*.safetensors")) for k, v in load_file(f, device=device).items()}
+    missing, unexpected = model.load_state_dict(weights, strict=False)
+    tied = {"lm_head.weight"} if getattr(model.config, "tie_word_embeddings", False) else set()  # stored once
+    if unexpected or set(missing) - tied:
+        raise RuntimeError(f"{path}: weights do not match the model (missing {missing[:3]}, unexpected {unexpected[:3]})")
+
+
+def load_checkpoint(path: Path, model, optimizer, generator: torch.Generator) -> tuple[int, dict]:
+    """Restore everything save_checkpoint wrote; returns (step, counters)."""
+    load_weights(path, model)
+    state = torch.load(path / "state.pt", weights_only=False)
+    optimizer.load_state_dict(state["optimizer"])
+    generator.set_state(state["generator"])
+    torch.set_rng_state(state["torch_rng"])
+    random.setstate(state["python_rng"])
+    np.random.set_state(state["numpy_rng"])
+    return state["step"], state["counters"]

@@ -1,0 +1,163 @@
+"""The one typed configuration of a training run. Hydra's ConfigStore registers these same
+dataclasses (experiments/), so every key has one type, one default and one reason."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class ModelConfig:
+    name: str = "tiny"  # "tiny": the built-in character model; "hf": a local transformers model
+    path: str | None = None  # folder for name=hf (nothing is ever downloaded)
+    device: str = "auto"  # "auto": cuda when present, else cpu
+    dtype: str = "auto"  # "auto": bf16 on cuda, fp32 on cpu
+
+
+@dataclass
+class TaskConfig:
+    name: str = "arithmetic"  # "arithmetic" (built in) or "mathset" (local JSONL/parquet)
+    levels: list[int] = field(default_factory=lambda: [1, 2, 3, 4])  # arithmetic levels to train on
+    train_per_level: int = 32  # training pool size per level: prompts recur across epochs
+    eval_per_level: int = 16  # held-out pool size per level
+    seed: int = 1234  # the pools' seed: the same problems whatever the run's seed
+    path: str | None = None  # mathset: training file
+    eval_path: str | None = None  # mathset: held-out file (else a stable 20% hash split)
+    difficulty: str = "level"  # level: the task's own label; pass_rate: a bin of the base model's pass rate
+    difficulty_samples: int = 16  # pass_rate: samples per prompt to measure the base model
+
+
+@dataclass
+class AlgoConfig:
+    lr: float = 1e-4  # on the tiny model 1e-4 learned, 5e-4 collapsed
+    beta: float = 0.04  # KL weight (DeepSeekMath); 0 skips the reference model entirely
+    eps_low: float = 0.2  # PPO clip below 1
+    eps_high: float = 0.2  # PPO clip above 1 (DAPO raises it to 0.28)
+    mu: int = 1  # updates per batch of samples (the paper's mu); old log-probs are reused
+    std: str = "population"  # population (eq. 3) | sample (TRL, verl) | none (Dr. GRPO)
+    std_eps: float = 1e-8  # a group whose reward std is <= this is a tie
+    loss_agg: str = "sequence"  # sequence (paper) | token (DAPO) | constant (Dr. GRPO)
+    max_grad_norm: float = 1.0
+    weight_decay: float = 0.0
+
+
+SAMPLER_NAMES = ("fixed", "resample_on_tie", "dynamic", "band")
+
+
+@dataclass
+class SamplerConfig:
+    name: str = "fixed"  # fixed | resample_on_tie | dynamic | band: how many samples each prompt gets
+    group_size: int = 8  # G: samples per group (the paper's fixed groups of eight)
+    max_rounds: int = 4  # resample_on_tie: rounds per prompt in all; dynamic: generation rounds per step
+    pool: str = "all"  # resample_on_tie: the update pools all rounds (all) or uses the last only (last)
+    band_lo: float = 0.0  # band: keep prompts whose last pass rate is >= this ...
+    band_hi: float = 1.0  # ... and <= this
+
+
+@dataclass
+class RolloutConfig:
+    temperature: float = 1.0
+    max_new_tokens: int = 6  # arithmetic answers are <= 4 digits + the end token
+
+
+@dataclass
+class RewardConfig:
+    accuracy: float = 1.0
+    format: float = 0.0  # 0 keeps rewards binary, so ties are exactly all-correct / all-wrong
+
+
+@dataclass
+class EvalConfig:
+    n: int = 16  # samples per held-out prompt: pass@k and cons@k are then known for every k <= n
+    every: int = 0  # evaluate every this many steps (0: only the base model and the last step)
+    temperature: float = 1.0
+
+
+@dataclass
+class TrainConfig:
+    out_dir: str = "runs/default"  # the run directory (Hydra sets it to the job's folder)
+    seed: int = 0
+    max_steps: int = 100
+    max_samples: int | None = None  # stop once this many samples were drawn (equal-budget comparisons)
+    max_tokens: int | None = None  # stop once this many tokens were generated
+    prompts_per_step: int = 16  # B: prompts (groups) per optimizer step
+    checkpoint_every: int = 50  # steps between checkpoints; the last step is always saved
+    threads: int = 0  # torch CPU threads; 0 leaves torch's default
+    model: ModelConfig = field(default_factory=ModelConfig)
+    task: TaskConfig = field(default_factory=TaskConfig)
+    algo: AlgoConfig = field(default_factory=AlgoConfig)
+    sampler: SamplerConfig = field(default_factory=SamplerConfig)
+    rollout: RolloutConfig = field(default_factory=RolloutConfig)
+    reward: RewardConfig = field(default_factory=RewardConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
+
+
+class ConfigError(ValueError):
+    """A configuration value that cannot work; the message names the key."""
+
+
+def _require(ok: bool, key: str, value: object, allowed: str) -> None:
+    if not ok:
+        raise ConfigError(f"{key}={value!r} is invalid: {allowed}")
+
+
+def validate(cfg: TrainConfig) -> None:
+    """One pass over every key, before any model loads. Raises ConfigError naming the first bad key."""
+    _require(cfg.model.name in ("tiny", "hf"), "model.name", cfg.model.name, "must be one of 'tiny', 'hf'")
+    _require(cfg.model.name != "hf" or bool(cfg.model.path), "model.path", cfg.model.path, "model.name=hf needs a local folder")
+    _require(cfg.model.dtype in ("auto", "float32", "bfloat16", "float16"), "model.dtype", cfg.model.dtype,
+             "must be one of 'auto', 'float32', 'bfloat16', 'float16'")
+    _require(cfg.task.name in ("arithmetic", "mathset"), "task.name", cfg.task.name, "must be one of 'arithmetic', 'mathset'")
+    _require(cfg.task.name != "mathset" or bool(cfg.task.path), "task.path", cfg.task.path, "task.name=mathset needs a file")
+    _require(cfg.task.train_per_level >= 1, "task.train_per_level", cfg.task.train_per_level, "must be >= 1")
+    _require(cfg.task.eval_per_level >= 0, "task.eval_per_level", cfg.task.eval_per_level, "must be >= 0")
+    _require(cfg.algo.lr > 0, "algo.lr", cfg.algo.lr, "must be > 0")
+    _require(cfg.algo.beta >= 0, "algo.beta", cfg.algo.beta, "must be >= 0")
+    _require(cfg.algo.eps_low > 0, "algo.eps_low", cfg.algo.eps_low, "must be > 0")
+    _require(cfg.algo.eps_high > 0, "algo.eps_high", cfg.algo.eps_high, "must be > 0")
+    _require(cfg.algo.mu >= 1, "algo.mu", cfg.algo.mu, "must be >= 1")
+    _require(cfg.algo.std in ("population", "sample", "none"), "algo.std", cfg.algo.std,
+             "must be one of 'population', 'sample', 'none'")
+    _require(cfg.algo.loss_agg in ("sequence", "token", "constant"), "algo.loss_agg", cfg.algo.loss_agg,
+             "must be one of 'sequence', 'token', 'constant'")
+    _require(cfg.algo.max_grad_norm > 0, "algo.max_grad_norm", cfg.algo.max_grad_norm, "must be > 0")
+    s = cfg.sampler
+    _require(s.name in SAMPLER_NAMES, "sampler.name", s.name, f"must be one of {', '.join(map(repr, SAMPLER_NAMES))}")
+    _require(s.max_rounds >= 1, "sampler.max_rounds", s.max_rounds, "must be >= 1")
+    _require(s.pool in ("all", "last"), "sampler.pool", s.pool, "must be one of 'all', 'last'")
+    _require(0 <= s.band_lo <= 1, "sampler.band_lo", s.band_lo, "must lie in [0, 1]")
+    _require(s.band_lo <= s.band_hi <= 1, "sampler.band_hi", s.band_hi, "must lie in [sampler.band_lo, 1]")
+    _require(cfg.task.difficulty in ("level", "pass_rate"), "task.difficulty", cfg.task.difficulty,
+             "must be one of 'level', 'pass_rate'")
+    _require(cfg.task.difficulty_samples >= 2, "task.difficulty_samples", cfg.task.difficulty_samples, "must be >= 2")
+    _require(cfg.sampler.group_size >= 2, "sampler.group_size", cfg.sampler.group_size,
+             "must be >= 2 (a group of one has no baseline)")
+    _require(cfg.rollout.temperature >= 0, "rollout.temperature", cfg.rollout.temperature, "must be >= 0")
+    _require(cfg.rollout.max_new_tokens >= 1, "rollout.max_new_tokens", cfg.rollout.max_new_tokens, "must be >= 1")
+    _require(cfg.eval.n >= 0, "eval.n", cfg.eval.n, "must be >= 0 (0 turns evaluation off)")
+    _require(cfg.eval.every >= 0, "eval.every", cfg.eval.every, "must be >= 0")
+    _require(cfg.eval.temperature >= 0, "eval.temperature", cfg.eval.temperature, "must be >= 0")
+    _require(cfg.max_steps >= 1, "max_steps", cfg.max_steps, "must be >= 1")
+    _require(cfg.prompts_per_step >= 1, "prompts_per_step", cfg.prompts_per_step, "must be >= 1")
+    _require(cfg.checkpoint_every >= 1, "checkpoint_every", cfg.checkpoint_every, "must be >= 1")
+    per_step = cfg.prompts_per_step * s.group_size  # samples of one step, at least
+    most = per_step * (1 if s.name in ("fixed", "band") else s.max_rounds)  # at most
+    if cfg.max_samples is not None:
+        _require(cfg.max_samples >= per_step, "max_samples", cfg.max_samples,
+                 f"below one step's draw (prompts_per_step x sampler.group_size = {per_step})")
+        _require(cfg.max_samples <= cfg.max_steps * most, "max_samples", cfg.max_samples,
+                 f"not reachable in max_steps={cfg.max_steps} steps of at most {most} samples; raise max_steps")
+    if cfg.max_tokens is not None:
+        _require(cfg.max_tokens >= 1, "max_tokens", cfg.max_tokens, "must be >= 1")
+        _require(cfg.max_tokens <= cfg.max_steps * most * cfg.rollout.max_new_tokens, "max_tokens", cfg.max_tokens,
+                 f"not reachable in max_steps={cfg.max_steps} steps; raise max_steps")
+
+
+@dataclass
+class EvalJobConfig:
+    """Standalone evaluation of a finished (or running) run directory."""
+
+    run_dir: str = "???"  # the run to evaluate (its .hydra/config.yaml gives model and task)
+    n: int = 32  # samples per held-out prompt
+    temperature: float = 1.0
+    steps: list[int] | None = None  # checkpoints to evaluate (0 = base model); None: base + all

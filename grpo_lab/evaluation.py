@@ -1,0 +1,90 @@
+"""Held-out evaluation: n samples per prompt, one eval-table row per sample."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from grpo_lab.rewards import RewardWeights, score
+from grpo_lab.rollout import sample_groups
+from grpo_lab.tasks.base import Problem
+
+
+def evaluate(
+    model,
+    tokenizer,
+    problems: list[Problem] | tuple[Problem, ...],
+    *,
+    n: int,
+    temperature: float,
+    max_new_tokens: int,
+    end_ids: list[int],
+    answer_kind: str,
+    seed: int,
+    run_id: str,
+    step: int,
+    prompts_per_batch: int = 64,
+) -> list[dict]:
+    """Sample n completions for each problem and score them. A generator of its own, seeded by
+    (seed, step), keeps evaluation from moving the training run's random stream."""
+    generator = torch.Generator(device=next(model.parameters()).device).manual_seed(seed * 1_000_003 + step)
+    rows = []
+    was_training = model.training
+    model.eval()
+    for start in range(0, len(problems), prompts_per_batch):
+        batch = problems[start:start + prompts_per_batch]
+        ro = sample_groups(model, tokenizer, [p.prompt for p in batch], n, max_new_tokens=max_new_tokens,
+                           temperature=temperature, generator=generator, end_ids=end_ids)
+        lengths, truncated = ro.lengths.tolist(), ro.truncated.tolist()
+        for k, text in enumerate(ro.texts):
+            p = batch[k // n]
+            s = score(text, not truncated[k], p.answer, answer_kind, RewardWeights())
+            rows.append(dict(run_id=run_id, step=step, prompt_id=p.prompt_id, difficulty=p.difficulty,
+                             sample=k % n, answer=s.answer, correct=s.correct, tokens=lengths[k]))
+    model.train(was_training)
+    return rows
+
+
+def accuracy_by_difficulty(rows: list[dict]) -> dict[str, float]:
+    """Mean sampled accuracy per difficulty label of a list of eval rows."""
+    totals: dict[str, list[int]] = {}
+    for r in rows:
+        t = totals.setdefault(r["difficulty"], [0, 0])
+        t[0] += r["correct"]
+        t[1] += 1
+    return {d: c / n for d, (c, n) in sorted(totals.items())}
+
+
+def evaluate_checkpoints(cfg, run_dir: Path, *, n: int, temperature: float, steps: list[int] | None = None) -> list[int]:
+    """Standalone evaluation of a run: the base model (step 0) and saved checkpoints, n samples per
+    held-out prompt each, written as eval parts (replacing those steps' parts). cfg: the run's
+    TrainConfig. Returns the steps evaluated."""
+    import json
+
+    from grpo_lab.checkpoints import checkpoint_dir, checkpoint_steps, load_weights
+    from grpo_lab.policy import eos_ids, load_policy
+    from grpo_lab.tables import write_part
+    from grpo_lab.trainer import build_task
+
+    run_dir = Path(run_dir)
+    meta = run_dir / "run.json"
+    if not meta.exists():
+        raise FileNotFoundError(f"run_dir: {run_dir} has no run.json; is it a grpo-lab run directory?")
+    run_id = json.loads(meta.read_text())["run_id"]
+    available = [0] + checkpoint_steps(run_dir)
+    wanted = available if steps is None else list(steps)
+    missing = sorted(set(wanted) - set(available))
+    if missing:
+        raise ValueError(f"steps: no checkpoint for step {missing[0]} in {run_dir} (have {available})")
+    task = build_task(cfg)
+    model, tokenizer = load_policy(cfg.model.name, cfg.model.path, cfg.model.device, cfg.model.dtype)
+    end_ids = eos_ids(model, tokenizer)
+    for step in wanted:
+        if step:
+            load_weights(checkpoint_dir(run_dir, step), model)
+        rows = evaluate(model, tokenizer, task.held_out, n=n, temperature=temperature,
+                        max_new_tokens=cfg.rollout.max_new_tokens, end_ids=end_ids, answer_kind=task.answer_kind,
+                        seed=cfg.seed, run_id=run_id, step=step)
+        write_part(run_dir, "eval", step, rows)
+    return wanted

@@ -1,0 +1,139 @@
+"""The GRPO objective as pure tensor functions (DeepSeekMath, eq. 3 and the PPO-style loss).
+
+Shapes: B prompts, G samples per prompt, N = B*G sequences, T completion tokens.
+Every function here is differentiable where it should be and has no state.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+STD_MODES = ("population", "sample", "none")
+AGG_MODES = ("sequence", "token", "constant")
+
+
+def _check(name: str, value: str, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        raise ValueError(f"{name}={value!r} is not supported. Must be one of {', '.join(map(repr, allowed))}.")
+
+
+def group_advantages(rewards: torch.Tensor, *, std: str = "population", eps: float = 1e-8) -> torch.Tensor:
+    """Group-relative advantages: rewards [B, G] -> advantages [B, G].
+
+    - "population": (r - mean) / population std, the paper's eq. 3; a group whose std <= eps
+      (a tie) gets exactly 0 for every member, never eps-amplified noise.
+    - "sample": (r - mean) / (Bessel std + eps), as TRL and verl compute it.
+    - "none": r - mean, as Dr. GRPO does.
+    """
+    _check("std", std, STD_MODES)
+    centered = rewards - rewards.mean(dim=-1, keepdim=True)  # (B, G)
+    if std == "none":
+        return centered
+    if std == "sample":
+        return centered / (rewards.std(dim=-1, correction=1, keepdim=True) + eps)
+    sd = rewards.std(dim=-1, correction=0, keepdim=True)  # (B, 1)
+    return torch.where(sd > eps, centered / sd.clamp_min(eps), torch.zeros_like(centered))
+
+
+def kl_k3(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
+    """Per-token k3 estimator of KL(pi || ref): exp(ref - logp) - (ref - logp) - 1 (>= 0, unbiased)."""
+    log_ratio = ref_logp - logp
+    return torch.exp(log_ratio) - log_ratio - 1
+
+
+def clipped_surrogate(
+    logp: torch.Tensor,
+    old_logp: torch.Tensor,
+    advantages: torch.Tensor,
+    *,
+    eps_low: float = 0.2,
+    eps_high: float = 0.2,
+) -> torch.Tensor:
+    """Per-token PPO loss -min(rho*A, clip(rho, 1-eps_low, 1+eps_high)*A), rho = exp(logp - old_logp).
+
+    logp, old_logp: (N, T); advantages: (N,) or (N, T), broadcast over tokens.
+    """
+    if advantages.dim() == logp.dim() - 1:
+        advantages = advantages.unsqueeze(-1)  # (N, 1)
+    ratio = torch.exp(logp - old_logp)  # (N, T)
+    pg_loss1 = -advantages * ratio
+    pg_loss2 = -advantages * torch.clamp(ratio, 1 - eps_low, 1 + eps_high)
+    return torch.maximum(pg_loss1, pg_loss2)
+
+
+def aggregate(per_token: torch.Tensor, mask: torch.Tensor, mode: str, max_len: int | None = None) -> torch.Tensor:
+    """Reduce a per-token loss (N, T) under a 0/1 mask (N, T) to a scalar.
+
+    - "sequence": mean over sequences of each sequence's token mean (the paper's 1/G sum 1/|o_i| sum).
+    - "token": sum over all unmasked tokens / their count (DAPO): long answers weigh more.
+    - "constant": sum / (N * max_len) (Dr. GRPO): no length normalisation at all.
+    """
+    _check("loss_agg", mode, AGG_MODES)
+    mask = mask.to(per_token.dtype)
+    masked = per_token * mask
+    if mode == "sequence":
+        return (masked.sum(-1) / mask.sum(-1).clamp_min(1)).mean()
+    if mode == "token":
+        return masked.sum() / mask.sum().clamp_min(1)
+    return masked.sum() / (per_token.shape[0] * (max_len or per_token.shape[-1]))
+
+
+@dataclass
+class LossStats:
+    """Detached statistics of one loss evaluation (plain floats, ready for the steps table)."""
+
+    loss: float
+    pg_loss: float
+    kl: float
+    clip_low: float  # fraction of tokens whose ratio was clipped below (A < 0)
+    clip_high: float  # fraction of tokens whose ratio was clipped above (A > 0)
+
+    @property
+    def clip_frac(self) -> float:
+        return self.clip_low + self.clip_high
+
+
+def grpo_loss(
+    logp: torch.Tensor,
+    old_logp: torch.Tensor,
+    advantages: torch.Tensor,
+    mask: torch.Tensor,
+    *,
+    ref_logp: torch.Tensor | None = None,
+    beta: float = 0.04,
+    eps_low: float = 0.2,
+    eps_high: float = 0.2,
+    agg: str = "sequence",
+    max_len: int | None = None,
+) -> tuple[torch.Tensor, LossStats]:
+    """The GRPO loss: aggregate(clipped surrogate + beta * k3 KL). The KL term is skipped when beta == 0.
+
+    logp, old_logp, ref_logp, mask: (N, T); advantages: (N,).
+    """
+    pg = clipped_surrogate(logp, old_logp, advantages, eps_low=eps_low, eps_high=eps_high)  # (N, T)
+    per_token = pg
+    kl_mean = 0.0
+    fmask = mask.to(logp.dtype)
+    n_tokens = fmask.sum().clamp_min(1)
+    if beta != 0:
+        if ref_logp is None:
+            raise ValueError("beta != 0 needs ref_logp (log-probs of the frozen reference model)")
+        kl = kl_k3(logp, ref_logp)
+        per_token = pg + beta * kl
+        kl_mean = float(((kl * fmask).sum() / n_tokens).detach())
+    loss = aggregate(per_token, mask, agg, max_len)
+    with torch.no_grad():
+        ratio = torch.exp(logp - old_logp)
+        adv = advantages.unsqueeze(-1) if advantages.dim() == logp.dim() - 1 else advantages
+        low = ((ratio < 1 - eps_low) & (adv < 0)).to(fmask.dtype)
+        high = ((ratio > 1 + eps_high) & (adv > 0)).to(fmask.dtype)
+        stats = LossStats(
+            loss=float(loss),
+            pg_loss=float(aggregate(pg, mask, agg, max_len)),
+            kl=kl_mean,
+            clip_low=float((low * fmask).sum() / n_tokens),
+            clip_high=float((high * fmask).sum() / n_tokens),
+        )
+    return loss, stats

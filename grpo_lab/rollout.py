@@ -1,0 +1,162 @@
+"""Sampling whole groups, and the log-probs of sampled completions under a model.
+
+The G completions of a group share their prompt, so the prompt is run through the model once
+and its KV cache is expanded G-fold (in sampling, and in the policy and reference passes):
+the prompt costs B forward rows instead of B*G. That is exact, gradients included.
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+
+import torch
+from transformers import DynamicCache
+
+
+@dataclass
+class Rollout:
+    """B prompts x G samples, flattened group-major: sample j of prompt i is row i*G + j."""
+
+    prompt_ids: torch.Tensor  # (B, P) left-padded
+    prompt_mask: torch.Tensor  # (B, P)
+    completion_ids: torch.Tensor  # (N, T) N = B*G, pad after the end
+    completion_mask: torch.Tensor  # (N, T) 1 up to and including the end token
+    old_logp: torch.Tensor  # (N, T) log-probs the sampler drew each token with
+    texts: list[str]  # N decoded completions, end token stripped
+    lengths: torch.Tensor  # (N,) tokens generated (end token included)
+    truncated: torch.Tensor  # (N,) bool: no end token within max_new_tokens
+    group_size: int
+
+
+def _cache_kwarg(model) -> str:
+    # transformers renamed `past_key_values` to `cache` (5.x); accept models of either vintage.
+    return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+
+
+def _prefill(model, prompt_ids, prompt_mask, group_size):
+    """Run the B prompts once, then expand logits and cache G-fold. Returns
+    (last-position logits (N, V), cache of N rows, position of the next token (N, 1))."""
+    positions = (prompt_mask.cumsum(-1) - 1).clamp_min(0)  # (B, P) left padding shifts positions
+    cache = DynamicCache(config=model.config)
+    out = model(input_ids=prompt_ids, attention_mask=prompt_mask, position_ids=positions,
+                use_cache=True, logits_to_keep=1, **{_cache_kwarg(model): cache})
+    cache.batch_repeat_interleave(group_size)
+    last = out.logits[:, -1].repeat_interleave(group_size, dim=0)  # (N, V)
+    next_pos = positions[:, -1:].repeat_interleave(group_size, dim=0) + 1  # (N, 1)
+    return last, cache, next_pos
+
+
+def token_logprobs(logits: torch.Tensor, tokens: torch.Tensor, temperature: float) -> torch.Tensor:
+    """log softmax(logits / temperature) at `tokens`: (..., V), (...) -> (...), in fp32."""
+    logits = logits.float()
+    if temperature not in (0.0, 1.0):
+        logits = logits / temperature
+    return logits.gather(-1, tokens.unsqueeze(-1)).squeeze(-1) - torch.logsumexp(logits, dim=-1)
+
+
+@torch.no_grad()  # not inference_mode: the returned tensors feed the policy pass, which needs grad
+def sample_groups(
+    model,
+    tokenizer,
+    prompts: list[str],
+    group_size: int,
+    *,
+    max_new_tokens: int,
+    temperature: float,
+    generator: torch.Generator,
+    end_ids: list[int],
+) -> Rollout:
+    """Sample `group_size` completions for each prompt with a KV cache. temperature 0 is greedy."""
+    device = next(model.parameters()).device
+    enc = tokenizer(prompts, return_tensors="pt", padding=True, padding_side="left", add_special_tokens=False)
+    prompt_ids, prompt_mask = enc["input_ids"].to(device), enc["attention_mask"].to(device)
+    logits, cache, pos = _prefill(model, prompt_ids, prompt_mask, group_size)
+    key = _cache_kwarg(model)
+    n = logits.shape[0]
+    pad = tokenizer.pad_token_id
+    ends = torch.tensor(end_ids, device=device)
+    attn = prompt_mask.repeat_interleave(group_size, dim=0)  # (N, P), grows by one column a token
+    done = torch.zeros(n, dtype=torch.bool, device=device)
+    tokens, logps = [], []
+    for t in range(max_new_tokens):
+        logits = logits.float()
+        if temperature == 0:
+            tok = logits.argmax(-1)
+        else:
+            probs = torch.softmax(logits / temperature, dim=-1)
+            tok = torch.multinomial(probs, 1, generator=generator).squeeze(-1)  # (N,)
+        tok = torch.where(done, torch.full_like(tok, pad), tok)
+        tokens.append(tok)
+        logps.append(token_logprobs(logits, tok, temperature or 1.0))
+        done = done | torch.isin(tok, ends)
+        if bool(done.all()) or t == max_new_tokens - 1:
+            break
+        attn = torch.cat([attn, torch.ones_like(attn[:, :1])], dim=1)
+        out = model(input_ids=tok[:, None], attention_mask=attn, position_ids=pos, use_cache=True, **{key: cache})
+        logits, pos = out.logits[:, -1], pos + 1
+    ids = torch.stack(tokens, dim=1)  # (N, T)
+    is_end = torch.isin(ids, ends)
+    # A token counts while no end token came strictly before it: the end token itself is scored.
+    mask = (is_end.cumsum(1) - is_end.long()) == 0
+    finished = is_end.any(1)
+    lengths = mask.sum(1)
+    cpu_ids = ids.masked_fill(~mask | is_end, pad).tolist()
+    texts = tokenizer.batch_decode(cpu_ids, skip_special_tokens=True)
+    return Rollout(prompt_ids, prompt_mask, ids, mask, torch.stack(logps, dim=1).masked_fill(~mask, 0.0),
+                   texts, lengths, ~finished, group_size)
+
+
+def completion_logprobs(model, rollout: Rollout, temperature: float) -> torch.Tensor:
+    """Log-probs (N, T) of the rollout's completion tokens under `model`, prompts prefilled once per group.
+    Differentiable when called with grad enabled: gradients flow through the expanded prompt cache."""
+    first, cache, pos = _prefill(model, rollout.prompt_ids, rollout.prompt_mask, rollout.group_size)
+    ids = rollout.completion_ids  # (N, T)
+    n, t = ids.shape
+    if t > 1:
+        attn = torch.cat([rollout.prompt_mask.repeat_interleave(rollout.group_size, dim=0),
+                          torch.ones(n, t - 1, dtype=rollout.prompt_mask.dtype, device=ids.device)], dim=1)
+        positions = pos + torch.arange(t - 1, device=ids.device)  # (N, T-1)
+        rest = model(input_ids=ids[:, :-1], attention_mask=attn, position_ids=positions,
+                     use_cache=True, **{_cache_kwarg(model): cache}).logits  # (N, T-1, V)
+        logits = torch.cat([first[:, None], rest], dim=1)  # (N, T, V)
+    else:
+        logits = first[:, None]
+    return token_logprobs(logits, ids, temperature).masked_fill(~rollout.completion_mask, 0.0)
+
+
+def split_groups(ro: Rollout) -> list[Rollout]:
+    """One Rollout per prompt (its G samples), for samplers that keep, drop or pool groups."""
+    g = ro.group_size
+    out = []
+    for i in range(ro.prompt_ids.shape[0]):
+        rows = slice(i * g, (i + 1) * g)
+        out.append(Rollout(ro.prompt_ids[i:i + 1], ro.prompt_mask[i:i + 1], ro.completion_ids[rows],
+                           ro.completion_mask[rows], ro.old_logp[rows], ro.texts[rows], ro.lengths[rows],
+                           ro.truncated[rows], g))
+    return out
+
+
+def concat_groups(chunks: list[Rollout], pad_id: int) -> Rollout:
+    """Join per-group Rollouts (same G) into one batch: prompts re-padded on the left, completions
+    on the right. Extra left padding changes nothing (positions come from the mask)."""
+    width = max(c.prompt_ids.shape[1] for c in chunks)
+    length = max(c.completion_ids.shape[1] for c in chunks)
+
+    def left(x, value):
+        return torch.nn.functional.pad(x, (width - x.shape[1], 0), value=value)
+
+    def right(x, value):
+        return torch.nn.functional.pad(x, (0, length - x.shape[1]), value=value)
+
+    return Rollout(
+        prompt_ids=torch.cat([left(c.prompt_ids, pad_id) for c in chunks]),
+        prompt_mask=torch.cat([left(c.prompt_mask, 0) for c in chunks]),
+        completion_ids=torch.cat([right(c.completion_ids, pad_id) for c in chunks]),
+        completion_mask=torch.cat([right(c.completion_mask, False) for c in chunks]),
+        old_logp=torch.cat([right(c.old_logp, 0.0) for c in chunks]),
+        texts=[t for c in chunks for t in c.texts],
+        lengths=torch.cat([c.lengths for c in chunks]),
+        truncated=torch.cat([c.truncated for c in chunks]),
+        group_size=chunks[0].group_size,
+    )

@@ -1,0 +1,93 @@
+"""Writers and readers of the run tables (groups/, steps/, eval/): parquet parts with fixed schemas.
+
+A part is written under a temporary name and renamed, so a killed run never leaves half a file.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+GROUPS = pa.schema([
+    ("run_id", pa.string()),
+    ("step", pa.int32()),
+    ("prompt_id", pa.string()),
+    ("difficulty", pa.string()),
+    ("round", pa.int16()),
+    ("group_size", pa.int16()),
+    ("rewards", pa.list_(pa.float32())),
+    ("correct", pa.list_(pa.bool_())),
+    ("reward_mean", pa.float32()),
+    ("reward_std", pa.float32()),
+    ("n_correct", pa.int16()),
+    ("tie", pa.bool_()),
+    ("tie_kind", pa.string()),
+    ("used", pa.bool_()),
+    ("tokens", pa.int32()),
+    ("samples_total", pa.int64()),
+    ("tokens_total", pa.int64()),
+])
+
+STEPS = pa.schema(
+    [("run_id", pa.string()), ("step", pa.int32())]
+    + [(name, pa.float64()) for name in ("loss", "pg_loss", "kl", "clip_frac", "grad_norm", "lr", "reward_mean",
+                                         "accuracy", "tie_frac")]
+    + [("groups", pa.int32()), ("samples", pa.int32()), ("samples_total", pa.int64()), ("tokens_total", pa.int64())]
+    + [(name, pa.float64()) for name in ("t_rollout", "t_update", "t_total")]
+)
+
+EVAL = pa.schema([
+    ("run_id", pa.string()),
+    ("step", pa.int32()),
+    ("prompt_id", pa.string()),
+    ("difficulty", pa.string()),
+    ("sample", pa.int32()),
+    ("answer", pa.string()),
+    ("correct", pa.bool_()),
+    ("tokens", pa.int32()),
+])
+
+SCHEMAS = {"groups": GROUPS, "steps": STEPS, "eval": EVAL}
+_PART = re.compile(r"part-(\d{6})\.parquet$")
+
+
+def write_part(run_dir: Path, table: str, step: int, rows: list[dict]) -> Path:
+    """Write rows as `<run_dir>/<table>/part-<step>.parquet`, atomically."""
+    folder = Path(run_dir) / table
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"part-{step:06d}.parquet"
+    tmp = folder / f".{path.name}.tmp"
+    pq.write_table(pa.Table.from_pylist(rows, schema=SCHEMAS[table]), tmp)
+    os.replace(tmp, path)
+    return path
+
+
+def parts(run_dir: Path, table: str) -> list[tuple[int, Path]]:
+    folder = Path(run_dir) / table
+    found = [(int(m.group(1)), p) for p in folder.glob("part-*.parquet") if (m := _PART.search(p.name))]
+    return sorted(found)
+
+
+def remove_parts_after(run_dir: Path, step: int) -> int:
+    """Drop every part written after `step` (and stray temporaries); returns how many went."""
+    removed = 0
+    for table in SCHEMAS:
+        for s, path in parts(run_dir, table):
+            if s > step:
+                path.unlink()
+                removed += 1
+        for tmp in (Path(run_dir) / table).glob(".part-*.tmp"):
+            tmp.unlink()
+    return removed
+
+
+def read_table(run_dir: Path, table: str) -> pa.Table:
+    """All parts of one table of one run, concatenated in step order (empty table if none)."""
+    found = parts(run_dir, table)
+    if not found:
+        return SCHEMAS[table].empty_table()
+    return pa.concat_tables([pq.read_table(p, schema=SCHEMAS[table]) for _, p in found])

@@ -1,0 +1,33 @@
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One verifiable problem. `prompt_id` is stable across runs so a prompt's history can be followed."""
+
+    prompt_id: str
+    prompt: str
+    answer: str
+    difficulty: str  # level label "1".."5", or a pass-rate bin
+
+
+@dataclass(frozen=True)
+class Task:
+    """A finite training pool, a disjoint held-out pool, and how answers are checked.
+
+    answer_kind: "integer" (exact integer match) or "latex" (math-verify equivalence).
+    """
+
+    name: str
+    train: tuple[Problem, ...]
+    held_out: tuple[Problem, ...]
+    answer_kind: str
+
+    def __post_init__(self) -> None:
+        if not self.train:
+            raise ValueError(f"task {self.name!r} has an empty training pool")
+        overlap = {p.prompt_id for p in self.train} & {p.prompt_id for p in self.held_out}
+        if overlap:
+            raise ValueError(f"task {self.name!r}: {len(overlap)} prompt ids are in both pools, e.g. {min(overlap)!r}")

@@ -1,0 +1,113 @@
+"""Config composition, one-line rejection of bad overrides, and real Hydra runs into tmp_path."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from experiments.common import preflight, register_configs
+from grpo_lab.tables import read_table
+
+register_configs()
+ROOT = Path(__file__).resolve().parent.parent
+
+INVALID = [  # (override, the key the error must name)
+    ("sampler.group_size=1", "sampler.group_size"),
+    ("sampler.group_size=abc", "sampler.group_size"),
+    ("sampler.name=greedy", "sampler.name"),
+    ("sampler.max_rounds=0", "sampler.max_rounds"),
+    ("sampler.pool=first", "sampler.pool"),
+    ("sampler.band_lo=1.5", "sampler.band_lo"),
+    ("algo.eps_low=0", "algo.eps_low"),
+    ("algo.eps_high=-0.1", "algo.eps_high"),
+    ("algo.beta=-1", "algo.beta"),
+    ("algo.mu=0", "algo.mu"),
+    ("algo.std=bessel", "algo.std"),
+    ("algo.loss_agg=mean", "algo.loss_agg"),
+    ("algo.lr=0", "algo.lr"),
+    ("rollout.max_new_tokens=0", "rollout.max_new_tokens"),
+    ("rollout.temperature=-1", "rollout.temperature"),
+    ("max_samples=10", "max_samples"),  # below one step's draw
+    ("max_samples=100000000", "max_samples"),  # not reachable in max_steps
+    ("task.difficulty=hardness", "task.difficulty"),
+    ("model=gpt5", "model/gpt5"),
+    ("model.dtype=int8", "model.dtype"),
+    ("task.name=mathset", "task.path"),
+    ("max_steps=1.5", "max_steps"),
+    ("prompts_per_step=0", "prompts_per_step"),
+]
+
+
+@pytest.mark.parametrize("override,key", INVALID)
+def test_invalid_override_is_one_line_naming_the_key(override, key):
+    error = preflight("train", [override])
+    assert error is not None and key in error and "\n" not in error
+
+
+def test_valid_presets_compose_and_a_bad_swept_value_is_caught():
+    for args in (["experiment=ties_by_difficulty"], ["experiment=fixed_vs_adaptive"], ["experiment=equal_budget"],
+                 ["algo=dapo", "sampler=dynamic"], ["algo=dr_grpo", "sampler=band"], ["launcher=joblib"],
+                 ["-m", "seed=0,1", "sampler=fixed,resample_on_tie"]):
+        assert preflight("train", args) is None, args
+    assert "sampler.group_size" in preflight("train", ["-m", "sampler.group_size=4,1"])
+
+
+def _cli(args, cwd, timeout=600):
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    return subprocess.run([sys.executable, "-m", "experiments.train", *args], cwd=cwd, env=env, text=True,
+                          capture_output=True, timeout=timeout)
+
+
+def test_cli_rejects_bad_override_before_loading_a_model(tmp_path):
+    out = _cli(["sampler.group_size=1", f"hydra.run.dir={tmp_path}/run"], ROOT)
+    assert out.returncode != 0
+    assert out.stderr.strip().splitlines() == [
+        "config error: sampler.group_size=1 is invalid: must be >= 2 (a group of one has no baseline)"]
+    assert not (tmp_path / "run").exists()
+
+
+def test_multirun_fixed_vs_adaptive_at_equal_samples(tmp_path):
+    sweep = tmp_path / "sweep"
+    budget = 4 * 4 * 5  # five fixed steps of 4 prompts x 4 samples
+    out = _cli(["-m", "experiment=fixed_vs_adaptive", f"max_samples={budget}", "prompts_per_step=4",
+                "sampler.group_size=4", "task.levels=[1,4]", "task.train_per_level=8", "task.eval_per_level=2",
+                "eval.n=4", "seed=0", f"hydra.sweep.dir={sweep}"], ROOT)
+    assert out.returncode == 0, out.stderr[-3000:]
+    jobs = sorted(p for p in sweep.iterdir() if (p / "run.json").exists())
+    assert len(jobs) == 2
+    for job in jobs:
+        assert {"config.yaml", "hydra.yaml", "overrides.yaml"} <= {p.name for p in (job / ".hydra").iterdir()}
+        assert json.loads((job / "run.json").read_text())["status"] == "done"
+        g = read_table(job, "groups").to_pandas()
+        assert g["samples_total"].tolist() == g["group_size"].cumsum().tolist()  # every sample counted
+        per_step = g.groupby("step")["group_size"].sum()
+        assert budget <= g["samples_total"].iloc[-1] < budget + per_step.iloc[-1]  # stopped within one step's draw
+        ev = read_table(job, "eval").to_pandas()
+        assert set(ev["step"]) == {0, g["step"].max()} and ev["answer"].notna().any()
+        assert (ev.groupby(["step", "prompt_id"]).size() == 4).all()
+    (adaptive_job,) = [j for j in jobs if "sampler.name=resample_on_tie" in (j / ".hydra" / "overrides.yaml").read_text()]
+    adaptive = read_table(adaptive_job, "groups").to_pandas()
+    assert (adaptive["round"] > 0).any()  # level 1 and 4 prompts tie often: extra rounds were drawn
+    assert (sweep / "report" / "REPORT.md").exists()  # the on_multirun_end callback built it
+
+
+def test_standalone_evaluation_of_base_and_checkpoints(tmp_path):
+    run = tmp_path / "run"
+    out = _cli(["max_steps=2", "checkpoint_every=1", "prompts_per_step=2", "sampler.group_size=2", "task.levels=[1,2]",
+                "task.train_per_level=4", "task.eval_per_level=3", "eval=none", f"hydra.run.dir={run}"], ROOT)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert not (run / "eval").exists()
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    ev = subprocess.run([sys.executable, "-m", "experiments.evaluate", f"run_dir={run}", "n=5"], cwd=ROOT, env=env,
+                        text=True, capture_output=True, timeout=600)
+    assert ev.returncode == 0, ev.stderr[-3000:]
+    rows = read_table(run, "eval").to_pandas()
+    assert sorted(set(rows["step"])) == [0, 1, 2]
+    assert (rows.groupby(["step", "prompt_id"])["sample"].apply(sorted).apply(list) == [list(range(5))] * 18).all()
+    assert rows["run_id"].unique().tolist() == [json.loads((run / "run.json").read_text())["run_id"]]
+    bad = subprocess.run([sys.executable, "-m", "experiments.evaluate", f"run_dir={run}", "steps=[7]"], cwd=ROOT,
+                         env=env, text=True, capture_output=True, timeout=600)
+    assert bad.returncode != 0 and "steps: no checkpoint for step 7" in bad.stderr

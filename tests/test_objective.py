@@ -1,0 +1,128 @@
+"""The objective against plain-Python reference loops, and the seed's own numbers."""
+
+import math
+import random
+
+import pytest
+import torch
+
+from grpo_lab.objective import aggregate, clipped_surrogate, group_advantages, grpo_loss, kl_k3
+
+
+def ref_advantages(rows, std, eps):
+    out = []
+    for r in rows:
+        g = len(r)
+        mean = sum(r) / g
+        if std == "none":
+            out.append([x - mean for x in r])
+            continue
+        var = sum((x - mean) ** 2 for x in r) / (g if std == "population" else g - 1)
+        sd = math.sqrt(var)
+        if std == "population":
+            out.append([0.0 if sd <= eps else (x - mean) / sd for x in r])
+        else:
+            out.append([(x - mean) / (sd + eps) for x in r])
+    return out
+
+
+@pytest.mark.parametrize("std", ["population", "sample", "none"])
+def test_advantages_match_plain_loop(std):
+    rng = random.Random(0)
+    rows = [[float(rng.choice([0, 1])) for _ in range(8)] for _ in range(50)]
+    rows += [[1.0] * 8, [0.0] * 8] + [[rng.random() * 3 for _ in range(8)] for _ in range(10)]
+    got = group_advantages(torch.tensor(rows, dtype=torch.float64), std=std, eps=1e-8)
+    torch.testing.assert_close(got, torch.tensor(ref_advantages(rows, std, 1e-8), dtype=torch.float64))
+
+
+def test_advantages_are_scale_and_shift_invariant():
+    a = group_advantages(torch.tensor([[0.0, 1.0, 2.0]]))
+    b = group_advantages(torch.tensor([[0.0, 10.0, 20.0]]))
+    torch.testing.assert_close(a, b, rtol=1e-6, atol=0)
+    torch.testing.assert_close(a, torch.tensor([[-math.sqrt(1.5), 0.0, math.sqrt(1.5)]]))
+
+
+def test_one_right_among_eight():
+    adv = group_advantages(torch.tensor([[1.0] + [0.0] * 7]))
+    torch.testing.assert_close(adv[0, 0], torch.tensor(math.sqrt(7)))
+    torch.testing.assert_close(adv[0, 1:], torch.full((7,), -1 / math.sqrt(7)))
+
+
+@pytest.mark.parametrize("value", [0.0, 1.0, 0.3])
+def test_tied_group_gives_exact_zeros(value):
+    adv = group_advantages(torch.full((3, 8), value))
+    assert torch.equal(adv, torch.zeros(3, 8))
+
+
+def test_unknown_std_mode_lists_allowed():
+    with pytest.raises(ValueError, match="'population', 'sample', 'none'"):
+        group_advantages(torch.zeros(1, 2), std="bessel")
+
+
+def test_kl_k3_matches_formula_and_is_nonnegative():
+    g = torch.Generator().manual_seed(1)
+    logp, ref = torch.randn(4, 7, generator=g), torch.randn(4, 7, generator=g)
+    want = [[math.exp(r - p) - (r - p) - 1 for p, r in zip(pr, rr)] for pr, rr in zip(logp.tolist(), ref.tolist())]
+    torch.testing.assert_close(kl_k3(logp, ref), torch.tensor(want))
+    assert (kl_k3(logp, ref) >= 0).all() and torch.equal(kl_k3(logp, logp), torch.zeros(4, 7))
+
+
+def test_clipped_surrogate_matches_plain_loop():
+    g = torch.Generator().manual_seed(2)
+    logp, old = torch.randn(6, 5, generator=g) * 0.3, torch.randn(6, 5, generator=g) * 0.3
+    adv = torch.randn(6, generator=g)
+    got = clipped_surrogate(logp, old, adv, eps_low=0.2, eps_high=0.28)
+    for i in range(6):
+        for t in range(5):
+            rho = math.exp(logp[i, t] - old[i, t])
+            a = float(adv[i])
+            want = -min(rho * a, min(max(rho, 0.8), 1.28) * a)
+            assert got[i, t].item() == pytest.approx(want, rel=1e-5, abs=1e-6)
+
+
+def test_aggregation_modes_match_plain_loops():
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(4, 6, generator=g, dtype=torch.float64)
+    lens = [6, 1, 3, 4]
+    mask = torch.tensor([[1] * n + [0] * (6 - n) for n in lens])
+    seq = sum(sum(x[i, :n].tolist()) / n for i, n in enumerate(lens)) / 4
+    tok = sum(sum(x[i, :n].tolist()) for i, n in enumerate(lens)) / sum(lens)
+    const = sum(sum(x[i, :n].tolist()) for i, n in enumerate(lens)) / (4 * 10)
+    assert aggregate(x, mask, "sequence").item() == pytest.approx(seq)
+    assert aggregate(x, mask, "token").item() == pytest.approx(tok)
+    assert aggregate(x, mask, "constant", max_len=10).item() == pytest.approx(const)
+    with pytest.raises(ValueError, match="loss_agg='mean'.*'sequence', 'token', 'constant'"):
+        aggregate(x, mask, "mean")
+
+
+def test_all_tied_batch_has_finite_loss_and_only_kl_gradient():
+    g = torch.Generator().manual_seed(4)
+    rewards = torch.tensor([[1.0] * 4, [0.0] * 4])  # every group tied
+    adv = group_advantages(rewards).reshape(-1)
+    base = torch.randn(8, 5, generator=g) * 0.1
+    old, ref = base - 0.05, base + 0.1
+    mask = torch.ones(8, 5, dtype=torch.bool)
+    mask[0, 3:] = False
+
+    logp = base.clone().requires_grad_(True)
+    loss, stats = grpo_loss(logp, old, adv, mask, ref_logp=ref, beta=0.0)
+    assert math.isfinite(loss.item()) and loss.item() == 0.0
+    loss.backward()
+    assert torch.equal(logp.grad, torch.zeros_like(logp))  # no policy gradient from tied groups
+
+    logp = base.clone().requires_grad_(True)
+    loss, stats = grpo_loss(logp, old, adv, mask, ref_logp=ref, beta=0.04)
+    loss.backward()
+    kl_only = base.clone().requires_grad_(True)
+    (0.04 * aggregate(kl_k3(kl_only, ref), mask, "sequence")).backward()
+    assert math.isfinite(loss.item()) and stats.pg_loss == 0.0 and stats.kl > 0
+    torch.testing.assert_close(logp.grad, kl_only.grad)  # only the KL term moves the policy
+    assert logp.grad.abs().sum() > 0
+
+
+def test_loss_statistics_count_clipped_tokens():
+    logp = torch.log(torch.tensor([[1.5, 1.0], [0.5, 1.0]]))
+    old = torch.zeros(2, 2)
+    adv = torch.tensor([1.0, -1.0])
+    _, st = grpo_loss(logp, old, adv, torch.ones(2, 2, dtype=torch.bool), beta=0.0)
+    assert st.clip_high == 0.25 and st.clip_low == 0.25 and st.clip_frac == 0.5

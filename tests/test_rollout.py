@@ -1,0 +1,70 @@
+"""The rollout against plain references: HF generate, and full-sequence log-probs without a shared prompt cache."""
+
+import pytest
+import torch
+
+from grpo_lab.policy import eos_ids, load_policy
+from grpo_lab.rollout import completion_logprobs, sample_groups, token_logprobs
+
+PROMPTS = ["7+5=", "31+4=", "58+67=", "2+2="]  # different lengths: left padding is exercised
+
+
+@pytest.fixture(scope="module")
+def policy():
+    return load_policy("tiny", None, device="cpu", dtype="float32")
+
+
+def test_greedy_rollout_equals_transformers_generate(policy):
+    model, tok = policy
+    ro = sample_groups(model, tok, PROMPTS, 3, max_new_tokens=6, temperature=0.0,
+                       generator=torch.Generator().manual_seed(0), end_ids=eos_ids(model, tok))
+    enc = tok(PROMPTS, return_tensors="pt", padding=True, add_special_tokens=False)
+    out = model.generate(**enc, max_new_tokens=6, do_sample=False, eos_token_id=tok.eos_token_id,
+                         pad_token_id=tok.pad_token_id)
+    want = tok.batch_decode(out[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)
+    assert ro.texts == [w for w in want for _ in range(3)]  # each prompt's G samples are identical when greedy
+
+
+def test_rollout_shapes_masks_and_truncation(policy):
+    model, tok = policy
+    ro = sample_groups(model, tok, PROMPTS, 8, max_new_tokens=2, temperature=1.0,
+                       generator=torch.Generator().manual_seed(0), end_ids=eos_ids(model, tok))
+    n = len(PROMPTS) * 8
+    assert ro.completion_ids.shape[0] == ro.old_logp.shape[0] == len(ro.texts) == n
+    assert torch.equal(ro.lengths, ro.completion_mask.sum(1))
+    ended = (ro.completion_ids == tok.eos_token_id) & ro.completion_mask
+    assert torch.equal(ro.truncated, ~ended.any(1))
+    assert (ro.old_logp[~ro.completion_mask] == 0).all() and (ro.old_logp[ro.completion_mask] < 0).all()
+    assert ro.truncated.any()  # two tokens cannot hold "58+67=" -> "125" and its end token
+
+
+def plain_logprobs(model, ro, temperature):
+    """Reference: each of the N sequences run in full (prompt repeated G times), no cache."""
+    g = ro.group_size
+    ids = torch.cat([ro.prompt_ids.repeat_interleave(g, 0), ro.completion_ids], 1)
+    mask = torch.cat([ro.prompt_mask.repeat_interleave(g, 0), torch.ones_like(ro.completion_ids)], 1)
+    pos = (mask.cumsum(-1) - 1).clamp_min(0)
+    logits = model(input_ids=ids, attention_mask=mask, position_ids=pos).logits
+    p = ro.prompt_ids.shape[1]
+    lp = token_logprobs(logits[:, p - 1:-1], ro.completion_ids, temperature)
+    return lp.masked_fill(~ro.completion_mask, 0.0)
+
+
+@pytest.mark.parametrize("temperature", [1.0, 0.7])
+def test_shared_prompt_logprobs_and_gradients_equal_the_plain_pass(policy, temperature):
+    model, tok = policy
+    ro = sample_groups(model, tok, PROMPTS, 4, max_new_tokens=5, temperature=temperature,
+                       generator=torch.Generator().manual_seed(1), end_ids=eos_ids(model, tok))
+    fast = completion_logprobs(model, ro, temperature)
+    torch.testing.assert_close(fast, ro.old_logp, atol=1e-5, rtol=0)  # the sampler's own log-probs
+    weights = torch.randn(fast.shape, generator=torch.Generator().manual_seed(2))
+    grads = []
+    for fn in (completion_logprobs, plain_logprobs):
+        model.zero_grad()
+        lp = fn(model, ro, temperature)
+        (lp * weights).sum().backward()
+        grads.append([p.grad.clone() for p in model.parameters()])
+    torch.testing.assert_close(fast, plain_logprobs(model, ro, temperature), atol=1e-5, rtol=0)
+    for a, b in zip(*grads):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)
+    model.zero_grad()

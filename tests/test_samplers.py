@@ -1,0 +1,63 @@
+"""Samplers on real tiny runs: every drawn sample is in the table, caps end runs cleanly."""
+
+import json
+
+import pytest
+
+from grpo_lab.config import TrainConfig
+from grpo_lab.tables import read_table
+from grpo_lab.trainer import SamplerExhausted, train
+
+
+def hard_cfg(tmp_path, sampler: str, **sampler_kw) -> TrainConfig:
+    cfg = TrainConfig(out_dir=str(tmp_path / sampler), max_steps=3, prompts_per_step=4, checkpoint_every=100)
+    cfg.task.levels = [4]  # the hardest level: the base model is almost never right
+    cfg.task.train_per_level = 8
+    cfg.sampler.name = sampler
+    cfg.sampler.group_size = 4
+    for k, v in sampler_kw.items():
+        setattr(cfg.sampler, k, v)
+    cfg.eval.n = 0
+    return cfg
+
+
+def test_dynamic_stops_at_its_cap_with_a_clear_message_and_whole_tables(tmp_path):
+    cfg = hard_cfg(tmp_path, "dynamic", max_rounds=2)
+    with pytest.raises(SamplerExhausted, match=r"dynamic sampler: 2 generation rounds \(sampler.max_rounds\)"):
+        train(cfg)
+    run = tmp_path / "dynamic"
+    meta = json.loads((run / "run.json").read_text())
+    assert meta["status"] == "failed" and "dynamic sampler" in meta["error"]
+    g = read_table(run, "groups").to_pandas()
+    assert len(g) >= 2 * 4 and not g["used"][g["tie"]].any()  # tied groups drawn, counted, dropped
+    assert g["samples_total"].iloc[-1] == 4 * len(g)
+    steps = read_table(run, "steps").to_pandas()
+    assert steps["samples_total"].iloc[-1] == g["samples_total"].iloc[-1]
+
+
+@pytest.mark.parametrize("pool", ["all", "last"])
+def test_resample_on_tie_records_extra_rounds(tmp_path, pool):
+    cfg = hard_cfg(tmp_path, "resample_on_tie", max_rounds=3, pool=pool)
+    g = read_table(train(cfg), "groups").to_pandas()
+    extra = g[g["round"] > 0]
+    assert len(extra) > 0 and extra["round"].max() <= 2
+    for (step, pid), rounds in g.groupby(["step", "prompt_id"]):
+        assert rounds["round"].tolist() == list(range(len(rounds)))  # 0, 1, ... in order
+        assert rounds["tie"].iloc[:-1].all()  # a prompt is redrawn only after a tie
+        if pool == "all":
+            assert rounds["used"].all()
+        else:
+            assert rounds["used"].tolist() == [False] * (len(rounds) - 1) + [True]
+    assert g["samples_total"].tolist() == g["group_size"].cumsum().tolist()
+
+
+def test_band_skips_prompts_outside_the_band(tmp_path):
+    cfg = hard_cfg(tmp_path, "band", band_lo=0.1, band_hi=0.9)
+    cfg.task.levels = [1, 2, 4]  # level 2 keeps prompts inside the band
+    cfg.max_steps = 12  # two passes over the 24-prompt pool
+    g = read_table(train(cfg), "groups").to_pandas()
+    first = g.drop_duplicates("prompt_id")
+    outside = set(first["prompt_id"][(first["n_correct"] / 4 < 0.1) | (first["n_correct"] / 4 > 0.9)])
+    assert outside  # easy and hard prompts exist...
+    later = g[g.duplicated("prompt_id")]
+    assert not set(later["prompt_id"]) & outside  # ...and once measured outside the band are never drawn again
