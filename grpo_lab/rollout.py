@@ -7,6 +7,8 @@ the prompt costs B forward rows instead of B*G. That is exact, gradients include
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import inspect
 from dataclasses import dataclass
 
@@ -29,9 +31,17 @@ class Rollout:
     group_size: int
 
 
-def _cache_kwarg(model) -> str:
+_TENSORS = ("prompt_ids", "prompt_mask", "completion_ids", "completion_mask", "old_logp", "lengths", "truncated")
+
+
+@functools.cache
+def _cache_kwarg_of(model_class: type) -> str:
     # transformers renamed `past_key_values` to `cache` (5.x); accept models of either vintage.
-    return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+    return "cache" if "cache" in inspect.signature(model_class.forward).parameters else "past_key_values"
+
+
+def _cache_kwarg(model) -> str:
+    return _cache_kwarg_of(type(model))
 
 
 def _prefill(model, prompt_ids, prompt_mask, group_size):
@@ -47,6 +57,14 @@ def _prefill(model, prompt_ids, prompt_mask, group_size):
     return last, cache, next_pos
 
 
+def _draw(probs: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    """One sample per row of probs (R, V) by inverse CDF: a single uniform per row, several times
+    cheaper on CPU than torch.multinomial's exponential race over the whole vocabulary."""
+    cdf = probs.cumsum(-1)  # (R, V)
+    u = (1 - torch.rand(cdf.shape[0], 1, generator=generator, device=cdf.device)) * cdf[:, -1:]  # in (0, total]
+    return torch.searchsorted(cdf, u).squeeze(-1).clamp_max(cdf.shape[-1] - 1)  # (R,)
+
+
 def token_logprobs(logits: torch.Tensor, tokens: torch.Tensor, temperature: float) -> torch.Tensor:
     """log softmax(logits / temperature) at `tokens`: (..., V), (...) -> (...), in fp32."""
     logits = logits.float()
@@ -55,7 +73,59 @@ def token_logprobs(logits: torch.Tensor, tokens: torch.Tensor, temperature: floa
     return logits.gather(-1, tokens.unsqueeze(-1)).squeeze(-1) - torch.logsumexp(logits, dim=-1)
 
 
-@torch.no_grad()  # not inference_mode: the returned tensors feed the policy pass, which needs grad
+@torch.inference_mode()
+def _sample(
+    model,
+    tokenizer,
+    prompts: list[str],
+    group_size: int,
+    *,
+    max_new_tokens: int,
+    temperature: float,
+    generator: torch.Generator,
+    end_ids: list[int],
+) -> Rollout:
+    """The sampling loop of sample_groups."""
+    device = next(model.parameters()).device
+    enc = tokenizer(prompts, return_tensors="pt", padding=True, padding_side="left", add_special_tokens=False)
+    prompt_ids, prompt_mask = enc["input_ids"].to(device), enc["attention_mask"].to(device)
+    logits, cache, pos = _prefill(model, prompt_ids, prompt_mask, group_size)
+    key = _cache_kwarg(model)
+    n = logits.shape[0]
+    pad = tokenizer.pad_token_id
+    ends = torch.tensor(end_ids, device=device)
+    attn = prompt_mask.repeat_interleave(group_size, dim=0)  # (N, P), grows by one column a token
+    tokens = torch.full((n, max_new_tokens), pad, device=device)
+    logps = torch.zeros(n, max_new_tokens, device=device)
+    live = torch.arange(n, device=device)  # the original row of each row still generating
+    for t in range(max_new_tokens):
+        logits = logits.float()
+        tok = logits.argmax(-1) if temperature == 0 else _draw(torch.softmax(logits / temperature, -1), generator)
+        tokens[live, t] = tok
+        logps[live, t] = token_logprobs(logits, tok, temperature or 1.0)
+        ended = torch.isin(tok, ends)
+        if t == max_new_tokens - 1 or bool(ended.all()):
+            break
+        if bool(ended.any()):  # finished rows leave the batch: later steps cost only the live ones
+            keep = (~ended).nonzero().squeeze(1)
+            cache.batch_select_indices(keep)
+            live, tok, attn, pos = live[keep], tok[keep], attn[keep], pos[keep]
+        attn = torch.cat([attn, torch.ones_like(attn[:, :1])], dim=1)
+        out = model(input_ids=tok[:, None], attention_mask=attn, position_ids=pos, use_cache=True, **{key: cache})
+        logits, pos = out.logits[:, -1], pos + 1
+    tokens, logps = tokens[:, : t + 1], logps[:, : t + 1]
+    ids = tokens  # (N, T)
+    is_end = torch.isin(ids, ends)
+    # A token counts while no end token came strictly before it: the end token itself is scored.
+    mask = (is_end.cumsum(1) - is_end.long()) == 0
+    finished = is_end.any(1)
+    lengths = mask.sum(1)
+    cpu_ids = ids.masked_fill(~mask | is_end, pad).tolist()
+    texts = tokenizer.batch_decode(cpu_ids, skip_special_tokens=True)
+    return Rollout(prompt_ids, prompt_mask, ids, mask, logps.masked_fill(~mask, 0.0), texts, lengths, ~finished,
+                   group_size)
+
+
 def sample_groups(
     model,
     tokenizer,
@@ -68,43 +138,11 @@ def sample_groups(
     end_ids: list[int],
 ) -> Rollout:
     """Sample `group_size` completions for each prompt with a KV cache. temperature 0 is greedy."""
-    device = next(model.parameters()).device
-    enc = tokenizer(prompts, return_tensors="pt", padding=True, padding_side="left", add_special_tokens=False)
-    prompt_ids, prompt_mask = enc["input_ids"].to(device), enc["attention_mask"].to(device)
-    logits, cache, pos = _prefill(model, prompt_ids, prompt_mask, group_size)
-    key = _cache_kwarg(model)
-    n = logits.shape[0]
-    pad = tokenizer.pad_token_id
-    ends = torch.tensor(end_ids, device=device)
-    attn = prompt_mask.repeat_interleave(group_size, dim=0)  # (N, P), grows by one column a token
-    done = torch.zeros(n, dtype=torch.bool, device=device)
-    tokens, logps = [], []
-    for t in range(max_new_tokens):
-        logits = logits.float()
-        if temperature == 0:
-            tok = logits.argmax(-1)
-        else:
-            probs = torch.softmax(logits / temperature, dim=-1)
-            tok = torch.multinomial(probs, 1, generator=generator).squeeze(-1)  # (N,)
-        tok = torch.where(done, torch.full_like(tok, pad), tok)
-        tokens.append(tok)
-        logps.append(token_logprobs(logits, tok, temperature or 1.0))
-        done = done | torch.isin(tok, ends)
-        if bool(done.all()) or t == max_new_tokens - 1:
-            break
-        attn = torch.cat([attn, torch.ones_like(attn[:, :1])], dim=1)
-        out = model(input_ids=tok[:, None], attention_mask=attn, position_ids=pos, use_cache=True, **{key: cache})
-        logits, pos = out.logits[:, -1], pos + 1
-    ids = torch.stack(tokens, dim=1)  # (N, T)
-    is_end = torch.isin(ids, ends)
-    # A token counts while no end token came strictly before it: the end token itself is scored.
-    mask = (is_end.cumsum(1) - is_end.long()) == 0
-    finished = is_end.any(1)
-    lengths = mask.sum(1)
-    cpu_ids = ids.masked_fill(~mask | is_end, pad).tolist()
-    texts = tokenizer.batch_decode(cpu_ids, skip_special_tokens=True)
-    return Rollout(prompt_ids, prompt_mask, ids, mask, torch.stack(logps, dim=1).masked_fill(~mask, 0.0),
-                   texts, lengths, ~finished, group_size)
+    ro = _sample(model, tokenizer, prompts, group_size, max_new_tokens=max_new_tokens, temperature=temperature,
+                 generator=generator, end_ids=end_ids)
+    # Sampling runs under inference_mode (cheapest); its tensors are cloned out of it because the
+    # policy pass, which needs autograd, reads them.
+    return dataclasses.replace(ro, **{f: getattr(ro, f).clone() for f in _TENSORS})
 
 
 def completion_logprobs(model, rollout: Rollout, temperature: float) -> torch.Tensor:

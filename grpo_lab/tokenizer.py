@@ -50,6 +50,13 @@ class CharTokenizer(PreTrainedTokenizer):
     def convert_tokens_to_string(self, tokens: list[str]) -> str:
         return "".join(tokens)
 
+    def _decode(self, token_ids, skip_special_tokens: bool = False, **kwargs) -> str:
+        # One character per id: a join, instead of the generic token-merging path (hot in rollouts).
+        if isinstance(token_ids, int):
+            token_ids = [token_ids]
+        skip = set(self.all_special_ids) if skip_special_tokens else ()
+        return "".join(self._inverse.get(i, "<unk>") for i in token_ids if i not in skip)
+
     def save_vocabulary(self, save_directory: str, filename_prefix: str | None = None) -> tuple[str]:
         path = os.path.join(save_directory, (filename_prefix + "-" if filename_prefix else "") + "vocab.json")
         with open(path, "w") as f:
