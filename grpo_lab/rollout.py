@@ -73,59 +73,6 @@ def token_logprobs(logits: torch.Tensor, tokens: torch.Tensor, temperature: floa
     return logits.gather(-1, tokens.unsqueeze(-1)).squeeze(-1) - torch.logsumexp(logits, dim=-1)
 
 
-@torch.inference_mode()
-def _sample(
-    model,
-    tokenizer,
-    prompts: list[str],
-    group_size: int,
-    *,
-    max_new_tokens: int,
-    temperature: float,
-    generator: torch.Generator,
-    end_ids: list[int],
-) -> Rollout:
-    """The sampling loop of sample_groups."""
-    device = next(model.parameters()).device
-    enc = tokenizer(prompts, return_tensors="pt", padding=True, padding_side="left", add_special_tokens=False)
-    prompt_ids, prompt_mask = enc["input_ids"].to(device), enc["attention_mask"].to(device)
-    logits, cache, pos = _prefill(model, prompt_ids, prompt_mask, group_size)
-    key = _cache_kwarg(model)
-    n = logits.shape[0]
-    pad = tokenizer.pad_token_id
-    ends = torch.tensor(end_ids, device=device)
-    attn = prompt_mask.repeat_interleave(group_size, dim=0)  # (N, P), grows by one column a token
-    tokens = torch.full((n, max_new_tokens), pad, device=device)
-    logps = torch.zeros(n, max_new_tokens, device=device)
-    live = torch.arange(n, device=device)  # the original row of each row still generating
-    for t in range(max_new_tokens):
-        logits = logits.float()
-        tok = logits.argmax(-1) if temperature == 0 else _draw(torch.softmax(logits / temperature, -1), generator)
-        tokens[live, t] = tok
-        logps[live, t] = token_logprobs(logits, tok, temperature or 1.0)
-        ended = torch.isin(tok, ends)
-        if t == max_new_tokens - 1 or bool(ended.all()):
-            break
-        if bool(ended.any()):  # finished rows leave the batch: later steps cost only the live ones
-            keep = (~ended).nonzero().squeeze(1)
-            cache.batch_select_indices(keep)
-            live, tok, attn, pos = live[keep], tok[keep], attn[keep], pos[keep]
-        attn = torch.cat([attn, torch.ones_like(attn[:, :1])], dim=1)
-        out = model(input_ids=tok[:, None], attention_mask=attn, position_ids=pos, use_cache=True, **{key: cache})
-        logits, pos = out.logits[:, -1], pos + 1
-    tokens, logps = tokens[:, : t + 1], logps[:, : t + 1]
-    ids = tokens  # (N, T)
-    is_end = torch.isin(ids, ends)
-    # A token counts while no end token came strictly before it: the end token itself is scored.
-    mask = (is_end.cumsum(1) - is_end.long()) == 0
-    finished = is_end.any(1)
-    lengths = mask.sum(1)
-    cpu_ids = ids.masked_fill(~mask | is_end, pad).tolist()
-    texts = tokenizer.batch_decode(cpu_ids, skip_special_tokens=True)
-    return Rollout(prompt_ids, prompt_mask, ids, mask, logps.masked_fill(~mask, 0.0), texts, lengths, ~finished,
-                   group_size)
-
-
 def sample_groups(
     model,
     tokenizer,
@@ -138,10 +85,45 @@ def sample_groups(
     end_ids: list[int],
 ) -> Rollout:
     """Sample `group_size` completions for each prompt with a KV cache. temperature 0 is greedy."""
-    ro = _sample(model, tokenizer, prompts, group_size, max_new_tokens=max_new_tokens, temperature=temperature,
-                 generator=generator, end_ids=end_ids)
-    # Sampling runs under inference_mode (cheapest); its tensors are cloned out of it because the
-    # policy pass, which needs autograd, reads them.
+    with torch.inference_mode():  # the cheapest mode for the decode loop
+        device = next(model.parameters()).device
+        enc = tokenizer(prompts, return_tensors="pt", padding=True, padding_side="left", add_special_tokens=False)
+        prompt_ids, prompt_mask = enc["input_ids"].to(device), enc["attention_mask"].to(device)
+        logits, cache, pos = _prefill(model, prompt_ids, prompt_mask, group_size)
+        key = _cache_kwarg(model)
+        n = logits.shape[0]
+        pad = tokenizer.pad_token_id
+        ends = torch.tensor(end_ids, device=device)
+        attn = prompt_mask.repeat_interleave(group_size, dim=0)  # (N, P), grows by one column a token
+        tokens = torch.full((n, max_new_tokens), pad, device=device)
+        logps = torch.zeros(n, max_new_tokens, device=device)
+        live = torch.arange(n, device=device)  # the original row of each row still generating
+        for t in range(max_new_tokens):
+            logits = logits.float()
+            tok = logits.argmax(-1) if temperature == 0 else _draw(torch.softmax(logits / temperature, -1), generator)
+            tokens[live, t] = tok
+            logps[live, t] = token_logprobs(logits, tok, temperature or 1.0)
+            ended = torch.isin(tok, ends)
+            if t == max_new_tokens - 1 or bool(ended.all()):
+                break
+            if bool(ended.any()):  # finished rows leave the batch: later steps cost only the live ones
+                keep = (~ended).nonzero().squeeze(1)
+                cache.batch_select_indices(keep)
+                live, tok, attn, pos = live[keep], tok[keep], attn[keep], pos[keep]
+            attn = torch.cat([attn, torch.ones_like(attn[:, :1])], dim=1)
+            out = model(input_ids=tok[:, None], attention_mask=attn, position_ids=pos, use_cache=True, **{key: cache})
+            logits, pos = out.logits[:, -1], pos + 1
+        ids, logps = tokens[:, : t + 1], logps[:, : t + 1]  # (N, T)
+        is_end = torch.isin(ids, ends)
+        # A token counts while no end token came strictly before it: the end token itself is scored.
+        mask = (is_end.cumsum(1) - is_end.long()) == 0
+        finished = is_end.any(1)
+        lengths = mask.sum(1)
+        cpu_ids = ids.masked_fill(~mask | is_end, pad).tolist()
+        texts = tokenizer.batch_decode(cpu_ids, skip_special_tokens=True)
+        ro = Rollout(prompt_ids, prompt_mask, ids, mask, logps.masked_fill(~mask, 0.0), texts, lengths,
+                     ~finished, group_size)
+    # The policy pass, which needs autograd, reads these: clone them out of inference mode.
     return dataclasses.replace(ro, **{f: getattr(ro, f).clone() for f in _TENSORS})
 
 

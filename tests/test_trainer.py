@@ -56,3 +56,16 @@ def test_resume_reproduces_an_uninterrupted_run(tiny_cfg, tmp_path):
         a = read_table(full, table).drop_columns(["run_id"]).to_pylist()
         b = read_table(killed, table).drop_columns(["run_id"]).to_pylist()
         assert len(a) > 0 and a == b
+
+
+def test_difficulty_can_be_the_base_models_pass_rate_bin(tiny_cfg):
+    tiny_cfg.task.difficulty = "pass_rate"
+    tiny_cfg.task.difficulty_samples = 8
+    tiny_cfg.max_steps = 2
+    run = train(tiny_cfg)
+    g = read_table(run, "groups").to_pandas()
+    ev = read_table(run, "eval").to_pandas()
+    assert set(g["difficulty"]) | set(ev["difficulty"]) <= {"p0.0-0.2", "p0.2-0.4", "p0.4-0.6", "p0.6-0.8", "p0.8-1.0"}
+    level = g["prompt_id"].str.extract(r"add-L(\d)")[0]
+    assert (g["difficulty"][level == "1"] == "p0.8-1.0").mean() > 0.7  # the easiest level is measured easy
+    assert (g["difficulty"][level == "4"] == "p0.0-0.2").mean() > 0.7  # the hardest, hard
