@@ -6,13 +6,14 @@ from __future__ import annotations
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from itertools import combinations
 
 import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike
 from scipy.special import comb
 
-from analysis.arms import job_arms
+from analysis.arms import iter_arms, job_arms
 from analysis.labels import sort_naturally
 from analysis.stats import bootstrap_mean_ci, comb_ratio
 
@@ -21,6 +22,9 @@ METRICS = ("pass@k", "cons@k")
 # (`temperature` is load's alias of rollout.temperature)
 SAMPLING_KEYS = ("temperature", "rollout.max_new_tokens", "rollout.top_p", "rollout.top_k")
 PROMPT_KEYS = ("job", "step", "prompt_id", "difficulty")  # one eval prompt at one checkpoint
+# checkpoint labels that align jobs: the base model, and each job's last evaluated step (the end of
+# its budget when the job finished); any other checkpoint is labelled with its step number
+BASE, FINAL = "base", "final"
 
 
 class BudgetMismatch(ValueError):
@@ -149,16 +153,76 @@ def _column(metric: str, k: int) -> str:
     return metric.replace("@k", f"@{k}")
 
 
+def checkpoint_labels(eval: pd.DataFrame) -> pd.Series:
+    """Each eval row's checkpoint, aligned across jobs: "base" at step 0, "final" at its job's last
+    evaluated step, else the step number as text ("50"). Jobs trained to an equal sample budget end
+    at different steps; "final" is where each of them ended (a job with only step 0 has no "final")."""
+    step = eval["step"].to_numpy()
+    last = eval.groupby("job", observed=True)["step"].transform("max").to_numpy()
+    values, inverse = np.unique(step, return_inverse=True)
+    label = values.astype(str).astype(object)[inverse]  # (rows,) the step as text, converted once per step
+    label[step == last] = FINAL
+    label[step == 0] = BASE
+    return pd.Series(label, index=eval.index, name="checkpoint")
+
+
+def job_checkpoints(eval: pd.DataFrame) -> pd.DataFrame:
+    """One row per job and evaluated step: job, step, checkpoint (as `checkpoint_labels`)."""
+    steps = eval[["job", "step"]].drop_duplicates()
+    steps = steps.assign(checkpoint=checkpoint_labels(steps), job=steps["job"].astype(str))
+    return sort_naturally(steps, ["job", "step"])
+
+
+def checkpoint_rank(label: object) -> tuple[int, float]:
+    """Sort key of checkpoint labels: base, the intermediate steps in order, final."""
+    if label == BASE:
+        return (0, 0.0)
+    if label == FINAL:
+        return (2, 0.0)
+    return (1, float(label))  # type: ignore[arg-type]
+
+
+def steps_text(rows: pd.DataFrame) -> str:
+    """The step of each job in `rows` (job, step; one step per job), in job order: "80, 83"."""
+    per_job = rows.drop_duplicates(["job", "step"]).assign(job=lambda f: f["job"].astype(str))
+    return ", ".join(str(int(step)) for step in sort_naturally(per_job, ["job", "step"])["step"])
+
+
+def complete_checkpoints(checkpoints: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
+    """The (arm, checkpoint) pairs to report, from rows holding job, step, checkpoint and the arm
+    keys `by`: base and final always, an intermediate checkpoint only where every job of its arm
+    has it (elsewhere its mean would be over some seeds only). Columns: *by, checkpoint, steps
+    (each job's step, in job order: "80, 83" for a final reached at different steps), jobs."""
+    pairs = checkpoints.drop_duplicates(["job", "step"])
+    rows = []
+    for key, arm in pairs.groupby(list(by), observed=True, dropna=False, sort=False):
+        jobs = arm["job"].nunique()
+        for label, part in arm.groupby("checkpoint", sort=False):
+            if label in (BASE, FINAL) or part["job"].nunique() == jobs:
+                rows.append((*(key if isinstance(key, tuple) else (key,)), label, steps_text(part),
+                             part["job"].nunique()))
+    return pd.DataFrame(rows, columns=[*by, "checkpoint", "steps", "jobs"])
+
+
 def at_k_curves(eval: pd.DataFrame, by: Sequence[str], ks: Sequence[int] | None = None, n_boot: int = 1000,
                 level: float = 0.95, seed: int = 0) -> pd.DataFrame:
     """Mean pass@k and cons@k over prompts for each arm (`by`), checkpoint and difficulty (and
     "all" difficulties), with percentile bootstrap intervals over prompts (a prompt of each job
-    is one unit). Long format: *by, step, difficulty, metric, k, mean, ci_low, ci_high, prompts.
+    is one unit). Checkpoints are aligned across jobs by `checkpoint_labels`: "base", "final" (each
+    job at its last evaluated step, whatever its number) and the intermediate steps every job of
+    the arm evaluated (`complete_checkpoints`). Long format: *by, checkpoint, steps (the step
+    numbers pooled, "80, 83"), difficulty, metric, k, mean, ci_low, ci_high, prompts.
     `ks` defaults to the powers of two up to the fewest samples any prompt has."""
     ks = list(ks or default_ks(int(eval.groupby(list(PROMPT_KEYS), observed=True).size().min())))
-    scores = per_prompt(eval, ks).join(job_arms(eval, by), on="job")
+    scores = per_prompt(eval, ks)
+    scores["job"] = scores["job"].astype(str)
+    scores = scores.assign(checkpoint=checkpoint_labels(scores))
+    arms = job_arms(eval, by)
+    scores = scores.join(arms.set_axis(arms.index.astype(str)), on="job")
+    kept = complete_checkpoints(scores, by)
+    scores = scores.merge(kept.drop(columns="jobs"), on=[*by, "checkpoint"])
     scores["difficulty"] = scores["difficulty"].astype(str)
-    keys = [*by, "step", "difficulty"]
+    keys = [*by, "checkpoint", "steps", "difficulty"]
     columns = [_column(m, k) for m in METRICS for k in ks]
     rows = []
     for key, part in pd.concat([scores, scores.assign(difficulty="all")]).groupby(keys, observed=True, dropna=False):
@@ -167,7 +231,7 @@ def at_k_curves(eval: pd.DataFrame, by: Sequence[str], ks: Sequence[int] | None 
         for i, (metric, k) in enumerate((m, k) for m in METRICS for k in ks):
             rows.append((*key, metric, k, values[:, i].mean(), low[i], high[i], len(part)))
     out = pd.DataFrame(rows, columns=[*keys, "metric", "k", "mean", "ci_low", "ci_high", "prompts"])
-    return sort_naturally(out, [*keys, "metric", "k"])
+    return sort_naturally(out, [*by, "checkpoint", "difficulty", "metric", "k"], {"checkpoint": checkpoint_rank})
 
 
 @dataclass(frozen=True)
@@ -235,3 +299,77 @@ def compare_at_k(a: AtK, b: AtK, n_boot: int = 2000, level: float = 0.95, seed: 
     low, high = bootstrap_mean_ci(y - x, n_boot, level, seed)
     return Comparison(a.metric, a.k, len(common), float(x.mean()), float(y.mean()), float((y - x).mean()),
                       float(low[0]), float(high[0]))
+
+
+COMPARED = ("prompts", "mean_a", "mean_b", "difference", "ci_low", "ci_high")  # the Comparison fields shown
+COMPARISON_COLUMNS = ("metric", "k", "checkpoint", "a", "b", "steps_a", "steps_b", *COMPARED, "refused")
+
+
+def checkpoint_comparisons(eval: pd.DataFrame, by: Sequence[str], points: Sequence[tuple[str, int]],
+                           n_boot: int = 2000, level: float = 0.95, seed: int = 0) -> pd.DataFrame:
+    """compare_at_k at aligned checkpoints, for each (metric, k) in `points`:
+
+    - each pair of arms (`by`) at "base" (step 0) and at "final" (each job at its last evaluated
+      step, so jobs stopped by an equal sample budget at different steps are compared at their ends);
+    - each pair of arms at every intermediate step s > 0 that every job of both arms evaluated
+      ("step s"; skipped where s is every one of those jobs' last step, which "final" already is);
+    - each arm's final against its base ("final vs base").
+
+    An arm's score at a checkpoint averages its jobs (seeds) per prompt. A comparison that cannot
+    be made (unequal k, sampling settings or token limits; too few samples) is a row with the
+    reason in `refused`. Columns: COMPARISON_COLUMNS; steps_a and steps_b list each job's step.
+    """
+    eval = eval.assign(checkpoint=checkpoint_labels(eval))
+    arms = {label: rows for label, rows in iter_arms(eval, by)}
+    job_steps = {label: rows.groupby("job", observed=True)["step"].unique().map(set) for label, rows in arms.items()}
+
+    selections: dict[tuple[str, str], tuple[pd.DataFrame, str]] = {}
+
+    def select(arm: str, point: str) -> tuple[pd.DataFrame, str]:
+        """The arm's eval rows at a checkpoint, and each job's step there."""
+        if (arm, point) not in selections:
+            rows = arms[arm]
+            if point in (BASE, FINAL):
+                rows = rows[rows["checkpoint"] == point]
+            else:
+                rows = rows[rows["step"] == int(point.removeprefix("step "))]
+            selections[arm, point] = rows, steps_text(rows[["job", "step"]])
+        return selections[arm, point]
+
+    pairs: list[tuple[str, str, str, str, str]] = []  # (checkpoint, arm a, point a, arm b, point b)
+    for a, b in combinations(arms, 2):
+        pairs += [(BASE, a, BASE, b, BASE), (FINAL, a, FINAL, b, FINAL)]
+        steps = [*job_steps[a], *job_steps[b]]
+        lasts = {max(s) for s in steps}
+        common = sorted(set.intersection(*steps) - {0})
+        pairs += [(f"step {s}", a, f"step {s}", b, f"step {s}") for s in common if lasts != {s}]
+    pairs += [("final vs base", arm, BASE, arm, FINAL) for arm in arms]
+
+    scores: dict[tuple[str, str, str, int], AtK | str] = {}  # a score, or why there is none
+
+    def score(arm: str, point: str, metric: str, k: int) -> AtK | str:
+        if (arm, point, metric, k) not in scores:
+            rows = select(arm, point)[0]
+            try:
+                scores[arm, point, metric, k] = at_k(rows, k, metric) if len(rows) else f"no eval rows at {point}"
+            except BudgetMismatch as refusal:
+                scores[arm, point, metric, k] = str(refusal)
+        return scores[arm, point, metric, k]
+
+    records = []
+    for metric, k in dict.fromkeys(points):
+        for checkpoint, a, point_a, b, point_b in pairs:
+            record: dict[str, object] = {
+                "metric": metric, "k": k, "checkpoint": checkpoint, "a": f"{a} @ {point_a}", "b": f"{b} @ {point_b}",
+                "steps_a": select(a, point_a)[1], "steps_b": select(b, point_b)[1]}
+            score_a, score_b = score(a, point_a, metric, k), score(b, point_b, metric, k)
+            if isinstance(score_a, str) or isinstance(score_b, str):
+                record["refused"] = score_a if isinstance(score_a, str) else score_b
+            else:
+                try:
+                    result = compare_at_k(score_a, score_b, n_boot, level, seed)
+                    record |= {f: getattr(result, f) for f in COMPARED}
+                except (BudgetMismatch, ValueError) as refusal:  # unequal budgets, or no prompt in common
+                    record["refused"] = str(refusal)
+            records.append(record)
+    return pd.DataFrame(records, columns=list(COMPARISON_COLUMNS))

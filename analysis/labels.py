@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import pandas as pd
 
@@ -23,11 +23,14 @@ def natural_sorted(labels: Iterable[object]) -> list[object]:
     return sorted(labels, key=natural_key)
 
 
-def sort_naturally(frame: pd.DataFrame, keys: Sequence[str]) -> pd.DataFrame:
-    """Rows sorted by `keys` in natural order, index reset."""
+def sort_naturally(frame: pd.DataFrame, keys: Sequence[str],
+                   order: Mapping[str, Callable[[object], object]] | None = None) -> pd.DataFrame:
+    """Rows sorted by `keys` in natural order, index reset; `order` gives some columns a sort key
+    of their own (as `{"checkpoint": checkpoint_rank}`)."""
     if not keys or frame.empty:
         return frame.reset_index(drop=True)
+    order = order or {}
     # astype(object): categorical columns would otherwise keep their own category order
-    ordered = frame.sort_values(list(keys), key=lambda col: col.astype(object).map(natural_key))
+    ordered = frame.sort_values(list(keys), key=lambda col: col.astype(object).map(order.get(col.name, natural_key)))
     return ordered.reset_index(drop=True)
 

@@ -1,38 +1,87 @@
 """The report's figures, drawn with matplotlib's object API onto Agg canvases (no pyplot, no
-display, no global state), each from one of the analysis tables."""
+display, no global state), each from one of the analysis tables.
+
+Legends go below the panels, outside the data; lines of one arm (or one difficulty) keep one
+colour in every panel; labels name only the keys that vary within the figure.
+"""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from matplotlib.artist import Artist
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.ticker import EngFormatter
 
-from analysis.arms import iter_arms
+from analysis.arms import arm_label
+from analysis.budget import BASE, FINAL
 from analysis.labels import natural_sorted
 
 BUDGET_METRICS = {"accuracy": "accuracy (window)", "informative_per_1k": "informative groups / 1k samples",
                   "wasted_frac": "wasted fraction of samples"}
+AT_K_COLUMNS = 6  # difficulties side by side in the pass@k / cons@k figure before it wraps
+LEGEND_ROW = 0.22  # inches per legend row (fontsize "small")
+CHAR_WIDTH = 0.065  # inches per legend character (fontsize "small"), for laying out its columns
+HANDLE_WIDTH = 0.75  # inches a legend entry takes besides its text
+UNIT_Y = (-0.03, 1.03)  # y limits of a fraction: 0 and 1 stay clear of the frame
 
 
-def _figure(panels: int, width: float = 4.2, height: float = 3.2, columns: int = 3) -> tuple[Figure, list[Axes]]:
-    """A figure of `panels` axes, `columns` to a row, each panel `width` x `height` inches."""
+def _colour(i: int) -> str:
+    return f"C{i % 10}"
+
+
+def _legend_shape(labels: Sequence[str], width: float, title: bool = False) -> tuple[int, int]:
+    """(columns, rows) of a legend of `labels` across a figure `width` inches wide."""
+    entry = HANDLE_WIDTH + CHAR_WIDTH * max((len(s) for s in labels), default=0)
+    columns = max(1, min(len(labels), int((width - 0.3) // entry)))
+    return columns, math.ceil(len(labels) / columns) + int(title)
+
+
+def _figure(panels: int, width: float = 4.2, height: float = 3.2, columns: int = 3,
+            legend: Sequence[str] = (), legend_title: str | None = None) -> tuple[Figure, list[Axes]]:
+    """A figure of `panels` axes, `columns` to a row, each panel `width` x `height` inches, with
+    room below the panels for a legend of the `legend` labels (see `_legend_below`)."""
     cols = min(panels, columns)
     rows = math.ceil(panels / cols)
-    fig = Figure(figsize=(width * cols, height * rows))
+    fig_width = width * cols
+    legend_rows = _legend_shape(legend, fig_width, legend_title is not None)[1] if legend else 0
+    below = legend_rows * LEGEND_ROW + (0.15 if legend_rows else 0.0)  # inches under the x labels
+    fig_height = height * rows + below
+    fig = Figure(figsize=(fig_width, fig_height))
     FigureCanvasAgg(fig)
     # fixed margins in inches rather than a layout engine: half the drawing time on a large report
-    fig.subplots_adjust(left=0.7 / (width * cols), right=1 - 0.15 / (width * cols), bottom=0.55 / (height * rows),
-                        top=1 - 0.35 / (height * rows), wspace=0.3, hspace=0.5)
+    fig.subplots_adjust(left=0.7 / fig_width, right=1 - 0.15 / fig_width, bottom=(0.55 + below) / fig_height,
+                        top=1 - 0.35 / fig_height, wspace=0.3, hspace=0.5)
     axes = fig.subplots(rows, cols, squeeze=False).ravel()
     for ax in axes[panels:]:
         ax.set_visible(False)
     return fig, list(axes[:panels])
+
+
+def _legend_below(fig: Figure, entries: dict[str, Artist], title: str | None = None) -> None:
+    """One legend for the whole figure, centred under the panels (where `_figure` left room)."""
+    if not entries:
+        return
+    columns, _ = _legend_shape(list(entries), fig.get_figwidth(), title is not None)
+    fig.legend(list(entries.values()), list(entries), loc="lower center", bbox_to_anchor=(0.5, 0.0),
+               ncol=columns, fontsize="small", title=title, title_fontsize="small", frameon=False,
+               borderaxespad=0.3)
+
+
+def _arms(frame: pd.DataFrame, by: Sequence[str]) -> Iterator[tuple[str, pd.DataFrame]]:
+    """(label, rows) of each arm, in order of first appearance; the label names only the keys that
+    vary in `frame` (all of them when none does), so a constant key does not crowd every legend."""
+    keys = list(by)
+    varying = [k for k in keys if frame[k].astype(str).nunique() > 1] or keys
+    for values, rows in frame.groupby(keys, observed=True, dropna=False, sort=False):
+        named = dict(zip(keys, values if isinstance(values, tuple) else (values,)))
+        yield arm_label({k: named[k] for k in varying}), rows
 
 
 def _save(fig: Figure, path: Path) -> Path:
@@ -42,62 +91,141 @@ def _save(fig: Figure, path: Path) -> Path:
 
 
 def ties_by_difficulty(ties: pd.DataFrame, path: Path, by: Sequence[str]) -> Path:
-    """Observed tie fraction per difficulty with its interval (points), predicted (dashed line)."""
-    fig, (ax,) = _figure(1, width=6.4, height=4.0)
+    """Observed tie fraction per difficulty with its interval (points), predicted (dashed line), a
+    colour per arm; the legend names each arm once and the two marks once."""
     levels = natural_sorted(ties["difficulty"].astype(str).unique())
-    arms = list(iter_arms(ties, by))
+    arms = list(_arms(ties, by))
+    marks = ["observed (95% interval)", "predicted p^G + (1-p)^G"]
+    labels = [label for label, _ in arms] + marks
+    columns = 2 if len(arms) > 4 else 1  # many arms: a wider figure, so the legend takes two columns
+    width = max(6.4, 0.9 * len(levels), columns * (HANDLE_WIDTH + CHAR_WIDTH * max(map(len, labels))) + 0.3)
+    fig, (ax,) = _figure(1, width=width, height=4.0, legend=labels)
+    entries: dict[str, Artist] = {}
     for i, (label, rows) in enumerate(arms):
         x = np.array([levels.index(d) for d in rows["difficulty"].astype(str)])
-        shift = (i - (len(arms) - 1) / 2) * 0.08  # side by side, so the bars stay apart
+        shift = (i - (len(arms) - 1) / 2) * min(0.08, 0.6 / len(arms))  # side by side, so the bars stay apart
         err = np.vstack([rows["tie_frac"] - rows["ci_low"], rows["ci_high"] - rows["tie_frac"]])
-        line = ax.errorbar(x + shift, rows["tie_frac"], yerr=err, fmt="o", capsize=3, label=f"{label} observed")
-        ax.plot(x + shift, rows["predicted_tie_frac"], "--", color=line[0].get_color(), label=f"{label} predicted")
-    ax.set(xticks=range(len(levels)), xticklabels=levels, xlabel="difficulty", ylabel="tie fraction", ylim=(0, 1))
-    ax.legend(fontsize="x-small")
+        entries[label] = ax.errorbar(x + shift, rows["tie_frac"], yerr=err, fmt="o", capsize=3, color=_colour(i))
+        ax.plot(x + shift, rows["predicted_tie_frac"], "--", color=_colour(i))
+    entries[marks[0]] = ax.errorbar([], [], yerr=[], fmt="o", capsize=3, color="k")
+    entries[marks[1]], = ax.plot([], [], "--", color="k")
+    ax.set(xticks=range(len(levels)), xlabel="difficulty", ylabel="tie fraction", ylim=UNIT_Y)
+    long = max((len(s) for s in levels), default=0) > 4
+    ax.set_xticklabels(levels, rotation=30 if long else 0, ha="right" if long else "center")
+    ax.grid(alpha=0.3)
+    _legend_below(fig, entries)
     return _save(fig, path)
 
 
 def ties_over_steps(ties: pd.DataFrame, path: Path, by: Sequence[str]) -> Path:
     """Tie fraction per step window, one line per difficulty with its interval, one panel per arm."""
-    arms = list(iter_arms(ties, by))
-    fig, axes = _figure(len(arms))
+    arms = list(_arms(ties, by))
+    levels = natural_sorted(ties["difficulty"].astype(str).unique())
+    fig, axes = _figure(len(arms), legend=levels, legend_title="difficulty")
+    entries: dict[str, Artist] = {}
     for ax, (label, rows) in zip(axes, arms):
-        for level in natural_sorted(rows["difficulty"].astype(str).unique()):
+        for i, level in enumerate(levels):  # a difficulty keeps its colour in every panel
             r = rows[rows["difficulty"].astype(str) == level]
-            ax.plot(r["step_window"], r["tie_frac"], label=level)
-            ax.fill_between(r["step_window"], r["ci_low"], r["ci_high"], alpha=0.12)
-        ax.set(title=label, xlabel="step", ylabel="tie fraction", ylim=(0, 1))
+            if r.empty:
+                continue
+            entries[level], = ax.plot(r["step_window"], r["tie_frac"], color=_colour(i))
+            ax.fill_between(r["step_window"], r["ci_low"], r["ci_high"], color=_colour(i), alpha=0.12, linewidth=0)
+        ax.set(title=label, xlabel="step", ylabel="tie fraction", ylim=UNIT_Y)
         ax.title.set_fontsize("small")
-    axes[0].legend(title="difficulty", fontsize="x-small")
+        ax.grid(alpha=0.3)
+    _legend_below(fig, {level: entries[level] for level in levels if level in entries}, title="difficulty")
     return _save(fig, path)
 
 
 def budget_curves(bands: pd.DataFrame, path: Path, arm: Sequence[str], budget: str) -> Path:
     """Each metric against the budget: the mean over seeds per arm, the band from lowest to highest seed."""
-    fig, axes = _figure(len(BUDGET_METRICS))
-    for label, rows in iter_arms(bands, arm):
-        for ax, (metric, title) in zip(axes, BUDGET_METRICS.items()):
-            line, = ax.plot(rows["budget"], rows[metric], label=label)
+    arms = list(_arms(bands, arm))
+    fig, axes = _figure(len(BUDGET_METRICS), legend=[label for label, _ in arms])
+    entries: dict[str, Artist] = {}
+    for i, (label, rows) in enumerate(arms):
+        for ax, metric in zip(axes, BUDGET_METRICS):
+            entries[label], = ax.plot(rows["budget"], rows[metric], color=_colour(i))
             low, high = rows[f"{metric}_low"], rows[f"{metric}_high"]
-            ax.fill_between(rows["budget"], low, high, color=line.get_color(), alpha=0.2)
-            ax.set(xlabel=f"{budget} drawn", title=title)
-            ax.title.set_fontsize("small")
-    axes[0].legend(fontsize="x-small")
+            ax.fill_between(rows["budget"], low, high, color=_colour(i), alpha=0.2, linewidth=0)
+    for ax, title in zip(axes, BUDGET_METRICS.values()):
+        ax.set(xlabel=f"{budget} drawn", title=title)
+        ax.title.set_fontsize("small")
+        ax.xaxis.set_major_formatter(EngFormatter(sep=""))  # 40k, 1.2M: short tick labels at any budget
+        ax.grid(alpha=0.3)
+    _legend_below(fig, entries)
     return _save(fig, path)
 
 
+def _steps_label(checkpoint: str, steps: str) -> str:
+    """ "final (steps 80, 83)", "final (step 100)", "base (step 0)"."""
+    unique = list(dict.fromkeys(s.strip() for s in str(steps).split(",")))
+    return f"{checkpoint} (step{'s' if len(unique) > 1 else ''} {', '.join(unique)})"
+
+
+def _same_curves(a: pd.DataFrame, b: pd.DataFrame) -> bool:
+    """Whether two arms' at-k rows hold the same means and intervals at every difficulty, metric and k."""
+    keys, values = ["difficulty", "metric", "k"], ["mean", "ci_low", "ci_high"]
+    a, b = (frame.astype({"difficulty": str}).set_index(keys)[values].sort_index() for frame in (a, b))
+    return a.index.equals(b.index) and np.allclose(a.to_numpy(), b.to_numpy(), rtol=0, atol=1e-9)  # summed in another order
+
+
 def at_k(curves: pd.DataFrame, path: Path, by: Sequence[str]) -> Path:
-    """pass@k and cons@k against k (all difficulties), a line per arm and checkpoint with its interval."""
-    fig, axes = _figure(2, width=5.0)
-    pooled = curves[curves["difficulty"] == "all"]
-    for ax, metric in zip(axes, ("pass@k", "cons@k")):
-        for label, rows in iter_arms(pooled[pooled["metric"] == metric], [*by, "step"]):
-            line, = ax.plot(rows["k"], rows["mean"], marker="o", label=label)
-            ax.fill_between(rows["k"], rows["ci_low"], rows["ci_high"], color=line.get_color(), alpha=0.2)
-        ks = sorted(pooled["k"].unique())
-        ax.set_xscale("log", base=2)
-        ax.set_xticks(ks, labels=[str(k) for k in ks], minor=False)
-        ax.minorticks_off()
-        ax.set(xlabel="k", ylabel=metric, ylim=(0, 1), title=metric)
-    axes[0].legend(fontsize="x-small")
+    """pass@k (top row) and cons@k (bottom row) against k, one column of panels per difficulty and one
+    for all prompts pooled ("all"); a colour per arm, dashed at base and solid at final, with their
+    intervals (one black base line when every arm's base is the same). More than AT_K_COLUMNS
+    difficulties wrap onto further pairs of rows."""
+    shown = curves[curves["checkpoint"].isin([BASE, FINAL])]
+    levels = natural_sorted(d for d in shown["difficulty"].astype(str).unique() if d != "all")
+    levels += ["all"] if (shown["difficulty"] == "all").any() else []
+    arms = list(_arms(shown, by))
+    base = [rows[rows["checkpoint"] == BASE] for _, rows in arms]
+    base = [b for b in base if len(b)]
+    # every arm's base the same numbers (one base model, one eval seed): one black line, not one hidden under another
+    shared = len(base) > 1 and all(_same_curves(base[0], b) for b in base[1:])
+    lines = []  # (label, colour, checkpoint, rows)
+    if shared:
+        lines.append((f"every arm, {_steps_label(BASE, '0')}", "k", BASE, base[0]))
+    for i, (label, rows) in enumerate(arms):
+        for checkpoint in (FINAL,) if shared else (BASE, FINAL):
+            part = rows[rows["checkpoint"] == checkpoint]
+            if len(part):
+                lines.append((f"{label}, {_steps_label(checkpoint, part['steps'].iloc[0])}", _colour(i), checkpoint,
+                              part))
+    columns = min(len(levels), AT_K_COLUMNS)
+    bands = math.ceil(len(levels) / columns)
+    fig, axes = _figure(2 * bands * columns, width=3.0, height=2.6, columns=columns, legend=[s for s, *_ in lines])
+    ks = sorted(shown["k"].unique())
+    entries: dict[str, Artist] = {}
+    for j, level in enumerate(levels):
+        band, col = divmod(j, columns)
+        for row, metric in enumerate(("pass@k", "cons@k")):
+            ax = axes[(2 * band + row) * columns + col]
+            for label, colour, checkpoint, part in lines:
+                r = part[(part["difficulty"].astype(str) == level) & (part["metric"] == metric)].sort_values("k")
+                if r.empty:
+                    continue
+                final = checkpoint == FINAL
+                entries[label], = ax.plot(r["k"], r["mean"], color=colour, linestyle="-" if final else "--",
+                                          marker="o" if final else "s", markersize=4 if final else 3,
+                                          markerfacecolor=colour if final else "none")
+                ax.fill_between(r["k"], r["ci_low"], r["ci_high"], color=colour, alpha=0.12 if final else 0.06,
+                                linewidth=0)
+            ax.set_xscale("log", base=2)
+            ax.set_xticks(ks, labels=[str(k) for k in ks])
+            ax.minorticks_off()
+            ax.set_ylim(*UNIT_Y)
+            ax.set_yticks([0, 0.25, 0.5, 0.75, 1])
+            ax.grid(alpha=0.3)
+            ax.set_title(f"{metric}, {'all prompts' if level == 'all' else f'difficulty {level}'}", fontsize="small")
+            if col == 0:
+                ax.set_ylabel(metric)
+            else:
+                ax.tick_params(labelleft=False)
+            if row == 1:
+                ax.set_xlabel("k")
+    for j in range(len(levels), bands * columns):  # panels past the last difficulty
+        band, col = divmod(j, columns)
+        for row in (0, 1):
+            axes[(2 * band + row) * columns + col].set_visible(False)
+    _legend_below(fig, entries)
     return _save(fig, path)

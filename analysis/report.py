@@ -6,16 +6,15 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from itertools import combinations
 from pathlib import Path
 
 import pandas as pd
 
 from analysis import markdown, plots
-from analysis.arms import arm_keys, iter_arms, varying_keys
-from analysis.budget import BudgetMismatch, at_k, at_k_curves, compare_at_k
+from analysis.arms import arm_keys, varying_keys
+from analysis.budget import METRICS, at_k_curves, checkpoint_comparisons, checkpoint_rank, job_checkpoints
 from analysis.config import launch_command
-from analysis.labels import natural_sorted
+from analysis.labels import natural_sorted, sort_naturally
 from analysis.load import Tables, load
 from analysis.resampling import TEST, across_seeds, budget_curves, compare_at_budget, spend
 from analysis.ties import predict_ties, tie_fractions
@@ -24,7 +23,6 @@ TIE_COLUMNS = ("difficulty", "group_size", "sampler", "groups", "tie_frac", "all
                "ci_low", "ci_high", "predicted_tie_frac")
 STEP_WINDOWS = 10  # windows over training: points per line in the ties-over-steps figure
 BUDGET_POINTS = 20  # equal-budget points per curve
-COMPARED = ("prompts", "mean_a", "mean_b", "difference", "ci_low", "ci_high")  # the Comparison fields shown
 
 
 @dataclass
@@ -71,7 +69,7 @@ def build_report(path: str | Path, out_dir: str | Path | None = None, command: s
     if tables.eval.empty:
         parts.append("No eval tables were found: no pass@k or cons@k.")
     else:
-        parts.append(_at_k(tables.eval, arm, writer))
+        parts.append(_at_k(tables, arm, writer))
     report = writer.out / "REPORT.md"
     report.write_text("\n\n".join(parts) + "\n")
     return report
@@ -159,46 +157,83 @@ def _equal_budget(groups: pd.DataFrame, arm: Sequence[str], budget: str, writer:
     ])
 
 
-def _at_k(eval: pd.DataFrame, arm: Sequence[str], writer: _Writer) -> str:
+def _at_k(tables: Tables, arm: Sequence[str], writer: _Writer) -> str:
+    eval = tables.eval
     curves = at_k_curves(eval, arm)
     pooled = curves[curves["difficulty"] == "all"].drop(columns="difficulty")
+    k_max = int(pooled["k"].max())
+    jobs = _job_checkpoints(tables, arm)
+    comparisons = checkpoint_comparisons(eval, arm, [("pass@k", 1), ("pass@k", k_max), ("cons@k", k_max)])
+    status = tables.jobs.set_index(tables.jobs["job"].astype(str))["status"]
+    early = [f"`{j}` (last eval at step {f}, trained to step {t:.0f}, status {status[j]})"
+             for j, f, t in zip(jobs["job"], jobs["final_step"], jobs["last_trained_step"])
+             if f < t or status[j] != "done"]
+    if early:
+        ends = ("**Not at the end of its budget**: " + ", ".join(early) + ". For these jobs `final` is an earlier "
+                "checkpoint, not the end of the budget.")
+    elif jobs["last_trained_step"].isna().any():
+        ends = "Some jobs have no group tables: whether their final checkpoint is their last training step is unknown."
+    else:
+        ends = "Every job is done and its final checkpoint is its last training step."
     return "\n".join([
         "## pass@k and cons@k", "",
         "Unbiased pass@k, 1 − C(n−c, k)/C(n, k), and exact majority-vote cons@k (expected over every k-subset "
         "of the n samples; a missing answer never wins; tied top answers split the win), as means over prompts "
-        "with 95% percentile bootstrap intervals over prompts. All difficulties pooled here.", "",
+        "with 95% percentile bootstrap intervals over prompts.", "",
+        "### Checkpoints", "",
+        "Jobs that train to an equal sample budget stop at different optimizer steps, so checkpoints are aligned "
+        "by what they are rather than by step number: **base** is step 0 (the model before any update); "
+        "**final** is each job's last evaluated step, which is the end of its sample budget when the job "
+        "finished and was evaluated at its last step (`final_step` ≥ `last_trained_step` below); an "
+        "intermediate checkpoint, named by its step, is shown for an arm only where every job of the arm "
+        "evaluated that step. `steps` columns list each job's step, in job order. Steps and samples per job:", "",
+        writer.table("checkpoints", jobs), "",
+        ends, "",
+        "### Curves per difficulty", "",
+        "pass@k (top row) and cons@k (bottom row) against k, one column per difficulty and one for all prompts "
+        "pooled. A colour per arm; solid: final (the legend gives each job's step); dashed: base, one black line "
+        "when every arm's base scores the same (one base model); bands: 95% bootstrap intervals over prompts.", "",
         writer.figure("at_k", lambda p: plots.at_k(curves, p, arm)), "",
+        "All difficulties pooled:", "",
         markdown.table(_by_k(pooled, arm)), "",
         f"As CSV: {writer.csv('at_k', curves)}, per difficulty and pooled (`all`).", "",
         "### Comparisons at equal k", "",
-        "Each pair of arms at its last checkpoint, paired over the prompts both were scored on, with a 95% bootstrap "
-        "interval of the difference (b − a); refused, with the reason, where the budgets differ.", "",
-        writer.table("at_k_comparisons", _comparisons(eval, arm, int(pooled["k"].max()))),
+        "Each pair of arms at base, at final (each job at the end of its own budget, whatever its step) and at "
+        "every intermediate step that all jobs of both arms evaluated; then each arm's final against its base. "
+        "An arm's score averages its seeds per prompt; differences (b − a) are paired over the prompts both were "
+        f"scored on, with a 95% bootstrap interval; k is 1 and {k_max} (cons@1 is pass@1). A comparison is "
+        "refused, with the reason, where k, the sampling temperature or the token limits differ.", "",
+        writer.table("at_k_comparisons", comparisons),
     ])
+
+
+def _job_checkpoints(tables: Tables, arm: Sequence[str]) -> pd.DataFrame:
+    """One row per job with eval rows: its arm, seed, evaluated steps, the final step, the last step
+    it trained (groups), and the samples and tokens it had drawn by its final checkpoint."""
+    steps = job_checkpoints(tables.eval)
+    per_job = steps.groupby("job", sort=False).agg(
+        evaluated_steps=("step", lambda s: ", ".join(map(str, sorted(s.astype(int))))),
+        final_step=("step", "max"))
+    keys = [k for k in (*arm, "seed") if k in tables.jobs.columns]
+    out = tables.jobs.assign(job=tables.jobs["job"].astype(str))[["job", *dict.fromkeys(keys)]]
+    out = out.join(per_job, on="job", how="inner")
+    groups = tables.groups
+    if groups.empty:
+        return out.assign(last_trained_step=math.nan, samples_at_final=math.nan, tokens_at_final=math.nan)
+    job = groups["job"].cat.rename_categories(lambda name: str(name))  # load's categorical: names as text
+    # (groups,) each group's job's final step, through the category codes; NaN: the job has no eval rows
+    final = job.cat.categories.to_series().map(per_job["final_step"]).to_numpy(float)[job.cat.codes.to_numpy()]
+    drawn = groups[["samples_total", "tokens_total"]][groups["step"].to_numpy() <= final]
+    drawn = drawn.groupby(job[drawn.index], observed=True).max()
+    trained = groups["step"].groupby(job, observed=True).max()
+    return out.assign(last_trained_step=out["job"].map(trained), samples_at_final=out["job"].map(drawn["samples_total"]),
+                      tokens_at_final=out["job"].map(drawn["tokens_total"]))
 
 
 def _by_k(curves: pd.DataFrame, arm: Sequence[str]) -> pd.DataFrame:
     """One row per arm, checkpoint and metric; one column per k holding "mean [ci_low, ci_high]"."""
     text = [f"{markdown.cell(m, 3)} [{markdown.cell(lo, 3)}, {markdown.cell(hi, 3)}]"
             for m, lo, hi in zip(curves["mean"], curves["ci_low"], curves["ci_high"])]
-    wide = curves.assign(text=text).pivot(index=[*arm, "step", "metric"], columns="k", values="text")
-    return wide.rename(columns=lambda k: f"k={k}").reset_index()
-
-
-def _comparisons(eval: pd.DataFrame, arm: Sequence[str], k_max: int) -> pd.DataFrame:
-    """compare_at_k for each pair of arms (last checkpoint each) at pass@1, pass@k_max and cons@k_max
-    (cons@1 is pass@1); a refusal is a row too."""
-    last = {f"{label} @ step {rows['step'].max()}": rows[rows["step"] == rows["step"].max()]
-            for label, rows in iter_arms(eval, arm)}
-    records = []
-    for metric, k in dict.fromkeys([("pass@k", 1), ("pass@k", k_max), ("cons@k", k_max)]):
-        scores = {name: at_k(rows, k, metric) for name, rows in last.items()}
-        for name_a, name_b in combinations(scores, 2):
-            record = {"metric": metric, "k": k, "a": name_a, "b": name_b}
-            try:
-                result = compare_at_k(scores[name_a], scores[name_b])
-                record |= {f: getattr(result, f) for f in COMPARED}
-            except BudgetMismatch as refusal:
-                record["refused"] = str(refusal)
-            records.append(record)
-    return pd.DataFrame(records, columns=["metric", "k", "a", "b", *COMPARED, "refused"])
+    wide = curves.assign(text=text).pivot(index=[*arm, "checkpoint", "steps", "metric"], columns="k", values="text")
+    wide = wide.rename(columns=lambda k: f"k={k}").reset_index()
+    return sort_naturally(wide, [*arm, "checkpoint", "metric"], {"checkpoint": checkpoint_rank, "metric": METRICS.index})

@@ -163,18 +163,28 @@ def write_run(run_dir: Path, cfg: dict, tables: dict[str, pa.Table], status: str
     return run_dir
 
 
+def eval_steps(max_steps: int, every: int = 0) -> list[int]:
+    """The checkpoints the trainer evaluates: step 0, every `every` steps (0: none between), the last step."""
+    return sorted({0, max_steps, *(range(every, max_steps, every) if every else ())})
+
+
 def write_sweep(root: Path, configs: Sequence[dict], prompts: pd.DataFrame, overrides: Sequence[str] = (),
-                eval_prompts: pd.DataFrame | None = None, eval_n: int = 16) -> Path:
-    """Write a Hydra-style sweep: multirun.yaml and one run folder (0, 1, ...) per config. With
-    `eval_prompts`, each job also gets `eval_n` eval samples per prompt at step 0 and its last step."""
+                eval_prompts: pd.DataFrame | None = None, eval_n: int = 16, eval_every: int = 0,
+                stop_steps: Sequence[int] | None = None) -> Path:
+    """Write a Hydra-style sweep: multirun.yaml and one run folder (0, 1, ...) per config. Job i
+    trains `stop_steps[i]` steps (default: its `max_steps`), as where jobs of one config stop at
+    an equal sample budget after different numbers of steps; its config is written unchanged.
+    With `eval_prompts`, each job also gets `eval_n` eval samples per prompt at step 0, every
+    `eval_every` steps (0: none between) and its last step."""
     root.mkdir(parents=True, exist_ok=True)
     hydra = {"job": {"name": "train"}, "overrides": {"task": list(overrides)}, "sweep": {"dir": str(root)}}
     (root / "multirun.yaml").write_text(yaml.safe_dump({"hydra": hydra}))
     for i, cfg in enumerate(configs):
         run_id = f"run-{i}"
-        groups = simulate_groups(prompts, cfg, run_id)
+        steps = stop_steps[i] if stop_steps is not None else cfg["max_steps"]
+        groups = simulate_groups(prompts, {**cfg, "max_steps": steps}, run_id)
         tables = {"groups": groups, "steps": steps_table(groups)}
         if eval_prompts is not None:
-            tables["eval"] = eval_table(eval_prompts, run_id, (0, cfg["max_steps"]), eval_n, cfg["seed"])
+            tables["eval"] = eval_table(eval_prompts, run_id, eval_steps(steps, eval_every), eval_n, cfg["seed"])
         write_run(root / str(i), cfg, tables)
     return root

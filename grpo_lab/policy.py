@@ -10,6 +10,7 @@ import math
 import os
 import random
 import shutil
+import sys
 import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -140,6 +141,7 @@ def build_tiny(spec: TinySpec = TinySpec()) -> Path:
     target = tiny_model_dir(spec)
     if (target / "config.json").exists():
         return target
+    print(f"grpo-lab: building the built-in model into {target} (once; about 4 minutes on 2 cores)", file=sys.stderr)
     tokenizer = CharTokenizer()
     torch.manual_seed(spec.warm_seed)
     model = LlamaForCausalLM(tiny_config(spec, tokenizer))

@@ -6,7 +6,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import random
 import time
 import traceback
 import uuid
@@ -73,7 +72,7 @@ class SamplerExhausted(RuntimeError):
     """A sampler hit its cap: the run stops with this message; every table written so far is whole."""
 
 
-def group_rows(run_id: str, step: int, groups: list[Group], eps: float, counters: dict) -> list[dict]:
+def group_rows(run_id: str, step: int, groups: list[Group], counters: dict) -> list[dict]:
     """One groups-table row per group drawn this step; advances `counters` (samples, tokens) in place."""
     rows = []
     for grp in groups:
@@ -217,7 +216,7 @@ class Trainer:
         t2 = time.perf_counter()
 
         run_id = self.record.run_id
-        groups = group_rows(run_id, step, draw.groups, cfg.algo.std_eps, self.counters)
+        groups = group_rows(run_id, step, draw.groups, self.counters)
         correct = np.concatenate([g.correct for g in draw.groups]) if draw.groups else np.zeros(0, bool)
         rewards = np.concatenate([g.rewards for g in draw.groups]) if draw.groups else np.zeros(0)
         row = dict(run_id=run_id, step=step, **losses, lr=cfg.algo.lr, reward_mean=_mean(rewards),

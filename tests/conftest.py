@@ -1,6 +1,6 @@
 import os
 
-# Two cores: one torch thread per test process keeps the suite from oversubscribing.
+# Two cores, two torch threads; the subprocess runs of the tests ask for one each and run alone.
 os.environ.setdefault("OMP_NUM_THREADS", "2")
 
 import pytest  # noqa: E402
@@ -9,6 +9,14 @@ import torch  # noqa: E402
 from grpo_lab.config import TrainConfig  # noqa: E402
 
 torch.set_num_threads(2)
+
+
+def pytest_sessionstart(session):
+    """Build (or find cached) the built-in model once, with both cores, before any test or
+    subprocess needs it; a subprocess limited to one thread would take twice as long."""
+    from grpo_lab.policy import build_tiny
+
+    build_tiny()
 
 
 @pytest.fixture

@@ -10,8 +10,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.budget import (BudgetMismatch, at_k, at_k_curves, compare_at_k, cons_at_k, default_ks, pass_at_k,
-                             per_prompt)
+from analysis.budget import (BudgetMismatch, at_k, at_k_curves, checkpoint_comparisons, checkpoint_labels,
+                             compare_at_k, cons_at_k, default_ks, pass_at_k, per_prompt)
 
 
 def test_pass_at_k_equals_the_combinatorial_formula():
@@ -92,6 +92,7 @@ def test_curves_over_k_with_bootstrap_intervals():
     curves = at_k_curves(eval_rows(random_answers(random.Random(2), prompts=30, n=8)), by=["temperature"], n_boot=200)
     assert default_ks(8) == [1, 2, 4, 8] and sorted(curves["k"].unique()) == [1, 2, 4, 8]
     assert set(curves["difficulty"]) == {"1", "all"}
+    assert set(curves["checkpoint"]) == {"base"} and set(curves["steps"]) == {"0"}  # step 0 only: the base model
     assert ((curves["ci_low"] <= curves["mean"]) & (curves["mean"] <= curves["ci_high"])).all()
     passed = curves[(curves["metric"] == "pass@k") & (curves["difficulty"] == "all")]["mean"].to_numpy()
     assert (np.diff(passed) >= 0).all()  # more samples never lower pass@k
@@ -121,3 +122,75 @@ def test_comparison_at_mismatched_budgets_is_refused():
     mixed = pd.concat([eval_rows(answers), eval_rows(answers, temperature=0.7, job="1")])
     with pytest.raises(BudgetMismatch, match="mix temperature"):
         at_k(mixed, k=4)
+
+
+def sweep_eval(steps_by_job, prompts=12, n=8, seed=5):
+    """Eval rows of several jobs, {job: (arm, [steps])}, every prompt at every step scored afresh."""
+    rng = random.Random(seed)
+    frames = []
+    for job, (arm, steps) in steps_by_job.items():
+        for step in steps:
+            frames.append(eval_rows(random_answers(rng, prompts, n), step=step, job=job).assign(sampler=arm))
+    return pd.concat(frames, ignore_index=True)
+
+
+def test_checkpoint_labels_align_jobs_that_end_at_different_steps():
+    rows = sweep_eval({"0": ("fixed", [0, 50, 100]), "2": ("resample", [0, 50, 80]), "9": ("none", [0])}, prompts=1)
+    labels = rows.assign(checkpoint=checkpoint_labels(rows)).groupby(["job", "step"])["checkpoint"].first()
+    assert labels.to_dict() == {("0", 0): "base", ("0", 50): "50", ("0", 100): "final", ("2", 0): "base",
+                                ("2", 50): "50", ("2", 80): "final", ("9", 0): "base"}  # a job never trained: no final
+
+
+def test_curves_pool_each_jobs_final_step_and_keep_only_complete_intermediate_checkpoints():
+    rows = sweep_eval({"0": ("fixed", [0, 50, 100]), "1": ("fixed", [0, 50, 100]),
+                       "2": ("resample", [0, 40, 50, 80]), "3": ("resample", [0, 50, 83])})
+    curves = at_k_curves(rows, by=["sampler"], ks=[1, 8], n_boot=50)
+    shown = curves.drop_duplicates(["sampler", "checkpoint"]).set_index(["sampler", "checkpoint"])["steps"]
+    # step 40 is job 2's alone, so the arm has no "40"; final pools steps 80 and 83
+    assert shown.to_dict() == {("fixed", "base"): "0, 0", ("fixed", "50"): "50, 50", ("fixed", "final"): "100, 100",
+                               ("resample", "base"): "0, 0", ("resample", "50"): "50, 50",
+                               ("resample", "final"): "80, 83"}
+    final = curves[(curves["sampler"] == "resample") & (curves["checkpoint"] == "final")
+                   & (curves["difficulty"] == "all") & (curves["metric"] == "pass@k") & (curves["k"] == 8)]
+    at_ends = rows[((rows["job"] == "2") & (rows["step"] == 80)) | ((rows["job"] == "3") & (rows["step"] == 83))]
+    assert final["prompts"].item() == 24  # 12 prompts of each of the two jobs
+    assert final["mean"].item() == pytest.approx(per_prompt(at_ends, [8])["pass@8"].mean())
+
+
+def test_final_checkpoint_comparison_aligns_jobs_with_different_last_steps():
+    rows = sweep_eval({"0": ("fixed", [0, 50, 100]), "1": ("fixed", [0, 50, 100]),
+                       "2": ("resample", [0, 50, 80]), "3": ("resample", [0, 50, 83])})
+    table = checkpoint_comparisons(rows, ["sampler"], [("pass@k", 4), ("cons@k", 8)], n_boot=200)
+    assert table["refused"].isna().all()
+    pass4 = table[table["metric"] == "pass@k"].set_index("checkpoint")
+    # base, final and step 50 (every job of both arms has it) across arms; steps 80, 83, 100 are some jobs' only
+    assert list(pass4.index) == ["base", "final", "step 50", "final vs base", "final vs base"]
+    final = pass4.loc["final"]
+    assert (final["a"], final["b"]) == ("sampler=fixed @ final", "sampler=resample @ final")
+    assert (final["steps_a"], final["steps_b"]) == ("100, 100", "80, 83")
+
+    def mean_over_prompts(selected):  # each prompt's score averaged over the arm's jobs, then over prompts
+        return per_prompt(selected, [4]).groupby("prompt_id")["pass@4"].mean().mean()
+
+    fixed_end = rows[rows["step"] == 100]
+    resample_end = rows[((rows["job"] == "2") & (rows["step"] == 80)) | ((rows["job"] == "3") & (rows["step"] == 83))]
+    assert final["prompts"] == 12
+    assert final["mean_a"] == pytest.approx(mean_over_prompts(fixed_end))
+    assert final["mean_b"] == pytest.approx(mean_over_prompts(resample_end))
+    assert final["difference"] == pytest.approx(final["mean_b"] - final["mean_a"])
+    assert final["ci_low"] <= final["difference"] <= final["ci_high"]
+    gain = table[(table["checkpoint"] == "final vs base") & (table["b"] == "sampler=resample @ final")
+                 & (table["metric"] == "pass@k")].iloc[0]
+    assert gain["mean_a"] == pytest.approx(mean_over_prompts(rows[(rows["step"] == 0) & rows["job"].isin(["2", "3"])]))
+    assert gain["mean_b"] == pytest.approx(final["mean_b"])
+
+
+def test_checkpoint_comparisons_still_refuse_unequal_budgets():
+    rows = sweep_eval({"0": ("fixed", [0, 100]), "1": ("resample", [0, 80])})
+    rows.loc[rows["job"] == "1", "temperature"] = 0.7
+    table = checkpoint_comparisons(rows, ["sampler"], [("pass@k", 4), ("pass@k", 16)], n_boot=50)
+    across = table[~table["checkpoint"].eq("final vs base")]
+    assert across[across["k"] == 4]["refused"].str.contains("temperature=1.0 vs 0.7").all()
+    assert table[table["k"] == 16]["refused"].str.contains("k=16 is more than the 8 samples").all()
+    within = table[table["checkpoint"].eq("final vs base") & (table["k"] == 4)]
+    assert within["refused"].isna().all() and within["prompts"].eq(12).all()  # one arm, one temperature

@@ -41,7 +41,7 @@ def test_resample_on_tie_records_extra_rounds(tmp_path, pool):
     g = read_table(train(cfg), "groups").to_pandas()
     extra = g[g["round"] > 0]
     assert len(extra) > 0 and extra["round"].max() <= 2
-    for (step, pid), rounds in g.groupby(["step", "prompt_id"]):
+    for _, rounds in g.groupby(["step", "prompt_id"]):
         assert rounds["round"].tolist() == list(range(len(rounds)))  # 0, 1, ... in order
         assert rounds["tie"].iloc[:-1].all()  # a prompt is redrawn only after a tie
         if pool == "all":

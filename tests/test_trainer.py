@@ -6,7 +6,7 @@ import math
 import pandas as pd
 import pytest
 
-from grpo_lab.tables import GROUPS, STEPS, EVAL, read_table
+from grpo_lab.tables import GROUPS, STEPS, read_table
 from grpo_lab.trainer import train
 
 
