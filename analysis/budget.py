@@ -20,7 +20,9 @@ from analysis.stats import bootstrap_mean_ci, comb_ratio
 METRICS = ("pass@k", "cons@k")
 # config columns that change what a sample is worth; two results compare only when all agree
 # (`temperature` is load's alias of rollout.temperature)
-SAMPLING_KEYS = ("temperature", "rollout.max_new_tokens", "rollout.top_p", "rollout.top_k")
+# Eval samples are drawn at eval.temperature with the rollout's token limit: both must match for
+# two checkpoints' pass@k or cons@k to be comparable (the training temperature need not).
+SAMPLING_KEYS = ("eval.temperature", "rollout.max_new_tokens", "rollout.top_p", "rollout.top_k")
 PROMPT_KEYS = ("job", "step", "prompt_id", "difficulty")  # one eval prompt at one checkpoint
 # checkpoint labels that align jobs: the base model, and each job's last evaluated step (the end of
 # its budget when the job finished); any other checkpoint is labelled with its step number

@@ -34,7 +34,7 @@ DEFAULT_COLUMNS: dict[str, Sequence[str] | None] = {"groups": GROUP_COLUMNS, "st
 DICTIONARY_COLUMNS = {"groups": ("run_id", "prompt_id", "difficulty", "tie_kind"), "steps": ("run_id",),
                       "eval": ("run_id", "prompt_id", "difficulty", "answer")}
 RUN_FILES = ("run.json", "status.json")  # DESIGN.md names both; read whichever the job wrote
-JOB_META = ("job", "path", "status")  # the jobs table's columns that are not config
+JOB_META = ("job", "path", "status", "machine", "device")  # the jobs table's columns that are not config
 
 
 class SkippedWarning(UserWarning):
@@ -139,7 +139,8 @@ def _read_job(run_dir: Path, name: str, skipped: list[Skipped]) -> dict | None:
     if status.get("status") == "failed":
         _skip(skipped, name, f"failed ({status.get('error') or 'no error recorded'})")
         return None
-    return {**config, "job": name, "path": str(run_dir), "status": status.get("status", "unknown")}
+    return {**config, "job": name, "path": str(run_dir), "status": status.get("status", "unknown"),
+            "machine": status.get("machine"), "device": status.get("device")}
 
 
 def _read_status(run_dir: Path) -> dict:

@@ -81,8 +81,18 @@ def _header(root: Path, tables: Tables, arm: Sequence[str], command: str | None)
         f"- Source: `{root.resolve()}`",
         f"- Command: `{command}`" if command else "- Command: not recorded (no multirun.yaml or .hydra/hydra.yaml)",
         f"- Jobs: {len(tables.jobs)} loaded, {len(tables.skipped)} jobs or parts skipped",
+        f"- Made on: {_machines(tables.jobs)}",
         f"- Arms are told apart by: {', '.join(f'`{k}`' for k in arm) or '–'} (seeds are replicates)",
     ])
+
+
+def _machines(jobs: pd.DataFrame) -> str:
+    """Where the jobs ran, from their run.json (machine and torch device)."""
+    if jobs.empty or "machine" not in jobs:
+        return "not recorded"
+    hosts = (jobs["machine"].fillna("unknown machine").astype(str) + " (device " +
+             jobs["device"].fillna("unknown").astype(str) + ")")
+    return "; ".join(f"{h}: {n} job{'s' * (n > 1)}" for h, n in hosts.value_counts().items())
 
 
 def _jobs(tables: Tables, writer: _Writer) -> str:

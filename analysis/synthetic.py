@@ -41,7 +41,7 @@ def job_config(sampler: str = "fixed", group_size: int = 8, seed: int = 0, tempe
         "algo": {"lr": 1e-4, "beta": 0.04, "eps_low": 0.2, "eps_high": 0.2, "mu": 1, "std": "population"},
         "sampler": {"name": sampler, "group_size": group_size, "max_rounds": max_rounds, "pool": "all"},
         "rollout": {"temperature": temperature, "max_new_tokens": 6},
-        "eval": {"n": 16, "every": 0},
+        "eval": {"n": 16, "every": 0, "temperature": temperature},
     }
 
 

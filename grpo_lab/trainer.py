@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import platform
 import time
 import traceback
 import uuid
@@ -51,6 +52,7 @@ class RunRecord:
             "seed": seed,
             "device": None,
             "torch": torch.__version__,
+            "machine": describe_machine(),
         }
 
     @property
@@ -62,6 +64,20 @@ class RunRecord:
         tmp = self.path.with_suffix(".json.tmp")
         tmp.write_text(json.dumps(self.data, indent=2))
         os.replace(tmp, self.path)
+
+
+def describe_machine() -> str:
+    """The host in one line, e.g. "AMD EPYC, 2 CPUs, x86_64 Linux", plus the GPU when there is one."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), cpu)
+    except OSError:
+        pass
+    text = f"{cpu}, {os.cpu_count()} CPUs, {platform.machine()} {platform.system()}"
+    if torch.cuda.is_available():
+        text += f", {torch.cuda.get_device_name()}"
+    return text
 
 
 def _now() -> str:

@@ -69,7 +69,7 @@ def test_cons_at_k_missing_answers_never_win_and_ties_split():
 def eval_rows(scores_by_prompt, step=0, temperature=1.0, job="0"):
     """Eval rows from {prompt: [answer, ...]}; "A" is the right answer."""
     rows = [{"job": job, "step": step, "prompt_id": p, "difficulty": "1", "sample": i, "answer": a,
-             "correct": a == "A", "temperature": temperature}
+             "correct": a == "A", "eval.temperature": temperature}
             for p, answers in scores_by_prompt.items() for i, a in enumerate(answers)]
     return pd.DataFrame(rows)
 
@@ -89,7 +89,7 @@ def test_per_prompt_fast_path_equals_the_plain_functions():
 
 
 def test_curves_over_k_with_bootstrap_intervals():
-    curves = at_k_curves(eval_rows(random_answers(random.Random(2), prompts=30, n=8)), by=["temperature"], n_boot=200)
+    curves = at_k_curves(eval_rows(random_answers(random.Random(2), prompts=30, n=8)), by=["eval.temperature"], n_boot=200)
     assert default_ks(8) == [1, 2, 4, 8] and sorted(curves["k"].unique()) == [1, 2, 4, 8]
     assert set(curves["difficulty"]) == {"1", "all"}
     assert set(curves["checkpoint"]) == {"base"} and set(curves["steps"]) == {"0"}  # step 0 only: the base model
@@ -120,7 +120,7 @@ def test_comparison_at_mismatched_budgets_is_refused():
     with pytest.raises(BudgetMismatch, match="k=16 is more than the 8 samples"):
         at_k(eval_rows(answers), k=16)
     mixed = pd.concat([eval_rows(answers), eval_rows(answers, temperature=0.7, job="1")])
-    with pytest.raises(BudgetMismatch, match="mix temperature"):
+    with pytest.raises(BudgetMismatch, match="mix eval.temperature"):
         at_k(mixed, k=4)
 
 
@@ -187,7 +187,7 @@ def test_final_checkpoint_comparison_aligns_jobs_with_different_last_steps():
 
 def test_checkpoint_comparisons_still_refuse_unequal_budgets():
     rows = sweep_eval({"0": ("fixed", [0, 100]), "1": ("resample", [0, 80])})
-    rows.loc[rows["job"] == "1", "temperature"] = 0.7
+    rows.loc[rows["job"] == "1", "eval.temperature"] = 0.7
     table = checkpoint_comparisons(rows, ["sampler"], [("pass@k", 4), ("pass@k", 16)], n_boot=50)
     across = table[~table["checkpoint"].eq("final vs base")]
     assert across[across["k"] == 4]["refused"].str.contains("temperature=1.0 vs 0.7").all()
