@@ -63,32 +63,34 @@ def _sweep_choices(overrides: list[str]) -> tuple[list[str], list[list[str]]]:
     return fixed, swept
 
 
-def preflight(config_name: str, args: list[str]) -> str | None:
-    """Compose and validate the config each job of this command would get (every swept value at
-    least once, the preset's sweeper params included). Returns a one-line error, or None."""
+def compose_jobs(config_name: str, args: list[str]) -> list[Any]:
+    """The typed config of each job this command line would run, validated: every swept value at
+    least once (the preset's sweeper params included). Raises on the first bad value."""
     overrides = [a for a in args if not a.startswith("-") and not a.startswith("hydra.")]
+    fixed, swept = _sweep_choices(overrides)
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        base = compose(config_name, overrides=fixed, return_hydra_config=True)
+        params = base.hydra.sweeper.get("params") or {}
+        swept += [[f"{k}={v}" for v in str(vals).split(",")] for k, vals in params.items()
+                  if not any(c[0].startswith(f"{k}=") for c in swept)]
+        trials = [fixed + [c[0] for c in swept]]
+        trials += [fixed + [c[i] if j == k else c[0] for k, c in enumerate(swept)]
+                   for j, choices in enumerate(swept) for i in range(1, len(choices))]
+        return [_typed(config_name, compose(config_name, overrides=trial)) for trial in trials]
+
+
+def preflight(config_name: str, args: list[str]) -> tuple[list[Any], str | None]:
+    """compose_jobs without raising: (the jobs' configs, None), or ([], one line naming the bad key)."""
     try:
-        fixed, swept = _sweep_choices(overrides)
-        with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
-            base = compose(config_name, overrides=fixed, return_hydra_config=True)
-            params = base.hydra.sweeper.get("params") or {}
-            swept += [[f"{k}={v}" for v in str(vals).split(",")] for k, vals in params.items()
-                      if not any(c[0].startswith(f"{k}=") for c in swept)]
-            trials = [fixed + [c[0] for c in swept]]
-            trials += [fixed + [c[i] if j == k else c[0] for k, c in enumerate(swept)]
-                       for j, choices in enumerate(swept) for i in range(1, len(choices))]
-            for trial in trials:
-                _check(config_name, compose(config_name, overrides=trial))
+        return compose_jobs(config_name, args), None
     except ConfigError as e:
-        return str(e)
+        return [], str(e)
     except Exception as e:  # noqa: BLE001 - Hydra and OmegaConf raise many types; all are config errors here
-        return one_line(e)
-    return None
+        return [], one_line(e)
 
 
-def _check(config_name: str, cfg: DictConfig) -> Any:
-    schema = SCHEMAS[config_name]
-    obj = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(schema), cfg))
+def _typed(config_name: str, cfg: DictConfig) -> Any:
+    obj = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(SCHEMAS[config_name]), cfg))
     if isinstance(obj, TrainConfig):
         validate(obj)
     return obj

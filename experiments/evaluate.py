@@ -41,7 +41,7 @@ def run(cfg: DictConfig) -> None:
 
 
 def main() -> None:
-    error = preflight("evaluate", sys.argv[1:])
+    _, error = preflight("evaluate", sys.argv[1:])
     if error:
         sys.exit(f"config error: {error}")
     run()

@@ -12,9 +12,12 @@ import hydra
 from omegaconf import DictConfig
 
 from experiments.common import preflight, register_configs, to_train_config
+from grpo_lab.policy import build_tiny
 from grpo_lab.trainer import train
 
 register_configs()
+INSPECT_FLAGS = {"--help", "-h", "--hydra-help", "--cfg", "-c", "--info", "-i", "--shell-completion", "-sc",
+                 "--resolve"}
 
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="train")
@@ -23,9 +26,12 @@ def run(cfg: DictConfig) -> None:
 
 
 def main() -> None:
-    error = preflight("train", sys.argv[1:])
+    jobs, error = preflight("train", sys.argv[1:])
     if error:
         sys.exit(f"config error: {error}")
+    inspecting = any(a.split("=")[0] in INSPECT_FLAGS for a in sys.argv[1:])  # prints a config or help, runs nothing
+    if not inspecting and any(job.model.name == "tiny" for job in jobs):
+        build_tiny()  # once, with every core, before parallel jobs would each build it on one thread
     run()
 
 

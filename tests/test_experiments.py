@@ -43,7 +43,7 @@ INVALID = [  # (override, the key the error must name)
 
 @pytest.mark.parametrize("override,key", INVALID)
 def test_invalid_override_is_one_line_naming_the_key(override, key):
-    error = preflight("train", [override])
+    _, error = preflight("train", [override])
     assert error is not None and key in error and "\n" not in error
 
 
@@ -51,8 +51,9 @@ def test_valid_presets_compose_and_a_bad_swept_value_is_caught():
     for args in (["experiment=ties_by_difficulty"], ["experiment=fixed_vs_adaptive"], ["experiment=equal_budget"],
                  ["algo=dapo", "sampler=dynamic"], ["algo=dr_grpo", "sampler=band"], ["launcher=joblib"],
                  ["-m", "seed=0,1", "sampler=fixed,resample_on_tie"]):
-        assert preflight("train", args) is None, args
-    assert "sampler.group_size" in preflight("train", ["-m", "sampler.group_size=4,1"])
+        jobs, error = preflight("train", args)
+        assert error is None and jobs, args
+    assert "sampler.group_size" in preflight("train", ["-m", "sampler.group_size=4,1"])[1]
 
 
 def _cli(args, cwd, timeout=600):
