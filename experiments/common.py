@@ -18,6 +18,9 @@ from grpo_lab.config import ConfigError, EvalJobConfig, TrainConfig, validate
 
 CONF_DIR = str(Path(__file__).resolve().parent.parent / "conf")
 SCHEMAS: dict[str, type] = {"train": TrainConfig, "evaluate": EvalJobConfig}
+# Hydra's flags that take the next argument as their value (--info's is optional: a known word)
+FLAGS_WITH_VALUE = {"--cfg", "-c", "--package", "-p", "--config-path", "-cp", "--config-name", "-cn",
+                    "--config-dir", "-cd", "--experimental-rerun", "--shell-completion", "-sc"}
 
 
 def register_configs() -> None:
@@ -63,10 +66,23 @@ def _sweep_choices(overrides: list[str]) -> tuple[list[str], list[list[str]]]:
     return fixed, swept
 
 
+def _overrides(args: list[str]) -> list[str]:
+    """The config overrides of a Hydra command line: flags, their values and hydra.* keys dropped."""
+    out, skip = [], False
+    for a in args:
+        if skip or a.startswith("hydra.") or a.startswith("hydra/"):
+            skip = False
+        elif a.startswith("-"):
+            skip = a in FLAGS_WITH_VALUE
+        else:
+            out.append(a)
+    return out
+
+
 def compose_jobs(config_name: str, args: list[str]) -> list[Any]:
     """The typed config of each job this command line would run, validated: every swept value at
     least once (the preset's sweeper params included). Raises on the first bad value."""
-    overrides = [a for a in args if not a.startswith("-") and not a.startswith("hydra.")]
+    overrides = _overrides(args)
     fixed, swept = _sweep_choices(overrides)
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
         base = compose(config_name, overrides=fixed, return_hydra_config=True)
