@@ -86,7 +86,7 @@ def _arms(frame: pd.DataFrame, by: Sequence[str]) -> Iterator[tuple[str, pd.Data
 
 def _save(fig: Figure, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=100)
+    fig.savefig(path, dpi=100, pil_kwargs={"compress_level": 1})  # fast zlib: the figures stay small
     return path
 
 
