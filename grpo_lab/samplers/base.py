@@ -8,6 +8,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from grpo_lab.config import SamplerConfig
 from grpo_lab.rollout import Rollout
 from grpo_lab.tasks.base import Problem
 
@@ -62,7 +63,7 @@ class PromptStream:
 class Sampler(ABC):
     """Base: holds the config and the prompt stream; subclasses implement `draw`."""
 
-    cfg: object  # SamplerConfig
+    cfg: SamplerConfig
     stream: PromptStream
     extra_state: dict = field(default_factory=dict)
 
