@@ -52,7 +52,8 @@ from grpo_lab.config import TrainConfig, validate
 from grpo_lab.policy import TinySpec, build_tiny, tiny_model_dir
 from grpo_lab.rewards import RewardWeights, score
 from grpo_lab.tokenizer import CharTokenizer
-from grpo_lab.trainer import RunRecord, Trainer, build_task
+from grpo_lab.tasks import build_task
+from grpo_lab.trainer import RunRecord, Trainer
 
 B = 16  # prompts per optimizer step
 G = 8  # samples per prompt
@@ -116,7 +117,7 @@ def build_trl(folder: Path, cfg: TrainConfig, reward: RewardFn, out_dir: str, ma
     assert tokenizer.eos_token == "<eos>" and tokenizer.pad_token == "<pad>" and tokenizer.padding_side == "left"
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     model.generation_config.eos_token_id = tokenizer.eos_token_id
-    task = build_task(cfg)
+    task = build_task(cfg.task)
     data = Dataset.from_list([{"prompt": p.prompt, "answer": p.answer} for p in task.train])
     args = GRPOConfig(
         output_dir=out_dir,
@@ -238,7 +239,7 @@ def main() -> None:
                 self.mark = time.perf_counter()
 
         cb = Interleave()
-        reward = RewardFn(build_task(cfg).answer_kind)
+        reward = RewardFn(build_task(cfg.task).answer_kind)
         trl_trainer = build_trl(folder, cfg, reward, str(Path(tmp) / "trl"), (blocks + 1) * k, cb)
 
         run_ours(ours, k)  # our warm-up block

@@ -87,8 +87,8 @@ def compose_jobs(config_name: str, args: list[str]) -> list[Any]:
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
         base = compose(config_name, overrides=fixed, return_hydra_config=True)
         params = base.hydra.sweeper.get("params") or {}
-        swept += [[f"{k}={v}" for v in str(vals).split(",")] for k, vals in params.items()
-                  if not any(c[0].startswith(f"{k}=") for c in swept)]
+        on_command_line = {o.split("=")[0].lstrip("+~") for o in fixed} | {c[0].split("=")[0] for c in swept}
+        swept += _sweep_choices([f"{k}={v}" for k, v in params.items() if k not in on_command_line])[1]
         trials = [fixed + [c[0] for c in swept]]
         trials += [fixed + [c[i] if j == k else c[0] for k, c in enumerate(swept)]
                    for j, choices in enumerate(swept) for i in range(1, len(choices))]

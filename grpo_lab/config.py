@@ -3,6 +3,7 @@ dataclasses (experiments/), so every key has one type, one default and one reaso
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 
 
@@ -104,11 +105,15 @@ def _require(ok: bool, key: str, value: object, allowed: str) -> None:
 def validate(cfg: TrainConfig) -> None:
     """One pass over every key, before any model loads. Raises ConfigError naming the first bad key."""
     _require(cfg.model.name in ("tiny", "hf"), "model.name", cfg.model.name, "must be one of 'tiny', 'hf'")
-    _require(cfg.model.name != "hf" or bool(cfg.model.path), "model.path", cfg.model.path, "model.name=hf needs a local folder")
+    _require(cfg.model.name != "hf" or (bool(cfg.model.path) and os.path.isdir(cfg.model.path)), "model.path",
+             cfg.model.path, "model.name=hf needs an existing local model folder (nothing is downloaded)")
     _require(cfg.model.dtype in ("auto", "float32", "bfloat16", "float16"), "model.dtype", cfg.model.dtype,
              "must be one of 'auto', 'float32', 'bfloat16', 'float16'")
     _require(cfg.task.name in ("arithmetic", "mathset"), "task.name", cfg.task.name, "must be one of 'arithmetic', 'mathset'")
-    _require(cfg.task.name != "mathset" or bool(cfg.task.path), "task.path", cfg.task.path, "task.name=mathset needs a file")
+    _require(cfg.task.name != "mathset" or (bool(cfg.task.path) and os.path.isfile(cfg.task.path)), "task.path",
+             cfg.task.path, "task.name=mathset needs an existing JSONL or parquet file")
+    _require(cfg.task.eval_path is None or os.path.isfile(cfg.task.eval_path), "task.eval_path", cfg.task.eval_path,
+             "must be an existing JSONL or parquet file")
     _require(cfg.task.train_per_level >= 1, "task.train_per_level", cfg.task.train_per_level, "must be >= 1")
     _require(cfg.task.eval_per_level >= 0, "task.eval_per_level", cfg.task.eval_per_level, "must be >= 0")
     _require(cfg.algo.lr > 0, "algo.lr", cfg.algo.lr, "must be > 0")

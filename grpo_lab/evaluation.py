@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from pathlib import Path
 
 import torch
 
+from grpo_lab.checkpoints import checkpoint_dir, checkpoint_steps, load_weights
+from grpo_lab.policy import amp, eos_ids, load_policy
 from grpo_lab.rewards import RewardWeights, score
 from grpo_lab.rollout import sample_groups
-from grpo_lab.tasks.base import Problem
+from grpo_lab.tables import write_part
+from grpo_lab.tasks import build_task
+from grpo_lab.tasks.base import Problem, Task
 
 
 def evaluate(
@@ -46,6 +52,30 @@ def evaluate(
     return rows
 
 
+def pass_rate_bin(p: float, bins: int = 5) -> str:
+    """Label of p's bin among `bins` equal bins of [0, 1]: "p0.0-0.2", ..., "p0.8-1.0"."""
+    k = min(int(p * bins), bins - 1)
+    return f"p{k / bins:.1f}-{(k + 1) / bins:.1f}"
+
+
+def label_by_pass_rate(task: Task, model, tokenizer, *, n: int, temperature: float, max_new_tokens: int,
+                       end_ids: list[int], seed: int) -> Task:
+    """The task with every problem's difficulty replaced by a bin of `model`'s measured pass rate
+    (n samples each; seeded, so training and later evaluations agree on the labels)."""
+    rows = evaluate(model, tokenizer, task.train + task.held_out, n=n, temperature=temperature,
+                    max_new_tokens=max_new_tokens, end_ids=end_ids, answer_kind=task.answer_kind, seed=seed,
+                    run_id="", step=0)
+    right: dict[str, int] = {}
+    for r in rows:
+        right[r["prompt_id"]] = right.get(r["prompt_id"], 0) + int(r["correct"])
+    label = {pid: pass_rate_bin(c / n) for pid, c in right.items()}  # one division: exact bin edges
+
+    def relabel(problems):
+        return tuple(dataclasses.replace(p, difficulty=label[p.prompt_id]) for p in problems)
+
+    return dataclasses.replace(task, train=relabel(task.train), held_out=relabel(task.held_out))
+
+
 def accuracy_by_difficulty(rows: list[dict]) -> dict[str, float]:
     """Mean sampled accuracy per difficulty label of a list of eval rows."""
     totals: dict[str, list[int]] = {}
@@ -60,13 +90,6 @@ def evaluate_checkpoints(cfg, run_dir: Path, *, n: int, temperature: float, step
     """Standalone evaluation of a run: the base model (step 0) and saved checkpoints, n samples per
     held-out prompt each, written as eval parts (replacing those steps' parts). cfg: the run's
     TrainConfig. Returns the steps evaluated."""
-    import json
-
-    from grpo_lab.checkpoints import checkpoint_dir, checkpoint_steps, load_weights
-    from grpo_lab.policy import eos_ids, load_policy
-    from grpo_lab.tables import write_part
-    from grpo_lab.trainer import build_task
-
     run_dir = Path(run_dir)
     meta = run_dir / "run.json"
     if not meta.exists():
@@ -77,14 +100,19 @@ def evaluate_checkpoints(cfg, run_dir: Path, *, n: int, temperature: float, step
     missing = sorted(set(wanted) - set(available))
     if missing:
         raise ValueError(f"steps: no checkpoint for step {missing[0]} in {run_dir} (have {available})")
-    task = build_task(cfg)
+    task = build_task(cfg.task)
     model, tokenizer = load_policy(cfg.model.name, cfg.model.path, cfg.model.device, cfg.model.dtype)
     end_ids = eos_ids(model, tokenizer)
-    for step in wanted:
-        if step:
-            load_weights(checkpoint_dir(run_dir, step), model)
-        rows = evaluate(model, tokenizer, task.held_out, n=n, temperature=temperature,
-                        max_new_tokens=cfg.rollout.max_new_tokens, end_ids=end_ids, answer_kind=task.answer_kind,
-                        seed=cfg.seed, run_id=run_id, step=step)
-        write_part(run_dir, "eval", step, rows)
+    with amp(cfg.model.dtype, next(model.parameters()).device):
+        if cfg.task.difficulty == "pass_rate":  # the labels training measured on this same base model
+            task = label_by_pass_rate(task, model, tokenizer, n=cfg.task.difficulty_samples,
+                                      temperature=cfg.eval.temperature, max_new_tokens=cfg.rollout.max_new_tokens,
+                                      end_ids=end_ids, seed=cfg.seed)
+        for step in wanted:
+            if step:
+                load_weights(checkpoint_dir(run_dir, step), model)
+            rows = evaluate(model, tokenizer, task.held_out, n=n, temperature=temperature,
+                            max_new_tokens=cfg.rollout.max_new_tokens, end_ids=end_ids,
+                            answer_kind=task.answer_kind, seed=cfg.seed, run_id=run_id, step=step)
+            write_part(run_dir, "eval", step, rows)
     return wanted

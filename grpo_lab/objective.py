@@ -28,13 +28,18 @@ def group_advantages(rewards: torch.Tensor, *, std: str = "population", eps: flo
     - "none": r - mean, as Dr. GRPO does.
     """
     _check("std", std, STD_MODES)
-    centered = rewards - rewards.mean(dim=-1, keepdim=True)  # (B, G)
+    # float64: equal float32 rewards (0.1 x 12, say) then give a std of exactly 0, not rounding noise
+    # that a float32 division would blow up to advantages of +-1.
+    r = rewards.double()
+    centered = r - r.mean(dim=-1, keepdim=True)  # (B, G)
     if std == "none":
-        return centered
-    if std == "sample":
-        return centered / (rewards.std(dim=-1, correction=1, keepdim=True) + eps)
-    sd = rewards.std(dim=-1, correction=0, keepdim=True)  # (B, 1)
-    return torch.where(sd > eps, centered / sd.clamp_min(eps), torch.zeros_like(centered))
+        adv = centered
+    elif std == "sample":
+        adv = centered / (r.std(dim=-1, correction=1, keepdim=True) + eps)
+    else:
+        sd = r.std(dim=-1, correction=0, keepdim=True)  # (B, 1)
+        adv = torch.where(sd > eps, centered / sd.clamp_min(eps), torch.zeros_like(centered))
+    return adv.to(rewards.dtype)
 
 
 def kl_k3(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:

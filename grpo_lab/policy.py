@@ -3,6 +3,7 @@ transformers causal LM; device and dtype choice; the frozen reference copy."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import hashlib
 import json
@@ -60,12 +61,21 @@ def pick_device(device: str = "auto") -> torch.device:
 
 
 def pick_dtype(dtype: str, device: torch.device) -> torch.dtype:
-    if dtype == "auto":  # bf16 where the hardware does it natively; fp32 on CPU for exactness
-        return torch.bfloat16 if device.type == "cuda" and torch.cuda.is_bf16_supported() else torch.float32
-    allowed = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+    """The dtype the weights are stored in. "auto" keeps fp32 weights everywhere: on CUDA the passes
+    run in bf16 under autocast (see `amp`), while Adam's small steps still land on fp32 weights
+    (stored in bf16 they would mostly round away). An explicit dtype stores the weights in it."""
+    allowed = {"auto": torch.float32, "float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
     if dtype not in allowed:
-        raise ValueError(f"model.dtype={dtype!r} is not supported. Must be one of 'auto', {', '.join(map(repr, allowed))}.")
+        raise ValueError(f"model.dtype={dtype!r} is not supported. Must be one of {', '.join(map(repr, allowed))}.")
     return allowed[dtype]
+
+
+def amp(dtype: str, device: torch.device) -> contextlib.AbstractContextManager:
+    """The context the model's passes run in: bf16 autocast for "auto" on a CUDA device with bf16,
+    nothing otherwise (CPU runs stay in exact fp32)."""
+    if dtype == "auto" and device.type == "cuda" and torch.cuda.is_bf16_supported():
+        return torch.autocast("cuda", dtype=torch.bfloat16)
+    return contextlib.nullcontext()
 
 
 def tiny_config(spec: TinySpec, tokenizer: CharTokenizer) -> LlamaConfig:

@@ -3,10 +3,10 @@ k3 KL to the frozen reference -> group and step tables, checkpoints, exact resum
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import platform
+import sys
 import time
 import traceback
 import uuid
@@ -19,21 +19,14 @@ import torch
 from grpo_lab import __version__
 from grpo_lab.checkpoints import latest_checkpoint, load_checkpoint, save_checkpoint
 from grpo_lab.config import TrainConfig, validate
-from grpo_lab.evaluation import evaluate
+from grpo_lab.evaluation import evaluate, label_by_pass_rate
 from grpo_lab.objective import group_advantages, grpo_loss
-from grpo_lab.policy import eos_ids, frozen_copy, load_policy
+from grpo_lab.policy import amp, eos_ids, frozen_copy, load_policy
 from grpo_lab.rewards import RewardWeights, score
 from grpo_lab.rollout import Rollout, completion_logprobs, concat_groups, sample_groups, split_groups
 from grpo_lab.samplers import Draw, Group, PromptStream, build_sampler
 from grpo_lab.tables import remove_parts_after, write_part
-from grpo_lab.tasks import ArithmeticTask, Problem, Task, load_math_task
-
-
-def build_task(cfg: TrainConfig) -> Task:
-    t = cfg.task
-    if t.name == "arithmetic":
-        return ArithmeticTask.build(t.levels, t.train_per_level, t.eval_per_level, t.seed)
-    return load_math_task(t.path, t.eval_path)
+from grpo_lab.tasks import Problem, build_task
 
 
 class RunRecord:
@@ -48,6 +41,7 @@ class RunRecord:
             "started": old.get("started") or _now(),
             "finished": None,
             "error": None,
+            "stopped": None,  # why a run ended before max_steps or its budget (a sampler's cap)
             "version": __version__,
             "seed": seed,
             "device": None,
@@ -85,7 +79,7 @@ def _now() -> str:
 
 
 class SamplerExhausted(RuntimeError):
-    """A sampler hit its cap: the run stops with this message; every table written so far is whole."""
+    """A sampler hit its cap: the run ends there (status done, `stopped` says why in run.json)."""
 
 
 def group_rows(run_id: str, step: int, groups: list[Group], counters: dict) -> list[dict]:
@@ -103,7 +97,8 @@ def group_rows(run_id: str, step: int, groups: list[Group], counters: dict) -> l
         rows.append(dict(
             run_id=run_id, step=step, prompt_id=grp.problem.prompt_id, difficulty=grp.problem.difficulty,
             round=grp.round, group_size=g, rewards=grp.rewards.tolist(), correct=grp.correct.tolist(),
-            reward_mean=float(grp.rewards.mean()), reward_std=float(grp.rewards.std()), n_correct=n_correct,
+            reward_mean=float(grp.rewards.mean(dtype=np.float64)), reward_std=float(grp.rewards.std(dtype=np.float64)),
+            n_correct=n_correct,
             tie=grp.tie, tie_kind=kind, used=grp.used, tokens=tokens, **counters,
         ))
     return rows
@@ -137,9 +132,15 @@ def update(model, ref, optimizer, ro: Rollout, advantages: torch.Tensor, cfg: Tr
         with torch.inference_mode():
             ref_logp = completion_logprobs(ref, ro, temp)
     stats = []
+    old_logp = None
     for _ in range(a.mu):
         logp = completion_logprobs(model, ro, temp)  # (N, T)
-        loss, st = grpo_loss(logp, ro.old_logp, advantages, ro.completion_mask, ref_logp=ref_logp, beta=a.beta,
+        if old_logp is None:
+            # The policy before this step's first update is the one that sampled: its log-probs from
+            # this same pass make the first ratio exactly 1. The sampler's own (ro.old_logp) equal
+            # them only up to kernel rounding (cached decode vs full pass; visible in bf16).
+            old_logp = logp.detach()
+        loss, st = grpo_loss(logp, old_logp, advantages, ro.completion_mask, ref_logp=ref_logp, beta=a.beta,
                              eps_low=a.eps_low, eps_high=a.eps_high, agg=a.loss_agg,
                              max_len=cfg.rollout.max_new_tokens)
         optimizer.zero_grad(set_to_none=True)
@@ -157,14 +158,19 @@ class Trainer:
 
     def __init__(self, cfg: TrainConfig, record: RunRecord):
         self.cfg, self.record, self.run_dir = cfg, record, Path(cfg.out_dir)
-        task = build_task(cfg)
+        task = build_task(cfg.task)
         torch.manual_seed(cfg.seed)
         self.model, self.tokenizer = load_policy(cfg.model.name, cfg.model.path, cfg.model.device, cfg.model.dtype)
         self.device = next(self.model.parameters()).device
         record.update(device=str(self.device))
         self.end_ids = eos_ids(self.model, self.tokenizer)
+        self.amp = lambda: amp(cfg.model.dtype, self.device)  # bf16 autocast on CUDA, else nothing
         if cfg.task.difficulty == "pass_rate":
-            task = self._measured_difficulty(task)
+            with self.amp():
+                task = label_by_pass_rate(task, self.model, self.tokenizer, n=cfg.task.difficulty_samples,
+                                          temperature=cfg.eval.temperature,
+                                          max_new_tokens=cfg.rollout.max_new_tokens, end_ids=self.end_ids,
+                                          seed=cfg.seed)
         self.task = task
         self.ref = frozen_copy(self.model) if cfg.algo.beta != 0 else None
         self.model.train()
@@ -182,28 +188,15 @@ class Trainer:
             self.sampler.load_state_dict(state["sampler"])
         remove_parts_after(self.run_dir, self.last_step)  # rows past the checkpoint are redrawn identically
 
-    def _measured_difficulty(self, task: Task) -> Task:
-        """Relabel every problem with a bin of the base model's pass rate (task.difficulty=pass_rate)."""
-        n = self.cfg.task.difficulty_samples
-        problems = task.train + task.held_out
-        rows = self._eval_rows(problems, n, step=0, answer_kind=task.answer_kind)
-        rate: dict[str, float] = {}
-        for r in rows:
-            rate[r["prompt_id"]] = rate.get(r["prompt_id"], 0.0) + r["correct"] / n
-        label = {pid: pass_rate_bin(p) for pid, p in rate.items()}
-        relabel = lambda ps: tuple(dataclasses.replace(p, difficulty=label[p.prompt_id]) for p in ps)  # noqa: E731
-        return dataclasses.replace(task, train=relabel(task.train), held_out=relabel(task.held_out))
-
-    def _eval_rows(self, problems, n: int, step: int, answer_kind: str) -> list[dict]:
-        cfg = self.cfg
-        return evaluate(self.model, self.tokenizer, problems, n=n, temperature=cfg.eval.temperature,
-                        max_new_tokens=cfg.rollout.max_new_tokens, end_ids=self.end_ids, answer_kind=answer_kind,
-                        seed=cfg.seed, run_id=self.record.run_id, step=step)
-
     def evaluate(self, step: int) -> None:
         """Eval rows for the current model (step 0: the base model) on the held-out pool."""
-        if self.cfg.eval.n and self.task.held_out:
-            rows = self._eval_rows(self.task.held_out, self.cfg.eval.n, step, self.task.answer_kind)
+        cfg = self.cfg
+        if cfg.eval.n and self.task.held_out:
+            with self.amp():
+                rows = evaluate(self.model, self.tokenizer, self.task.held_out, n=cfg.eval.n,
+                                temperature=cfg.eval.temperature, max_new_tokens=cfg.rollout.max_new_tokens,
+                                end_ids=self.end_ids, answer_kind=self.task.answer_kind, seed=cfg.seed,
+                                run_id=self.record.run_id, step=step)
             write_part(self.run_dir, "eval", step, rows)
 
     def _draw_round(self, problems: list[Problem], rnd: int) -> list[Group]:
@@ -213,7 +206,7 @@ class Trainer:
                            max_new_tokens=cfg.rollout.max_new_tokens, temperature=cfg.rollout.temperature,
                            generator=self.generator, end_ids=self.end_ids)
         rewards, correct = score_rollout(ro, problems, self.task.answer_kind, self.weights)
-        ties = rewards.std(axis=1) <= cfg.algo.std_eps  # population std, as eq. 3
+        ties = rewards.astype(np.float64).std(axis=1) <= cfg.algo.std_eps  # population std in float64, as eq. 3
         return [Group(p, rnd, chunk, rewards[i], correct[i], bool(ties[i]))
                 for i, (p, chunk) in enumerate(zip(problems, split_groups(ro)))]
 
@@ -222,13 +215,15 @@ class Trainer:
         cfg = self.cfg
         step = self.last_step + 1
         t0 = time.perf_counter()
-        draw: Draw = self.sampler.draw(self._draw_round, cfg.prompts_per_step)
+        with self.amp():
+            draw: Draw = self.sampler.draw(self._draw_round, cfg.prompts_per_step)
         t1 = time.perf_counter()
-        losses = dict(loss=0.0, pg_loss=0.0, kl=0.0, clip_frac=0.0, grad_norm=0.0)
+        losses = dict.fromkeys(("loss", "pg_loss", "kl", "clip_frac", "grad_norm"), float("nan"))  # no update
         if draw.units:
             batch = concat_groups([g.samples for u in draw.units for g in u], self.tokenizer.pad_token_id)
             adv = unit_advantages(draw.units, cfg.algo.std, cfg.algo.std_eps, self.device)  # (N,)
-            losses = update(self.model, self.ref, self.optimizer, batch, adv, cfg)
+            with self.amp():
+                losses = update(self.model, self.ref, self.optimizer, batch, adv, cfg)
         t2 = time.perf_counter()
 
         run_id = self.record.run_id
@@ -243,7 +238,7 @@ class Trainer:
         write_part(self.run_dir, "steps", step, [row])
         self.last_step = step
         if draw.exhausted:
-            raise SamplerExhausted(f"{draw.exhausted}. Stopped at step {step}; the tables so far are intact.")
+            raise SamplerExhausted(f"{draw.exhausted}. Stopped at step {step}; the tables so far are whole.")
         return row
 
     def checkpoint(self) -> None:
@@ -255,12 +250,19 @@ class Trainer:
         return ((c.max_samples is not None and self.counters["samples_total"] >= c.max_samples)
                 or (c.max_tokens is not None and self.counters["tokens_total"] >= c.max_tokens))
 
-    def run(self) -> None:
+    def run(self) -> str | None:
+        """Train to max_steps or the sample/token budget. Returns why it stopped early, or None."""
         cfg = self.cfg
         if self.last_step == 0:
             self.evaluate(0)
         while self.last_step < cfg.max_steps and not self.budget_spent():
-            step = self.step()["step"]
+            try:
+                step = self.step()["step"]
+            except SamplerExhausted as stop:  # a clean end: evaluate and save what was learned so far
+                print(f"grpo-lab: {stop}", file=sys.stderr)
+                self.evaluate(self.last_step)
+                self.checkpoint()
+                return str(stop)
             last = step == cfg.max_steps or self.budget_spent()
             at_eval = last or (cfg.eval.every and step % cfg.eval.every == 0)
             if at_eval:  # before the checkpoint: a run killed in between redoes both on resume
@@ -273,12 +275,6 @@ def _mean(values) -> float:
     return float(np.mean(values)) if len(values) else float("nan")
 
 
-def pass_rate_bin(p: float, bins: int = 5) -> str:
-    """Label of p's bin among `bins` equal bins of [0, 1]: "p0.0-0.2", ..., "p0.8-1.0"."""
-    k = min(int(p * bins), bins - 1)
-    return f"p{k / bins:.1f}-{(k + 1) / bins:.1f}"
-
-
 def train(cfg: TrainConfig) -> Path:
     """Run (or resume) one GRPO job into cfg.out_dir. Returns the run directory."""
     validate(cfg)
@@ -289,10 +285,10 @@ def train(cfg: TrainConfig) -> Path:
     record = RunRecord(run_dir, cfg.seed)
     record.update()
     try:
-        Trainer(cfg, record).run()
+        stopped = Trainer(cfg, record).run()
     except BaseException as e:
         record.update(status="failed", finished=_now(), error=f"{type(e).__name__}: {e}",
                       traceback=traceback.format_exc(limit=20))
         raise
-    record.update(status="done", finished=_now())
+    record.update(status="done", finished=_now(), stopped=stopped)
     return run_dir

@@ -36,6 +36,8 @@ INVALID = [  # (override, the key the error must name)
     ("model=gpt5", "model/gpt5"),
     ("model.dtype=int8", "model.dtype"),
     ("task.name=mathset", "task.path"),
+    ("task=mathset task.path=/nonexistent/math.jsonl", "task.path"),
+    ("model=local model.path=/nonexistent/model", "model.path"),
     ("max_steps=1.5", "max_steps"),
     ("prompts_per_step=0", "prompts_per_step"),
 ]
@@ -43,7 +45,7 @@ INVALID = [  # (override, the key the error must name)
 
 @pytest.mark.parametrize("override,key", INVALID)
 def test_invalid_override_is_one_line_naming_the_key(override, key):
-    _, error = preflight("train", [override])
+    _, error = preflight("train", override.split())
     assert error is not None and key in error and "\n" not in error
 
 

@@ -1,12 +1,13 @@
 """Samplers on real tiny runs: every drawn sample is in the table, caps end runs cleanly."""
 
 import json
+import re
 
 import pytest
 
 from grpo_lab.config import TrainConfig
 from grpo_lab.tables import read_table
-from grpo_lab.trainer import SamplerExhausted, train
+from grpo_lab.trainer import train
 
 
 def hard_cfg(tmp_path, sampler: str, **sampler_kw) -> TrainConfig:
@@ -21,13 +22,17 @@ def hard_cfg(tmp_path, sampler: str, **sampler_kw) -> TrainConfig:
     return cfg
 
 
-def test_dynamic_stops_at_its_cap_with_a_clear_message_and_whole_tables(tmp_path):
+def test_dynamic_stops_at_its_cap_with_a_clear_message_and_whole_tables(tmp_path, capsys):
     cfg = hard_cfg(tmp_path, "dynamic", max_rounds=2)
-    with pytest.raises(SamplerExhausted, match=r"dynamic sampler: 2 generation rounds \(sampler.max_rounds\)"):
-        train(cfg)
-    run = tmp_path / "dynamic"
+    cfg.eval.n = 2
+    run = train(cfg)
+    message = capsys.readouterr().err.strip().splitlines()[-1]
+    assert re.fullmatch(r"grpo-lab: dynamic sampler: 2 generation rounds \(sampler.max_rounds\) found only \d of 4 "
+                        r"untied groups; .*\. Stopped at step 1; the tables so far are whole\.", message), message
     meta = json.loads((run / "run.json").read_text())
-    assert meta["status"] == "failed" and "dynamic sampler" in meta["error"]
+    assert meta["status"] == "done" and meta["stopped"] == message.removeprefix("grpo-lab: ")
+    assert (run / "checkpoints" / "step-000001").exists()
+    assert set(read_table(run, "eval").to_pandas()["step"]) == {0, 1}
     g = read_table(run, "groups").to_pandas()
     assert len(g) >= 2 * 4 and not g["used"][g["tie"]].any()  # tied groups drawn, counted, dropped
     assert g["samples_total"].iloc[-1] == 4 * len(g)

@@ -4,4 +4,13 @@ from grpo_lab.tasks.base import Problem, Task
 from grpo_lab.tasks.arithmetic import ArithmeticTask
 from grpo_lab.tasks.mathset import load_math_task
 
-__all__ = ["Problem", "Task", "ArithmeticTask", "load_math_task"]
+
+
+def build_task(cfg) -> Task:
+    """The task a TaskConfig names, with its training and held-out pools."""
+    if cfg.name == "arithmetic":
+        return ArithmeticTask.build(cfg.levels, cfg.train_per_level, cfg.eval_per_level, cfg.seed)
+    return load_math_task(cfg.path, cfg.eval_path)
+
+
+__all__ = ["Problem", "Task", "ArithmeticTask", "build_task", "load_math_task"]
