@@ -10,7 +10,7 @@ import torch
 
 from grpo_lab.checkpoints import checkpoint_dir, checkpoint_steps, load_weights
 from grpo_lab.policy import amp, eos_ids, load_policy
-from grpo_lab.rewards import RewardWeights, score
+from grpo_lab.rewards import RewardWeights, score_all
 from grpo_lab.rollout import sample_groups
 from grpo_lab.tables import write_part
 from grpo_lab.tasks import build_task
@@ -42,10 +42,11 @@ def evaluate(
         batch = problems[start:start + prompts_per_batch]
         ro = sample_groups(model, tokenizer, [p.prompt for p in batch], n, max_new_tokens=max_new_tokens,
                            temperature=temperature, generator=generator, end_ids=end_ids)
-        lengths, truncated = ro.lengths.tolist(), ro.truncated.tolist()
-        for k, text in enumerate(ro.texts):
+        lengths = ro.lengths.tolist()
+        golds = [p.answer for p in batch for _ in range(n)]
+        scored = score_all(ro.texts, (~ro.truncated).tolist(), golds, answer_kind, RewardWeights())
+        for k, s in enumerate(scored):
             p = batch[k // n]
-            s = score(text, not truncated[k], p.answer, answer_kind, RewardWeights())
             rows.append(dict(run_id=run_id, step=step, prompt_id=p.prompt_id, difficulty=p.difficulty,
                              sample=k % n, answer=s.answer, correct=s.correct, tokens=lengths[k]))
     model.train(was_training)

@@ -82,3 +82,9 @@ def score(completion: str, finished: bool, gold: str, kind: str, weights: Reward
         raise ValueError(f"answer kind {kind!r} is not supported. Must be one of 'integer', 'latex'.")
     reward = weights.accuracy * float(correct) + weights.format * float(formatted)
     return Scored(answer, correct, formatted, reward)
+
+
+def score_all(completions: list[str], finished: list[bool], golds: list[str], kind: str,
+              weights: RewardWeights) -> list[Scored]:
+    """score() over parallel lists (one entry per completion)."""
+    return [score(c, f, g, kind, weights) for c, f, g in zip(completions, finished, golds)]

@@ -22,7 +22,7 @@ from grpo_lab.config import TrainConfig, validate
 from grpo_lab.evaluation import evaluate, label_by_pass_rate
 from grpo_lab.objective import group_advantages, grpo_loss
 from grpo_lab.policy import amp, eos_ids, frozen_copy, load_policy
-from grpo_lab.rewards import RewardWeights, score
+from grpo_lab.rewards import RewardWeights, score_all
 from grpo_lab.rollout import Rollout, completion_logprobs, concat_groups, sample_groups, split_groups
 from grpo_lab.samplers import Draw, Group, PromptStream, build_sampler
 from grpo_lab.tables import remove_parts_after, write_part
@@ -107,8 +107,8 @@ def group_rows(run_id: str, step: int, groups: list[Group], counters: dict) -> l
 def score_rollout(ro: Rollout, problems: list[Problem], kind: str, weights: RewardWeights):
     """Rewards and correctness as (B, G) arrays."""
     g = ro.group_size
-    finished = (~ro.truncated).tolist()
-    scored = [score(t, finished[k], problems[k // g].answer, kind, weights) for k, t in enumerate(ro.texts)]
+    golds = [p.answer for p in problems for _ in range(g)]
+    scored = score_all(ro.texts, (~ro.truncated).tolist(), golds, kind, weights)
     rewards = np.array([s.reward for s in scored], dtype=np.float32).reshape(-1, g)
     correct = np.array([s.correct for s in scored], dtype=bool).reshape(-1, g)
     return rewards, correct
