@@ -7,12 +7,15 @@ import pandas as pd
 
 
 def cell(value: object, digits: int = 4) -> str:
-    """A value as table text: whole numbers in full, other floats to `digits` significant digits, NaN as "–"."""
+    """A value as table text: whole numbers in full, other floats to `digits` significant digits (one
+    decimal when larger), NaN as "–"."""
     if pd.api.types.is_scalar(value) and pd.isna(value):
         return "–"
     if isinstance(value, (float, np.floating)):
         value = float(value)
-        return str(int(value)) if value.is_integer() and abs(value) < 1e15 else f"{value:.{digits}g}"
+        if value.is_integer() and abs(value) < 1e15:
+            return str(int(value))
+        return f"{value:.1f}" if abs(value) >= 10**digits else f"{value:.{digits}g}"  # 38456.3, not 3.846e+04
     return str(value).replace("|", "\\|")
 
 
