@@ -13,7 +13,8 @@ class BandSampler(Sampler):
             (p,) = self.stream.take(1)
             scanned += 1
             rate = rates.get(p.prompt_id)
-            if rate is None or self.cfg.band_lo <= rate <= self.cfg.band_hi:
+            fresh = all(p.prompt_id != c.prompt_id for c in chosen)  # a scan across epochs can meet it twice
+            if fresh and (rate is None or self.cfg.band_lo <= rate <= self.cfg.band_hi):
                 chosen.append(p)
         if not chosen:
             return Draw([], [], exhausted=(
