@@ -30,11 +30,9 @@ def register_configs() -> None:
 
 def to_train_config(cfg: DictConfig) -> TrainConfig:
     """The typed, validated config of this job; its run directory is Hydra's job output folder."""
-    cfg = OmegaConf.merge(OmegaConf.structured(TrainConfig), cfg)
+    out = typed("train", cfg)
     if HydraConfig.initialized():
-        cfg.out_dir = HydraConfig.get().runtime.output_dir
-    out = OmegaConf.to_object(cfg)
-    validate(out)
+        out.out_dir = HydraConfig.get().runtime.output_dir
     return out
 
 
@@ -92,7 +90,7 @@ def compose_jobs(config_name: str, args: list[str]) -> list[Any]:
         trials = [fixed + [c[0] for c in swept]]
         trials += [fixed + [c[i] if j == k else c[0] for k, c in enumerate(swept)]
                    for j, choices in enumerate(swept) for i in range(1, len(choices))]
-        return [_typed(config_name, compose(config_name, overrides=trial)) for trial in trials]
+        return [typed(config_name, compose(config_name, overrides=trial)) for trial in trials]
 
 
 def preflight(config_name: str, args: list[str]) -> tuple[list[Any], str | None]:
@@ -105,7 +103,8 @@ def preflight(config_name: str, args: list[str]) -> tuple[list[Any], str | None]
         return [], one_line(e)
 
 
-def _typed(config_name: str, cfg: DictConfig) -> Any:
+def typed(config_name: str, cfg: DictConfig) -> Any:
+    """A composed config as its dataclass (SCHEMAS), validated when it is a TrainConfig."""
     obj = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(SCHEMAS[config_name]), cfg))
     if isinstance(obj, TrainConfig):
         validate(obj)

@@ -11,8 +11,8 @@ from pathlib import Path
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
-from experiments.common import preflight, register_configs
-from grpo_lab.config import EvalJobConfig, TrainConfig, validate
+from experiments.common import preflight, register_configs, typed
+from grpo_lab.config import EvalJobConfig, TrainConfig
 from grpo_lab.evaluation import evaluate_checkpoints
 
 register_configs()
@@ -23,14 +23,12 @@ def run_config(run_dir: Path) -> TrainConfig:
     path = run_dir / ".hydra" / "config.yaml"
     if not path.exists():
         raise FileNotFoundError(f"run_dir: {run_dir} has no .hydra/config.yaml")
-    cfg = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(TrainConfig), OmegaConf.load(path)))
-    validate(cfg)
-    return cfg
+    return typed("train", OmegaConf.load(path))
 
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="evaluate")
 def run(cfg: DictConfig) -> None:
-    job: EvalJobConfig = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(EvalJobConfig), cfg))
+    job: EvalJobConfig = typed("evaluate", cfg)
     run_dir = Path(job.run_dir)
     try:
         steps = evaluate_checkpoints(run_config(run_dir), run_dir, n=job.n, temperature=job.temperature,

@@ -87,6 +87,20 @@ def accuracy_by_difficulty(rows: list[dict]) -> dict[str, float]:
     return {d: c / n for d, (c, n) in sorted(totals.items())}
 
 
+def load_task_and_policy(cfg):
+    """What both training and evaluation start from: the task (difficulty relabelled by the base
+    model's pass rate when task.difficulty=pass_rate), the policy, its tokenizer and end-token ids."""
+    task = build_task(cfg.task)
+    model, tokenizer = load_policy(cfg.model.name, cfg.model.path, cfg.model.device, cfg.model.dtype)
+    end_ids = eos_ids(model, tokenizer)
+    if cfg.task.difficulty == "pass_rate":
+        with amp(cfg.model.dtype, next(model.parameters()).device):
+            task = label_by_pass_rate(task, model, tokenizer, n=cfg.task.difficulty_samples,
+                                      temperature=cfg.eval.temperature, max_new_tokens=cfg.rollout.max_new_tokens,
+                                      end_ids=end_ids, seed=cfg.seed)
+    return task, model, tokenizer, end_ids
+
+
 def evaluate_checkpoints(cfg, run_dir: Path, *, n: int, temperature: float, steps: list[int] | None = None) -> list[int]:
     """Standalone evaluation of a run: the base model (step 0) and saved checkpoints, n samples per
     held-out prompt each, written as eval parts (replacing those steps' parts). cfg: the run's
@@ -101,14 +115,8 @@ def evaluate_checkpoints(cfg, run_dir: Path, *, n: int, temperature: float, step
     missing = sorted(set(wanted) - set(available))
     if missing:
         raise ValueError(f"steps: no checkpoint for step {missing[0]} in {run_dir} (have {available})")
-    task = build_task(cfg.task)
-    model, tokenizer = load_policy(cfg.model.name, cfg.model.path, cfg.model.device, cfg.model.dtype)
-    end_ids = eos_ids(model, tokenizer)
+    task, model, tokenizer, end_ids = load_task_and_policy(cfg)  # pass-rate labels as training measured them
     with amp(cfg.model.dtype, next(model.parameters()).device):
-        if cfg.task.difficulty == "pass_rate":  # the labels training measured on this same base model
-            task = label_by_pass_rate(task, model, tokenizer, n=cfg.task.difficulty_samples,
-                                      temperature=cfg.eval.temperature, max_new_tokens=cfg.rollout.max_new_tokens,
-                                      end_ids=end_ids, seed=cfg.seed)
         for step in wanted:
             if step:
                 load_weights(checkpoint_dir(run_dir, step), model)

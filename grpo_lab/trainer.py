@@ -19,14 +19,14 @@ import torch
 from grpo_lab import __version__
 from grpo_lab.checkpoints import latest_checkpoint, load_checkpoint, save_checkpoint
 from grpo_lab.config import TrainConfig, validate
-from grpo_lab.evaluation import evaluate, label_by_pass_rate
+from grpo_lab.evaluation import evaluate, load_task_and_policy
 from grpo_lab.objective import group_advantages, grpo_loss
-from grpo_lab.policy import amp, eos_ids, frozen_copy, load_policy
+from grpo_lab.policy import amp, frozen_copy
 from grpo_lab.rewards import RewardWeights, score_all
 from grpo_lab.rollout import Rollout, completion_logprobs, concat_groups, sample_groups, split_groups
 from grpo_lab.samplers import Draw, Group, PromptStream, build_sampler
 from grpo_lab.tables import remove_parts_after, write_part
-from grpo_lab.tasks import Problem, build_task
+from grpo_lab.tasks import Problem
 
 
 class RunRecord:
@@ -158,20 +158,11 @@ class Trainer:
 
     def __init__(self, cfg: TrainConfig, record: RunRecord):
         self.cfg, self.record, self.run_dir = cfg, record, Path(cfg.out_dir)
-        task = build_task(cfg.task)
         torch.manual_seed(cfg.seed)
-        self.model, self.tokenizer = load_policy(cfg.model.name, cfg.model.path, cfg.model.device, cfg.model.dtype)
+        task, self.model, self.tokenizer, self.end_ids = load_task_and_policy(cfg)
+        self.task = task
         self.device = next(self.model.parameters()).device
         record.update(device=str(self.device))
-        self.end_ids = eos_ids(self.model, self.tokenizer)
-        self.amp = lambda: amp(cfg.model.dtype, self.device)  # bf16 autocast on CUDA, else nothing
-        if cfg.task.difficulty == "pass_rate":
-            with self.amp():
-                task = label_by_pass_rate(task, self.model, self.tokenizer, n=cfg.task.difficulty_samples,
-                                          temperature=cfg.eval.temperature,
-                                          max_new_tokens=cfg.rollout.max_new_tokens, end_ids=self.end_ids,
-                                          seed=cfg.seed)
-        self.task = task
         self.ref = frozen_copy(self.model) if cfg.algo.beta != 0 else None
         self.model.train()
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=cfg.algo.lr, weight_decay=cfg.algo.weight_decay,
@@ -187,6 +178,10 @@ class Trainer:
             self.counters = {k: state[k] for k in self.counters}
             self.sampler.load_state_dict(state["sampler"])
         remove_parts_after(self.run_dir, self.last_step)  # rows past the checkpoint are redrawn identically
+
+    def amp(self):
+        """The context every model pass runs in: bf16 autocast on CUDA, nothing on CPU."""
+        return amp(self.cfg.model.dtype, self.device)
 
     def evaluate(self, step: int) -> None:
         """Eval rows for the current model (step 0: the base model) on the held-out pool."""
