@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import fcntl
 import hashlib
 import json
 import math
@@ -150,18 +151,28 @@ def build_tiny(spec: TinySpec = TinySpec()) -> Path:
     target = tiny_model_dir(spec)
     if (target / "config.json").exists():
         return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    # One builder at a time across processes: a second one waits for the first instead of
+    # spending another 4 minutes of every core on the same weights.
+    with open(target.parent / f".{target.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (target / "config.json").exists():
+            return target
+        return _build_tiny(spec, target)
+
+
+def _build_tiny(spec: TinySpec, target: Path) -> Path:
     print(f"grpo-lab: building the built-in model into {target} (once; about 4 minutes on 2 cores)", file=sys.stderr)
     tokenizer = CharTokenizer()
     with torch.random.fork_rng():  # building must not move the caller's random stream
         torch.manual_seed(spec.warm_seed)
         model = LlamaForCausalLM(tiny_config(spec, tokenizer))
         warm_start(model, tokenizer, spec)
-    target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=".building-"))
     model.save_pretrained(tmp)
     tokenizer.save_pretrained(tmp)
     try:
-        tmp.rename(target)  # atomic: parallel jobs building at once keep whichever lands first
+        tmp.rename(target)  # atomic: a reader never sees half a folder
     except OSError:
         shutil.rmtree(tmp, ignore_errors=True)
     return target
