@@ -23,8 +23,8 @@ from analysis.arms import arm_label
 from analysis.budget import BASE, FINAL
 from analysis.labels import natural_sorted
 
-BUDGET_METRICS = {"accuracy": "accuracy (window)", "informative_per_1k": "informative groups / 1k samples",
-                  "wasted_frac": "wasted fraction of samples"}
+BUDGET_METRICS = {"wasted_frac": "wasted fraction of samples drawn",
+                  "train_accuracy_round0": "training accuracy, first rounds (window)"}
 AT_K_COLUMNS = 6  # difficulties side by side in the pass@k / cons@k figure before it wraps
 LEGEND_ROW = 0.22  # inches per legend row (fontsize "small")
 CHAR_WIDTH = 0.065  # inches per legend character (fontsize "small"), for laying out its columns
@@ -151,6 +151,27 @@ def budget_curves(bands: pd.DataFrame, path: Path, arm: Sequence[str], budget: s
         ax.set(xlabel=f"{budget} drawn", title=title)
         ax.title.set_fontsize("small")
         ax.xaxis.set_major_formatter(EngFormatter(sep=""))  # 40k, 1.2M: short tick labels at any budget
+        ax.grid(alpha=0.3)
+    _legend_below(fig, entries)
+    return _save(fig, path)
+
+
+def heldout(bands: pd.DataFrame, path: Path, arm: Sequence[str]) -> Path:
+    """Held-out scores against samples drawn, one panel per (metric, k): per arm the mean over seeds
+    at each checkpoint (points joined by lines), the band from the lowest to the highest seed."""
+    panels = list(dict.fromkeys(zip(bands["metric"], bands["k"])))
+    arms = list(_arms(bands, arm))
+    fig, axes = _figure(len(panels), legend=[label for label, _ in arms])
+    entries: dict[str, Artist] = {}
+    for i, (label, rows) in enumerate(arms):
+        for ax, (metric, k) in zip(axes, panels):
+            r = rows[(rows["metric"] == metric) & (rows["k"] == k)].sort_values("samples")
+            entries[label], = ax.plot(r["samples"], r["mean"], "o-", color=_colour(i), markersize=3)
+            ax.fill_between(r["samples"], r["low"], r["high"], color=_colour(i), alpha=0.2, linewidth=0)
+    for ax, (metric, k) in zip(axes, panels):
+        ax.set(xlabel="samples drawn", title=f"held-out {metric.replace('@k', f'@{k}')}")
+        ax.title.set_fontsize("small")
+        ax.xaxis.set_major_formatter(EngFormatter(sep=""))
         ax.grid(alpha=0.3)
     _legend_below(fig, entries)
     return _save(fig, path)
