@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 
 from analysis import markdown, plots
-from analysis.arms import arm_keys, varying_keys
+from analysis.arms import arm_keys, job_arms, varying_keys
 from analysis.budget import (ARM_TEST, METRICS, at_k_curves, attach_samples, checkpoint_comparisons, checkpoint_rank,
                              job_checkpoints)
 from analysis.config import launch_command
@@ -179,9 +179,9 @@ def _ties(tables: Tables, arm: Sequence[str], writer: _Writer, family: list[pd.D
     round0, redraws = groups[first], groups[~first]
     by_difficulty = tie_fractions(round0, by, predicted=predicted[first])
     by_step = tie_fractions(round0, by, window=window, predicted=predicted[first])
+    seed = ["seed"] if "seed" in round0 and "seed" not in arm else []
     per_job = round0.groupby("job", observed=True).agg(tie_frac=("tie", "mean")).join(
-        round0.groupby("job", observed=True)[[*arm, *(["seed"] if "seed" in round0 and "seed" not in arm else [])]]
-        .first()).reset_index()
+        job_arms(round0, [*arm, *seed])).reset_index()
     family.append(compare_arms_by_seed(per_job, arm, ["tie_frac"])
                   .assign(metric="tie_frac (first rounds)", interval="seeds"))
     overall = tie_fractions(round0.assign(difficulty="all"), [], predicted=predicted[first])
