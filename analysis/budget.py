@@ -347,7 +347,7 @@ COMPARED = ("prompts", "seeds_a", "seeds_b", "paired", "mean_a", "mean_b", "diff
 COMPARISON_COLUMNS = ("metric", "k", "checkpoint", "a", "b", "steps_a", "steps_b", "samples_a", "samples_b",
                       *COMPARED, "refused")
 PER_SEED_COLUMNS = ("metric", "k", "checkpoint", "a", "b", "seed_a", "seed_b", "mean_a", "mean_b", "difference")
-ARM_TEST = ("mean over seeds of the per-prompt mean; interval: bootstrap over prompts (both arms together) "
+ARM_TEST = ("Estimate: the mean over seeds of the per-prompt mean; interval: bootstrap over prompts (both arms together) "
             "and seeds within each arm (as pairs when paired); p: exact sign-flip test over paired seeds, "
             "else exact permutation test over seeds")
 

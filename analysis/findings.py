@@ -38,34 +38,36 @@ def _sentence(row: pd.Series) -> str:
             f"{verdict(row)}.")
 
 
+def _power(row: pd.Series) -> str:
+    """What these seeds can detect at all, said once, after the first comparison."""
+    return (f" With {row['seeds_a']} and {row['seeds_b']} seeds the exact test's smallest p is "
+            f"{cell(row['smallest_p'], 3)} and the minimum detectable difference (80% power, α = {ALPHA}) is "
+            f"{cell(row['mde'], 3)}.")
+
+
 def findings(tests: pd.DataFrame, calibration: dict, unit_weight: str) -> str:
     """The Findings section from the family of tests (`tests`, with p_holm) and the overall
     first-round tie calibration (a `tie_fractions` row as a dict)."""
     lines: list[str] = []
     if len(tests):
-        order = ["held-out pass@1", "wasted_frac", "tie_frac (first rounds)"]
+        order = ["held-out pass@1", "held-out", "wasted_frac", "tie_frac (first rounds)"]
         ranked = sorted(range(len(tests)), key=lambda i: next(
             (n for n, prefix in enumerate(order) if tests["metric"].iloc[i].startswith(prefix)), len(order)))
-        lines += [_sentence(tests.iloc[i]) for i in ranked]
+        lines += [_sentence(tests.iloc[i]) + (_power(tests.iloc[i]) if n == 0 else "")
+                  for n, i in enumerate(ranked)]
     if calibration.get("predicted_groups"):
         lines.append(
             f"First-round tie fraction {cell(calibration['tie_frac'], 3)} [{cell(calibration['ci_low'], 3)}, "
-            f"{cell(calibration['ci_high'], 3)}] against the predicted {cell(calibration['predicted_tie_frac'], 3)}: "
-            f"observed − predicted {cell(calibration['observed_minus_predicted'], 3)} "
+            f"{cell(calibration['ci_high'], 3)}]; over the {calibration['predicted_groups']} of them with a "
+            f"prediction p^G + (1−p)^G (mean {cell(calibration['predicted_tie_frac'], 3)}), observed − predicted "
+            f"{cell(calibration['observed_minus_predicted'], 3)} "
             f"[{cell(calibration['diff_ci_low'], 3)}, {cell(calibration['diff_ci_high'], 3)}] (prompt-clustered "
             "bootstrap; the prediction assumes pass rates constant within a step window)"
             + (": no detectable difference." if calibration["diff_ci_low"] <= 0 <= calibration["diff_ci_high"]
                else "."))
-    if len(tests):
-        held = tests[tests["metric"] == "held-out pass@1"]
-        if len(held):
-            row = held.iloc[0]
-            lines.append(f"With {row['seeds_a']} and {row['seeds_b']} seeds the smallest p the exact test can give is "
-                         f"{cell(row['smallest_p'], 3)}; the minimum detectable difference in held-out pass@1 "
-                         f"(80% power, α = {ALPHA}) is {cell(row['mde'], 3)}.")
     if not lines:
         lines.append("Only one arm and no tie prediction: nothing to compare.")
-    kept = lines[:MAX_SENTENCES - 1] + lines[-1:] if len(lines) > MAX_SENTENCES else lines
+    kept = lines[:MAX_SENTENCES - 1] + lines[-1:] if len(lines) > MAX_SENTENCES else lines  # keep the calibration
     return "\n".join(["## Findings", "",
                       "Generated from the tables below; b − a, at the end of each job's sample budget. Informative "
                       "= nonzero advantage in its training unit; a unit of several rounds weighs as one "

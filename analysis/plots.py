@@ -118,7 +118,8 @@ def ties_by_difficulty(ties: pd.DataFrame, path: Path, by: Sequence[str]) -> Pat
 
 
 def ties_over_steps(ties: pd.DataFrame, path: Path, by: Sequence[str]) -> Path:
-    """Tie fraction per step window, one line per difficulty with its interval, one panel per arm."""
+    """Tie fraction per step window, one line per difficulty with its interval and its prediction
+    (dashed), one panel per arm."""
     arms = list(_arms(ties, by))
     levels = natural_sorted(ties["difficulty"].astype(str).unique())
     fig, axes = _figure(len(arms), legend=levels, legend_title="difficulty")
@@ -130,7 +131,8 @@ def ties_over_steps(ties: pd.DataFrame, path: Path, by: Sequence[str]) -> Path:
                 continue
             entries[level], = ax.plot(r["step_window"], r["tie_frac"], color=_colour(i))
             ax.fill_between(r["step_window"], r["ci_low"], r["ci_high"], color=_colour(i), alpha=0.12, linewidth=0)
-        ax.set(title=label, xlabel="step", ylabel="tie fraction", ylim=UNIT_Y)
+            ax.plot(r["step_window"], r["predicted_tie_frac"], "x--", color=_colour(i), linewidth=1, markersize=4)
+        ax.set(title=label, xlabel="step (window start)", ylabel="tie fraction", ylim=UNIT_Y)
         ax.title.set_fontsize("small")
         ax.grid(alpha=0.3)
     _legend_below(fig, {level: entries[level] for level in levels if level in entries}, title="difficulty")

@@ -205,7 +205,8 @@ def _ties(tables: Tables, arm: Sequence[str], writer: _Writer, family: list[pd.D
         redraw_text, "",
         "### Observed against predicted over training", "",
         f"First-round groups per {window}-step window (`step_window` is its first step): observed tie fraction "
-        "and its interval, the prediction, and observed − predicted with its interval.", "",
+        "and its interval (solid, band), the prediction (dashed), and observed − predicted with its interval. "
+        "Within one arm only: arms reach a step at different samples drawn.", "",
         writer.figure("ties_over_steps", lambda p: plots.ties_over_steps(by_step, p, by)), "",
         writer.table("ties_by_step", by_step, ["difficulty", *by[1:], "step_window", "groups", "tie_frac", "ci_low",
                                                 "ci_high", "predicted_tie_frac", "observed_minus_predicted",
@@ -235,7 +236,8 @@ def _tests(tests: pd.DataFrame, writer: _Writer) -> str:
         "## Tests across seeds", "",
         "The family of comparisons: every pair of arms at the end of the budget, on held-out pass@1, pass@k and "
         "cons@k at the largest k, on wasted_frac and on the first-round tie fraction. Differences are b − a. "
-        f"Tests: {SEED_TEST}; held-out intervals also resample prompts ({ARM_TEST}). `p_holm` is Holm's "
+        f"Tests: {SEED_TEST}; the held-out rows' intervals resample prompts as well as seeds (as above). "
+        "`p_holm` is Holm's "
         f"adjustment over the whole family (α = {ALPHA}). `smallest_p` is the smallest p the exact test can give "
         "with these seeds (at or above α nothing can be detected, however large); `mde` is the minimum detectable "
         "effect, the difference found with 80% power at α by the t approximation from the spread of per-seed "
