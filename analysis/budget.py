@@ -7,6 +7,7 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from itertools import combinations
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -15,7 +16,7 @@ from scipy.special import comb
 
 from analysis.arms import iter_arms, job_arms
 from analysis.labels import sort_naturally
-from analysis.stats import bootstrap_mean_ci, comb_ratio
+from analysis.stats import bootstrap_difference_ci, bootstrap_mean_ci, comb_ratio, seed_test
 
 METRICS = ("pass@k", "cons@k")
 # config columns that change what a sample is worth; two results compare only when all agree
@@ -155,14 +156,42 @@ def _column(metric: str, k: int) -> str:
     return metric.replace("@k", f"@{k}")
 
 
+def attach_samples(eval: pd.DataFrame, groups: pd.DataFrame | None) -> pd.DataFrame:
+    """`eval` with `samples_total` (samples its job had drawn at each checkpoint) filled in: from the
+    eval rows themselves where the trainer wrote it, else from the groups table (the running total
+    at the checkpoint's step; 0 at step 0); NaN where neither says."""
+    samples = eval["samples_total"].to_numpy(float) if "samples_total" in eval else np.full(len(eval), np.nan)
+    samples = np.where(eval["step"].to_numpy() == 0, 0.0, samples)
+    missing = np.isnan(samples)
+    if missing.any() and groups is not None and not groups.empty:
+        drawn = groups.groupby([groups["job"].astype(str), "step"], observed=True)["samples_total"].max()
+        drawn = drawn.groupby(level=0).cummax().reset_index().rename(columns={"samples_total": "drawn"})
+        left = pd.DataFrame({"job": eval["job"].astype(str).to_numpy(), "step": eval["step"].astype("int64").to_numpy(),
+                             "row": np.arange(len(eval))})
+        merged = pd.merge_asof(left.sort_values("step"), drawn.assign(step=drawn["step"].astype("int64"))
+                               .sort_values("step"), on="step", by="job").sort_values("row")
+        samples = np.where(missing, merged["drawn"].to_numpy(float), samples)
+    return eval.assign(samples_total=samples)
+
+
 def checkpoint_labels(eval: pd.DataFrame) -> pd.Series:
-    """Each eval row's checkpoint, aligned across jobs: "base" at step 0, "final" at its job's last
-    evaluated step, else the step number as text ("50"). Jobs trained to an equal sample budget end
-    at different steps; "final" is where each of them ended (a job with only step 0 has no "final")."""
+    """Each eval row's checkpoint, aligned across jobs by samples drawn, never by step number:
+    "base" at step 0, "final" at its job's last evaluated step (the end of its budget when the job
+    finished), else the samples drawn there: "12800 samples", rounded down to a multiple of the
+    job's `eval.every_samples` when set (the trainer evaluates on crossing one, so jobs drawing at
+    different rates share the label; a second checkpoint of a job within one multiple keeps its
+    step, "step 130"). Without samples_total (no column, no groups table) the label is "step N"."""
     step = eval["step"].to_numpy()
     last = eval.groupby("job", observed=True)["step"].transform("max").to_numpy()
-    values, inverse = np.unique(step, return_inverse=True)
-    label = values.astype(str).astype(object)[inverse]  # (rows,) the step as text, converted once per step
+    samples = eval["samples_total"].to_numpy(float) if "samples_total" in eval else np.full(len(eval), np.nan)
+    every = (pd.to_numeric(eval["eval.every_samples"], errors="coerce").to_numpy(float)
+             if "eval.every_samples" in eval else np.zeros(len(eval)))
+    every = np.where(np.isnan(every) | (every <= 0), 0, every)
+    point = np.where(every > 0, np.floor(samples / np.where(every > 0, every, 1)) * every, samples)
+    frame = pd.DataFrame({"job": eval["job"].astype(str).to_numpy(), "point": point, "step": step})
+    first = frame.groupby(["job", "point"], dropna=False)["step"].transform("min").to_numpy() == step
+    label = np.array([f"step {s}" if np.isnan(p) or not f else f"{int(p)} samples"
+                      for s, p, f in zip(step, point, first)], dtype=object) if len(step) else np.zeros(0, object)
     label[step == last] = FINAL
     label[step == 0] = BASE
     return pd.Series(label, index=eval.index, name="checkpoint")
@@ -176,12 +205,16 @@ def job_checkpoints(eval: pd.DataFrame) -> pd.DataFrame:
 
 
 def checkpoint_rank(label: object) -> tuple[int, float]:
-    """Sort key of checkpoint labels: base, the intermediate steps in order, final."""
+    """Sort key of checkpoint labels: base, the intermediate points in order ("6400 samples"; "step N"
+    after them), final."""
     if label == BASE:
         return (0, 0.0)
     if label == FINAL:
-        return (2, 0.0)
-    return (1, float(label))  # type: ignore[arg-type]
+        return (3, 0.0)
+    text = str(label)
+    if text.startswith("step "):
+        return (2, float(text.removeprefix("step ")))
+    return (1, float(text.removesuffix(" samples")))
 
 
 def steps_text(rows: pd.DataFrame) -> str:
@@ -209,16 +242,20 @@ def complete_checkpoints(checkpoints: pd.DataFrame, by: Sequence[str]) -> pd.Dat
 def at_k_curves(eval: pd.DataFrame, by: Sequence[str], ks: Sequence[int] | None = None, n_boot: int = 1000,
                 level: float = 0.95, seed: int = 0) -> pd.DataFrame:
     """Mean pass@k and cons@k over prompts for each arm (`by`), checkpoint and difficulty (and
-    "all" difficulties), with percentile bootstrap intervals over prompts (a prompt of each job
-    is one unit). Checkpoints are aligned across jobs by `checkpoint_labels`: "base", "final" (each
-    job at its last evaluated step, whatever its number) and the intermediate steps every job of
-    the arm evaluated (`complete_checkpoints`). Long format: *by, checkpoint, steps (the step
-    numbers pooled, "80, 83"), difficulty, metric, k, mean, ci_low, ci_high, prompts.
-    `ks` defaults to the powers of two up to the fewest samples any prompt has."""
+    "all" difficulties), with percentile bootstrap intervals clustered by prompt: a prompt's
+    scores in every job of the arm move together (at the base model the jobs are one model on
+    the same prompts, not independent draws). Checkpoints are aligned across jobs by
+    `checkpoint_labels` (samples drawn), and an intermediate one is kept only where every job of
+    the arm has it (`complete_checkpoints`). Long format: *by, checkpoint, steps (each job's step,
+    "80, 83"), samples (mean samples drawn by the arm's jobs there), difficulty, metric, k, mean,
+    ci_low, ci_high, prompts (distinct prompts), jobs. `ks` defaults to the powers of two up to the
+    fewest samples any prompt has."""
     ks = list(ks or default_ks(int(eval.groupby(list(PROMPT_KEYS), observed=True).size().min())))
     scores = per_prompt(eval, ks)
     scores["job"] = scores["job"].astype(str)
-    scores = scores.assign(checkpoint=checkpoint_labels(scores))
+    labels = eval[["job", "step"]].assign(job=eval["job"].astype(str), checkpoint=checkpoint_labels(eval),
+                                          samples=eval["samples_total"] if "samples_total" in eval else np.nan)
+    scores = scores.merge(labels.drop_duplicates(["job", "step"]), on=["job", "step"])
     arms = job_arms(eval, by)
     scores = scores.join(arms.set_axis(arms.index.astype(str)), on="job")
     kept = complete_checkpoints(scores, by)
@@ -228,11 +265,13 @@ def at_k_curves(eval: pd.DataFrame, by: Sequence[str], ks: Sequence[int] | None 
     columns = [_column(m, k) for m in METRICS for k in ks]
     rows = []
     for key, part in pd.concat([scores, scores.assign(difficulty="all")]).groupby(keys, observed=True, dropna=False):
-        values = part[columns].to_numpy()  # (prompts, metrics * ks)
-        low, high = bootstrap_mean_ci(values, n_boot, level, seed)
+        clustered = part.groupby("prompt_id", observed=True)[columns].mean().to_numpy()  # (prompts, metrics * ks)
+        low, high = bootstrap_mean_ci(clustered, n_boot, level, seed)
+        samples = part.drop_duplicates("job")["samples"].astype(float).mean()
         for i, (metric, k) in enumerate((m, k) for m in METRICS for k in ks):
-            rows.append((*key, metric, k, values[:, i].mean(), low[i], high[i], len(part)))
-    out = pd.DataFrame(rows, columns=[*keys, "metric", "k", "mean", "ci_low", "ci_high", "prompts"])
+            rows.append((*key, samples, metric, k, clustered[:, i].mean(), low[i], high[i], len(clustered),
+                         part["job"].nunique()))
+    out = pd.DataFrame(rows, columns=[*keys, "samples", "metric", "k", "mean", "ci_low", "ci_high", "prompts", "jobs"])
     return sort_naturally(out, [*by, "checkpoint", "difficulty", "metric", "k"], {"checkpoint": checkpoint_rank})
 
 
@@ -303,75 +342,150 @@ def compare_at_k(a: AtK, b: AtK, n_boot: int = 2000, level: float = 0.95, seed: 
                       float(low[0]), float(high[0]))
 
 
-COMPARED = ("prompts", "mean_a", "mean_b", "difference", "ci_low", "ci_high")  # the Comparison fields shown
-COMPARISON_COLUMNS = ("metric", "k", "checkpoint", "a", "b", "steps_a", "steps_b", *COMPARED, "refused")
+COMPARED = ("prompts", "seeds_a", "seeds_b", "paired", "mean_a", "mean_b", "difference", "ci_low", "ci_high",
+            "p_value")
+COMPARISON_COLUMNS = ("metric", "k", "checkpoint", "a", "b", "steps_a", "steps_b", "samples_a", "samples_b",
+                      *COMPARED, "refused")
+PER_SEED_COLUMNS = ("metric", "k", "checkpoint", "a", "b", "seed_a", "seed_b", "mean_a", "mean_b", "difference")
+ARM_TEST = ("Estimate: the mean over seeds of the per-prompt mean; interval: bootstrap over prompts (both arms together) "
+            "and seeds within each arm (as pairs when paired); p: exact sign-flip test over paired seeds, "
+            "else exact permutation test over seeds")
+
+
+class Comparisons(NamedTuple):
+    """`table`: one row per comparison (COMPARISON_COLUMNS); `per_seed`: each seed's difference."""
+
+    table: pd.DataFrame
+    per_seed: pd.DataFrame
+
+
+def seed_of_jobs(rows: pd.DataFrame) -> pd.Series:
+    """Each job's seed (the `seed` column; the job's name where there is none), indexed by job name."""
+    jobs = rows.drop_duplicates("job")
+    seeds = jobs["seed"].astype(str) if "seed" in jobs else jobs["job"].astype(str)
+    return pd.Series(seeds.to_numpy(), index=jobs["job"].astype(str).to_numpy())
+
+
+def score_matrix(rows: pd.DataFrame, metric: str, k: int) -> pd.DataFrame:
+    """Scores of one arm at one checkpoint: prompts (rows) x seeds (columns), each cell a job's
+    pass@k or cons@k of that prompt."""
+    scores = per_prompt(rows, [k], [metric])
+    scores["seed"] = scores["job"].astype(str).map(seed_of_jobs(rows))
+    return scores.pivot_table(index="prompt_id", columns="seed", values=_column(metric, k), aggfunc="mean",
+                              observed=True)
+
+
+def compare_arms(a: pd.DataFrame, b: pd.DataFrame, n_boot: int = 2000, level: float = 0.95,
+                 seed: int = 0) -> tuple[dict, pd.DataFrame]:
+    """b minus a, from two score matrices (prompts x seeds), on their common prompts: the fields of
+    COMPARED, and each seed's difference (pairs where the seed sets match, else each seed's mean)."""
+    common = a.index.intersection(b.index)
+    a, b = a.loc[common].dropna(), b.loc[common].dropna()
+    common = a.index.intersection(b.index)
+    if common.empty:
+        raise ValueError("the two scores share no prompt")
+    paired = sorted(a.columns) == sorted(b.columns)
+    if paired:
+        b = b[a.columns]
+    x, y = a.loc[common].to_numpy(), b.loc[common].to_numpy()  # (prompts, seeds)
+    low, high = bootstrap_difference_ci(x, y, paired, n_boot, level, seed)
+    per_a, per_b = x.mean(0), y.mean(0)  # (seeds,) each seed's mean over the prompts
+    result = {"prompts": len(common), "seeds_a": x.shape[1], "seeds_b": y.shape[1], "paired": paired,
+              "mean_a": float(x.mean()), "mean_b": float(y.mean()), "difference": float(y.mean() - x.mean()),
+              "ci_low": low, "ci_high": high, "p_value": seed_test(per_a, per_b, paired)}
+    if paired:
+        per_seed = pd.DataFrame({"seed_a": a.columns, "seed_b": a.columns, "mean_a": per_a, "mean_b": per_b})
+    else:
+        per_seed = pd.concat([pd.DataFrame({"seed_a": a.columns, "mean_a": per_a}),
+                              pd.DataFrame({"seed_b": b.columns, "mean_b": per_b})], ignore_index=True)
+    return result, per_seed.assign(difference=per_seed["mean_b"] - per_seed["mean_a"])
 
 
 def checkpoint_comparisons(eval: pd.DataFrame, by: Sequence[str], points: Sequence[tuple[str, int]],
-                           n_boot: int = 2000, level: float = 0.95, seed: int = 0) -> pd.DataFrame:
-    """compare_at_k at aligned checkpoints, for each (metric, k) in `points`:
+                           n_boot: int = 2000, level: float = 0.95, seed: int = 0) -> Comparisons:
+    """Arms compared at aligned checkpoints, for each (metric, k) in `points`:
 
     - each pair of arms (`by`) at "base" (step 0) and at "final" (each job at its last evaluated
       step, so jobs stopped by an equal sample budget at different steps are compared at their ends);
-    - each pair of arms at every intermediate step s > 0 that every job of both arms evaluated
-      ("step s"; skipped where s is every one of those jobs' last step, which "final" already is);
+    - each pair of arms at every intermediate checkpoint (samples drawn, `checkpoint_labels`) that
+      every job of both arms has;
     - each arm's final against its base ("final vs base").
 
-    An arm's score at a checkpoint averages its jobs (seeds) per prompt. A comparison that cannot
-    be made (unequal k, sampling settings or token limits; too few samples) is a row with the
-    reason in `refused`. Columns: COMPARISON_COLUMNS; steps_a and steps_b list each job's step.
+    Differences are b − a over the prompts both were scored on, with `compare_arms`' interval over
+    prompts and seeds and its exact test across seeds. A comparison that cannot be made (unequal k,
+    sampling settings or token limits; too few samples) is a row with the reason in `refused`.
     """
     eval = eval.assign(checkpoint=checkpoint_labels(eval))
     arms = {label: rows for label, rows in iter_arms(eval, by)}
-    job_steps = {label: rows.groupby("job", observed=True)["step"].unique().map(set) for label, rows in arms.items()}
+    job_labels = {label: rows.groupby("job", observed=True)["checkpoint"].unique().map(set)
+                  for label, rows in arms.items()}
 
-    selections: dict[tuple[str, str], tuple[pd.DataFrame, str]] = {}
+    selections: dict[tuple[str, str], tuple[pd.DataFrame, str, float]] = {}
 
-    def select(arm: str, point: str) -> tuple[pd.DataFrame, str]:
-        """The arm's eval rows at a checkpoint, and each job's step there."""
+    def select(arm: str, point: str) -> tuple[pd.DataFrame, str, float]:
+        """The arm's eval rows at a checkpoint, each job's step there, and the mean samples drawn."""
         if (arm, point) not in selections:
             rows = arms[arm]
-            if point in (BASE, FINAL):
-                rows = rows[rows["checkpoint"] == point]
-            else:
-                rows = rows[rows["step"] == int(point.removeprefix("step "))]
-            selections[arm, point] = rows, steps_text(rows[["job", "step"]])
+            rows = rows[rows["checkpoint"] == point]
+            drawn = rows.drop_duplicates("job")["samples_total"].astype(float).mean() if "samples_total" in rows \
+                else np.nan
+            selections[arm, point] = rows, steps_text(rows[["job", "step"]]), drawn
         return selections[arm, point]
 
     pairs: list[tuple[str, str, str, str, str]] = []  # (checkpoint, arm a, point a, arm b, point b)
     for a, b in combinations(arms, 2):
         pairs += [(BASE, a, BASE, b, BASE), (FINAL, a, FINAL, b, FINAL)]
-        steps = [*job_steps[a], *job_steps[b]]
-        lasts = {max(s) for s in steps}
-        common = sorted(set.intersection(*steps) - {0})
-        pairs += [(f"step {s}", a, f"step {s}", b, f"step {s}") for s in common if lasts != {s}]
+        common = set.intersection(*job_labels[a], *job_labels[b]) - {BASE, FINAL}
+        pairs += [(label, a, label, b, label) for label in sorted(common, key=checkpoint_rank)]
     pairs += [("final vs base", arm, BASE, arm, FINAL) for arm in arms]
 
-    scores: dict[tuple[str, str, str, int], AtK | str] = {}  # a score, or why there is none
+    scores: dict[tuple[str, str, str, int], pd.DataFrame | str] = {}  # a score matrix, or why there is none
 
-    def score(arm: str, point: str, metric: str, k: int) -> AtK | str:
+    def score(arm: str, point: str, metric: str, k: int) -> pd.DataFrame | str:
         if (arm, point, metric, k) not in scores:
             rows = select(arm, point)[0]
             try:
-                scores[arm, point, metric, k] = at_k(rows, k, metric) if len(rows) else f"no eval rows at {point}"
+                if not len(rows):
+                    raise BudgetMismatch(f"no eval rows at {point}")
+                at_k(rows, k, metric)  # refuses mixed sampling settings or too few samples
+                scores[arm, point, metric, k] = score_matrix(rows, metric, k)
             except BudgetMismatch as refusal:
                 scores[arm, point, metric, k] = str(refusal)
         return scores[arm, point, metric, k]
 
-    records = []
+    records, per_seed = [], []
     for metric, k in dict.fromkeys(points):
         for checkpoint, a, point_a, b, point_b in pairs:
             record: dict[str, object] = {
                 "metric": metric, "k": k, "checkpoint": checkpoint, "a": f"{a} @ {point_a}", "b": f"{b} @ {point_b}",
-                "steps_a": select(a, point_a)[1], "steps_b": select(b, point_b)[1]}
+                "steps_a": select(a, point_a)[1], "steps_b": select(b, point_b)[1],
+                "samples_a": select(a, point_a)[2], "samples_b": select(b, point_b)[2]}
             score_a, score_b = score(a, point_a, metric, k), score(b, point_b, metric, k)
             if isinstance(score_a, str) or isinstance(score_b, str):
                 record["refused"] = score_a if isinstance(score_a, str) else score_b
             else:
                 try:
-                    result = compare_at_k(score_a, score_b, n_boot, level, seed)
-                    record |= {f: getattr(result, f) for f in COMPARED}
+                    mismatch = _settings_mismatch(select(a, point_a)[0], select(b, point_b)[0])
+                    if mismatch:
+                        raise BudgetMismatch(f"not comparable at unequal budgets: {mismatch}")
+                    result, seeds = compare_arms(score_a, score_b, n_boot, level, seed)
+                    record |= result
+                    per_seed.append(seeds.assign(**{key: record[key] for key in ("metric", "k", "checkpoint", "a",
+                                                                                   "b")}))
                 except (BudgetMismatch, ValueError) as refusal:  # unequal budgets, or no prompt in common
                     record["refused"] = str(refusal)
             records.append(record)
-    return pd.DataFrame(records, columns=list(COMPARISON_COLUMNS))
+    table = pd.DataFrame(records, columns=list(COMPARISON_COLUMNS))
+    seeds = pd.concat(per_seed, ignore_index=True) if per_seed else pd.DataFrame()
+    return Comparisons(table, seeds.reindex(columns=list(PER_SEED_COLUMNS)))
+
+
+def _settings_mismatch(a: pd.DataFrame, b: pd.DataFrame) -> str:
+    """What differs between two selections' sampling settings ("" when nothing does)."""
+    reasons = []
+    for key in SAMPLING_KEYS:
+        left = a[key].dropna().unique().tolist() if key in a else ["unknown"]
+        right = b[key].dropna().unique().tolist() if key in b else ["unknown"]
+        if left != right:
+            reasons.append(f"{key}={left[0] if len(left) == 1 else left} vs {right[0] if len(right) == 1 else right}")
+    return "; ".join(reasons)

@@ -23,8 +23,8 @@ from analysis.arms import arm_label
 from analysis.budget import BASE, FINAL
 from analysis.labels import natural_sorted
 
-BUDGET_METRICS = {"accuracy": "accuracy (window)", "informative_per_1k": "informative groups / 1k samples",
-                  "wasted_frac": "wasted fraction of samples"}
+BUDGET_METRICS = {"wasted_frac": "wasted fraction of samples drawn",
+                  "train_accuracy_round0": "training accuracy, first rounds (window)"}
 AT_K_COLUMNS = 6  # difficulties side by side in the pass@k / cons@k figure before it wraps
 LEGEND_ROW = 0.22  # inches per legend row (fontsize "small")
 CHAR_WIDTH = 0.065  # inches per legend character (fontsize "small"), for laying out its columns
@@ -118,7 +118,8 @@ def ties_by_difficulty(ties: pd.DataFrame, path: Path, by: Sequence[str]) -> Pat
 
 
 def ties_over_steps(ties: pd.DataFrame, path: Path, by: Sequence[str]) -> Path:
-    """Tie fraction per step window, one line per difficulty with its interval, one panel per arm."""
+    """Tie fraction per step window, one line per difficulty with its interval and its prediction
+    (dashed), one panel per arm."""
     arms = list(_arms(ties, by))
     levels = natural_sorted(ties["difficulty"].astype(str).unique())
     fig, axes = _figure(len(arms), legend=levels, legend_title="difficulty")
@@ -130,7 +131,8 @@ def ties_over_steps(ties: pd.DataFrame, path: Path, by: Sequence[str]) -> Path:
                 continue
             entries[level], = ax.plot(r["step_window"], r["tie_frac"], color=_colour(i))
             ax.fill_between(r["step_window"], r["ci_low"], r["ci_high"], color=_colour(i), alpha=0.12, linewidth=0)
-        ax.set(title=label, xlabel="step", ylabel="tie fraction", ylim=UNIT_Y)
+            ax.plot(r["step_window"], r["predicted_tie_frac"], "x--", color=_colour(i), linewidth=1, markersize=4)
+        ax.set(title=label, xlabel="step (window start)", ylabel="tie fraction", ylim=UNIT_Y)
         ax.title.set_fontsize("small")
         ax.grid(alpha=0.3)
     _legend_below(fig, {level: entries[level] for level in levels if level in entries}, title="difficulty")
@@ -151,6 +153,27 @@ def budget_curves(bands: pd.DataFrame, path: Path, arm: Sequence[str], budget: s
         ax.set(xlabel=f"{budget} drawn", title=title)
         ax.title.set_fontsize("small")
         ax.xaxis.set_major_formatter(EngFormatter(sep=""))  # 40k, 1.2M: short tick labels at any budget
+        ax.grid(alpha=0.3)
+    _legend_below(fig, entries)
+    return _save(fig, path)
+
+
+def heldout(bands: pd.DataFrame, path: Path, arm: Sequence[str]) -> Path:
+    """Held-out scores against samples drawn, one panel per (metric, k): per arm the mean over seeds
+    at each checkpoint (points joined by lines), the band from the lowest to the highest seed."""
+    panels = list(dict.fromkeys(zip(bands["metric"], bands["k"])))
+    arms = list(_arms(bands, arm))
+    fig, axes = _figure(len(panels), legend=[label for label, _ in arms])
+    entries: dict[str, Artist] = {}
+    for i, (label, rows) in enumerate(arms):
+        for ax, (metric, k) in zip(axes, panels):
+            r = rows[(rows["metric"] == metric) & (rows["k"] == k)].sort_values("samples")
+            entries[label], = ax.plot(r["samples"], r["mean"], "o-", color=_colour(i), markersize=3)
+            ax.fill_between(r["samples"], r["low"], r["high"], color=_colour(i), alpha=0.2, linewidth=0)
+    for ax, (metric, k) in zip(axes, panels):
+        ax.set(xlabel="samples drawn", title=f"held-out {metric.replace('@k', f'@{k}')}")
+        ax.title.set_fontsize("small")
+        ax.xaxis.set_major_formatter(EngFormatter(sep=""))
         ax.grid(alpha=0.3)
     _legend_below(fig, entries)
     return _save(fig, path)

@@ -11,16 +11,24 @@ from pathlib import Path
 import pandas as pd
 
 from analysis import markdown, plots
-from analysis.arms import arm_keys, varying_keys
-from analysis.budget import METRICS, at_k_curves, checkpoint_comparisons, checkpoint_rank, job_checkpoints
+from analysis.arms import arm_keys, job_arms, varying_keys
+from analysis.budget import (ARM_TEST, METRICS, at_k_curves, attach_samples, checkpoint_comparisons, checkpoint_rank,
+                             job_checkpoints)
 from analysis.config import launch_command
+from analysis.findings import findings
+from analysis.heldout import seed_bands, seed_scores
+from analysis.informative import sample_counts
 from analysis.labels import natural_sorted, sort_naturally
 from analysis.load import Tables, load
-from analysis.resampling import TEST, across_seeds, budget_curves, compare_at_budget, spend
-from analysis.ties import predict_ties, tie_fractions
+from analysis.resampling import across_seeds, budget_curves, per_job_spend, spend
+from analysis.seeds import ALPHA, SEED_TEST, compare_arms_by_seed, compare_values, with_holm
+from analysis.ties import ASSUMPTION, predict_ties, tie_fractions
 
-TIE_COLUMNS = ("difficulty", "group_size", "sampler", "groups", "tie_frac", "all_correct_frac", "all_wrong_frac",
-               "ci_low", "ci_high", "predicted_tie_frac")
+TIE_COLUMNS = ("difficulty", "group_size", "sampler", "groups", "prompts", "tie_frac", "all_correct_frac",
+               "all_wrong_frac", "ci_low", "ci_high", "predicted_tie_frac", "observed_minus_predicted", "diff_ci_low",
+               "diff_ci_high")
+FAMILY_COLUMNS = ("metric", "a", "b", "paired", "seeds_a", "seeds_b", "mean_a", "mean_b", "difference", "ci_low",
+                  "ci_high", "interval", "p_value", "p_holm", "smallest_p", "mde")
 STEP_WINDOWS = 10  # windows over training: points per line in the ties-over-steps figure
 BUDGET_POINTS = 20  # equal-budget points per curve
 
@@ -60,19 +68,35 @@ def build_report(path: str | Path, out_dir: str | Path | None = None, command: s
         old.unlink()  # a figure or table this build does not make would otherwise outlive its data
     tables = load(root, tables=("groups", "eval"))
     arm = arm_keys(tables.jobs, tables.config_columns) if len(tables.jobs) else []
-    parts = [_header(root, tables, arm, command or launch_command(root)), _jobs(tables, writer)]
-    if tables.groups.empty:
-        parts.append("No group tables were found: no tie or equal-budget analysis.")
+    groups = tables.groups
+    eval = attach_samples(tables.eval, groups) if not tables.eval.empty else tables.eval
+    family: list[pd.DataFrame] = []  # the comparisons between arms that Holm's correction covers
+    calibration: dict = {}
+    held, trained, ties, tokens = [], [], [], []
+    if eval.empty:
+        held.append("## Held-out results\n\nNo eval tables were found: no pass@k or cons@k.")
     else:
-        parts += [_spend(tables.groups, arm, writer), _ties(tables, arm, writer),
-                  *(_equal_budget(tables.groups, arm, budget, writer) for budget in ("samples", "tokens"))]
-    if tables.eval.empty:
-        parts.append("No eval tables were found: no pass@k or cons@k.")
+        held += _heldout(tables, eval, arm, writer, family)
+    if groups.empty:
+        trained.append("No group tables were found: no tie or equal-budget analysis.")
     else:
-        parts.append(_at_k(tables, arm, writer))
+        trained.append(_trained(tables, arm, writer, family))
+        ties.append(_ties(tables, arm, writer, family, calibration))
+        tokens.append(_equal_budget(groups, arm, "tokens", writer))
+    tests = with_holm(pd.concat(family, ignore_index=True)) if family else pd.DataFrame(columns=FAMILY_COLUMNS)
+    parts = [_header(root, tables, arm, command or launch_command(root)),
+             findings(tests, calibration, _unit_weight(tables.jobs)), *held, *trained,
+             _tests(tests, writer), *ties, *tokens, _jobs(tables, writer)]
     report = writer.out / "REPORT.md"
     report.write_text("\n\n".join(parts) + "\n")
     return report
+
+
+def _unit_weight(jobs: pd.DataFrame) -> str:
+    """How a training unit of several rounds weighs in the loss (`algo.unit_weight`), as the jobs say."""
+    if "algo.unit_weight" not in jobs or jobs["algo.unit_weight"].isna().all():
+        return "prompt (the default: `algo.unit_weight` is not in these configs)"
+    return ", ".join(map(str, natural_sorted(jobs["algo.unit_weight"].dropna().astype(str).unique())))
 
 
 def _header(root: Path, tables: Tables, arm: Sequence[str], command: str | None) -> str:
@@ -112,36 +136,81 @@ def _jobs(tables: Tables, writer: _Writer) -> str:
     ])
 
 
-def _spend(groups: pd.DataFrame, arm: Sequence[str], writer: _Writer) -> str:
+def _trained(tables: Tables, arm: Sequence[str], writer: _Writer, family: list[pd.DataFrame]) -> str:
+    groups = tables.groups
+    _, how = sample_counts(groups)
+    by_arm, by_difficulty = spend(groups, arm), spend(groups, arm, by_difficulty=True)
+    curves = budget_curves(groups, arm, "samples", BUDGET_POINTS)
+    bands = across_seeds(curves, arm)
+    per_job = per_job_spend(groups, arm)
+    family.append(compare_arms_by_seed(per_job, arm, ["wasted_frac"]).assign(interval="seeds"))
+    counted = ("read from the groups table's `n_informative`, which the trainer takes from the advantages the "
+               "update used" if how == "recorded" else
+               "**recounted** (these runs predate the `n_informative` column): the used groups of a prompt at one "
+               "step are its unit, informative when their pooled rewards are not all equal"
+               if how == "recounted" else f"{how} (some jobs predate the `n_informative` column)")
     return "\n".join([
-        "## Budget of each arm", "",
-        "Summed over each arm's jobs (seeds). A group is informative when it is not tied and entered the "
-        "gradient (`used`); every other group's samples are wasted.", "",
-        writer.table("budget_by_arm", spend(groups, arm)),
+        "## What trained: informative and wasted samples", "",
+        "A sample is **informative** when its advantage in its training unit was nonzero; every other sample "
+        "drawn is **wasted** (its unit tied, or it never entered the update). A training unit is the samples "
+        "that shared one baseline: one group, or under `resample_on_tie` with `pool=all` all rounds of a prompt "
+        "(a tied round pooled with a later mixed one trains). `wasted_frac` = wasted / drawn is the one number "
+        "reported (the informative fraction is 1 − it). Counts here are " + counted + ". "
+        f"A unit of several rounds weighs in the loss as one {_unit_weight(tables.jobs)}.", "",
+        "Per arm, summed over its jobs (seeds):", "",
+        writer.table("budget_by_arm", by_arm), "",
+        "Per arm and difficulty:", "",
+        writer.table("budget_by_difficulty", by_difficulty), "",
+        f"Against samples drawn ({BUDGET_POINTS} equal budgets up to the common budget, the most samples every job "
+        "drew). Lines: mean over seeds; bands: lowest to highest seed. `train_accuracy_round0`, a secondary "
+        "measure on *training* prompts, is the fraction correct of the first-round samples drawn in each window "
+        "(redraws go to prompts that just tied, so they are left out); held-out results above come first.", "",
+        writer.figure("budget_samples", lambda p: plots.budget_curves(bands, p, arm, "samples")), "",
+        f"Per job and budget point: {writer.csv('budget_curves_samples', curves)}",
     ])
 
 
-def _ties(tables: Tables, arm: Sequence[str], writer: _Writer) -> str:
+def _ties(tables: Tables, arm: Sequence[str], writer: _Writer, family: list[pd.DataFrame], calibration: dict) -> str:
     groups = tables.groups
     by = ["group_size", "sampler", *(k for k in arm if k not in ("group_size", "sampler"))]
     window = max(1, math.ceil((int(groups["step"].max()) + 1) / STEP_WINDOWS))
-    predicted = predict_ties(groups, window=window, eval=tables.eval)
-    by_difficulty = tie_fractions(groups, by, predicted=predicted)
-    by_step = tie_fractions(groups, by, window=window, predicted=predicted)
+    predicted = predict_ties(groups, window=window)
+    first = groups["round"].to_numpy() == 0
+    round0, redraws = groups[first], groups[~first]
+    by_difficulty = tie_fractions(round0, by, predicted=predicted[first])
+    by_step = tie_fractions(round0, by, window=window, predicted=predicted[first])
+    seed = ["seed"] if "seed" in round0 and "seed" not in arm else []
+    per_job = round0.groupby("job", observed=True).agg(tie_frac=("tie", "mean")).join(
+        job_arms(round0, [*arm, *seed])).reset_index()
+    family.append(compare_arms_by_seed(per_job, arm, ["tie_frac"])
+                  .assign(metric="tie_frac (first rounds)", interval="seeds"))
+    overall = tie_fractions(round0.assign(difficulty="all"), [], predicted=predicted[first])
+    calibration.update(overall.iloc[0].to_dict() if len(overall) else {})
+    redraw_text = (writer.table("ties_redraws", tie_fractions(redraws, by)[[*TIE_COLUMNS[:10], *by[2:]]])
+                   if len(redraws) else "No redraws: every group is a first round.")
     return "\n".join([
-        "## Ties by difficulty", "",
-        "Fraction of groups tied (zero reward spread, so zero advantage), with all_correct and all_wrong "
-        "apart; `ci_low`–`ci_high` is tie_frac's exact (Clopper–Pearson) 95% interval. `predicted_tie_frac` "
-        "is the mean of p^G + (1−p)^G over groups, each prompt's p^G estimated without the group itself: "
-        f"unbiasedly, from its first-round groups at other steps of the same job within {window}-step windows, "
-        f"else from its latest eval checkpoint. {int(predicted.notna().sum())} of {len(groups)} groups have a "
-        "prediction.", "",
+        "## Ties", "",
+        "A group *ties* when its rewards have zero spread (zero advantage). Arms are compared on **first-round "
+        "groups only** (round 0): a redraw happens only because the round before it tied, so counting redraws "
+        "would charge one arm for its own rule. Redraws are shown apart below. Intervals are 95% percentile "
+        "bootstraps clustered by prompt (all groups of a prompt, in every job of the row, move together).", "",
+        f"`predicted_tie_frac` is the mean of p^G + (1−p)^G over groups, each prompt's term estimated from its "
+        f"first-round groups at the other steps of the same job within {window}-step windows. It assumes "
+        f"{ASSUMPTION}. `observed_minus_predicted` is tie_frac − predicted over the groups that have a "
+        f"prediction ({int(predicted[first].notna().sum())} of {int(first.sum())} first-round groups).", "",
+        "### First-round ties by difficulty", "",
         writer.figure("ties_by_difficulty", lambda p: plots.ties_by_difficulty(by_difficulty, p, by)), "",
         writer.table("ties_by_difficulty", by_difficulty, [*TIE_COLUMNS, *by[2:]]), "",
-        "## Ties over training", "",
-        f"The same, per {window}-step window (`step_window` is its first step).", "",
+        "### Redraws (rounds after a tie), apart", "",
+        redraw_text, "",
+        "### Observed against predicted over training", "",
+        f"First-round groups per {window}-step window (`step_window` is its first step): observed tie fraction "
+        "and its interval (solid, band), the prediction (dashed), and observed − predicted with its interval. "
+        "Within one arm only: arms reach a step at different samples drawn.", "",
         writer.figure("ties_over_steps", lambda p: plots.ties_over_steps(by_step, p, by)), "",
-        f"As CSV: {writer.csv('ties_by_step', by_step)}",
+        writer.table("ties_by_step", by_step, ["difficulty", *by[1:], "step_window", "groups", "tie_frac", "ci_low",
+                                                "ci_high", "predicted_tie_frac", "observed_minus_predicted",
+                                                "diff_ci_low", "diff_ci_high"]),
     ])
 
 
@@ -149,31 +218,84 @@ def _equal_budget(groups: pd.DataFrame, arm: Sequence[str], budget: str, writer:
     curves = budget_curves(groups, arm, budget, BUDGET_POINTS)
     bands = across_seeds(curves, arm)
     final = bands[bands["budget"] == bands["budget"].max()]
-    tests = compare_at_budget(curves, arm)
     return "\n".join([
         f"## At equal {budget}", "",
-        f"Each job at {BUDGET_POINTS} equal budgets up to the common budget, the most {budget} every job drew "
-        f"({markdown.cell(final['budget'].iloc[0])}). Lines: mean over seeds; bands: lowest to highest seed. "
-        "Accuracy is the fraction of samples correct within each budget window, over every sample drawn "
-        "(redraws included).", "",
+        f"The measures of the section on what trained, at {BUDGET_POINTS} equal budgets of {budget} up to the most "
+        f"every job drew ({markdown.cell(final['budget'].iloc[0])}). Lines: mean over seeds; bands: lowest to "
+        "highest seed.", "",
         writer.figure(f"budget_{budget}", lambda p: plots.budget_curves(bands, p, arm, budget)), "",
-        f"Per job and budget point: {writer.csv(f'budget_curves_{budget}', curves)}", "",
-        f"### At the common budget ({budget})", "",
         writer.table(f"common_budget_{budget}", final.drop(columns="budget")), "",
-        f"Each pair of arms, {TEST}, not corrected for multiple comparisons "
-        "(p is – where an arm has fewer than two seeds):", "",
-        writer.table(f"tests_{budget}", tests, shown=tests.columns.drop(["budget", "test"])) if len(tests)
-        else "Only one arm: nothing to compare.",
+        f"Per job and budget point: {writer.csv(f'budget_curves_{budget}', curves)}",
     ])
 
 
-def _at_k(tables: Tables, arm: Sequence[str], writer: _Writer) -> str:
-    eval = tables.eval
+def _tests(tests: pd.DataFrame, writer: _Writer) -> str:
+    if tests.empty:
+        return "## Tests across seeds\n\nOnly one arm: nothing to compare."
+    return "\n".join([
+        "## Tests across seeds", "",
+        "The family of comparisons: every pair of arms at the end of the budget, on held-out pass@1, pass@k and "
+        "cons@k at the largest k, on wasted_frac and on the first-round tie fraction. Differences are b − a. "
+        f"Tests: {SEED_TEST}; the held-out rows' intervals resample prompts as well as seeds (as above). "
+        "`p_holm` is Holm's "
+        f"adjustment over the whole family (α = {ALPHA}). `smallest_p` is the smallest p the exact test can give "
+        "with these seeds (at or above α nothing can be detected, however large); `mde` is the minimum detectable "
+        "effect, the difference found with 80% power at α by the t approximation from the spread of per-seed "
+        "differences (inf: not reachable with these seeds).", "",
+        writer.table("tests", tests[list(FAMILY_COLUMNS)]),
+    ])
+
+
+def _heldout(tables: Tables, eval: pd.DataFrame, arm: Sequence[str], writer: _Writer,
+             family: list[pd.DataFrame]) -> list[str]:
+    """The held-out sections: scores against samples drawn with the arm comparisons, then pass@k and
+    cons@k against k."""
+    k_max = int(eval.groupby(["job", "step", "prompt_id"], observed=True).size().min())
+    points = [("pass@k", 1), ("pass@k", k_max), ("cons@k", k_max)]
+    scores = seed_scores(eval, arm, points)
+    bands = seed_bands(scores, arm)
+    comparisons, per_seed = checkpoint_comparisons(eval, arm, points)
+    final = comparisons[(comparisons["checkpoint"] == "final") & comparisons["refused"].isna()]
+    rows = []
+    for _, row in final.iterrows():
+        seeds = per_seed[(per_seed["metric"] == row["metric"]) & (per_seed["k"] == row["k"])
+                         & (per_seed["a"] == row["a"]) & (per_seed["b"] == row["b"])]
+        a = seeds.dropna(subset=["seed_a"]).set_index("seed_a")["mean_a"]
+        b = seeds.dropna(subset=["seed_b"]).set_index("seed_b")["mean_b"]
+        result = compare_values(a, b)
+        result |= {key: row[key] for key in ("mean_a", "mean_b", "difference", "ci_low", "ci_high")}
+        name = f"held-out {row['metric'].replace('@k', '@' + str(row['k']))}"
+        rows.append({"metric": name, "a": row["a"].removesuffix(" @ final"), "b": row["b"].removesuffix(" @ final"),
+                     **result, "interval": "prompts and seeds"})
+    if rows:
+        family.append(pd.DataFrame(rows))
+    aligned = ("by the multiples of `eval.every_samples` each job crossed" if "eval.every_samples" in eval
+               and pd.to_numeric(eval["eval.every_samples"], errors="coerce").fillna(0).gt(0).any()
+               else "by exact samples drawn (set `eval.every_samples` so that arms drawing at different rates share "
+               "checkpoints)")
+    heldout = "\n".join([
+        "## Held-out results at equal samples drawn", "",
+        f"Held-out prompts never train. Each job's mean score over them at each checkpoint, against the samples "
+        f"it had drawn there. Checkpoints are aligned across jobs by samples drawn, never by step number: "
+        f"**base** (0 samples), **final** (each job's last evaluated step, the end of its budget) and intermediate "
+        f"points, aligned {aligned}; a point is shown for an arm only where every job of it was evaluated there. "
+        "Lines: mean over seeds; bands: lowest to highest seed.", "",
+        writer.figure("heldout", lambda p: plots.heldout(bands, p, arm)), "",
+        f"Per job: {writer.csv('heldout_by_seed', scores)}; per arm: {writer.csv('heldout', bands)}", "",
+        "### Arms compared at equal samples", "",
+        f"b − a at base, at each aligned point both arms have, at final, and each arm's final against its base; "
+        f"k is 1 and {k_max} (cons@1 is pass@1). {ARM_TEST}. A comparison is refused, with the reason, where k, "
+        "the sampling temperature or the token limits differ.", "",
+        writer.table("at_k_comparisons", comparisons), "",
+        f"Each seed's difference: {writer.csv('at_k_per_seed', per_seed)}",
+    ])
+    return [heldout, _at_k(tables, eval, arm, writer)]
+
+
+def _at_k(tables: Tables, eval: pd.DataFrame, arm: Sequence[str], writer: _Writer) -> str:
     curves = at_k_curves(eval, arm)
     pooled = curves[curves["difficulty"] == "all"].drop(columns="difficulty")
-    k_max = int(pooled["k"].max())
     jobs = _job_checkpoints(tables, arm)
-    comparisons = checkpoint_comparisons(eval, arm, [("pass@k", 1), ("pass@k", k_max), ("cons@k", k_max)])
     status = tables.jobs.set_index(tables.jobs["job"].astype(str))["status"]
     early = [f"`{j}` (last eval at step {f}, trained to step {t:.0f}, status {status[j]})"
              for j, f, t in zip(jobs["job"], jobs["final_step"], jobs["last_trained_step"])
@@ -188,32 +310,23 @@ def _at_k(tables: Tables, arm: Sequence[str], writer: _Writer) -> str:
     return "\n".join([
         "## pass@k and cons@k", "",
         "Unbiased pass@k, 1 − C(n−c, k)/C(n, k), and exact majority-vote cons@k (expected over every k-subset "
-        "of the n samples; a missing answer never wins; tied top answers split the win), as means over prompts "
-        "with 95% percentile bootstrap intervals over prompts.", "",
+        "of the n samples; a missing answer never wins; tied top answers split the win), as means over prompts, "
+        "with 95% percentile bootstrap intervals clustered by prompt: a prompt's scores in every job of the arm "
+        "are averaged and resampled together (at base the jobs are one model on the same prompts).", "",
         "### Checkpoints", "",
-        "Jobs that train to an equal sample budget stop at different optimizer steps, so checkpoints are aligned "
-        "by what they are rather than by step number: **base** is step 0 (the model before any update); "
         "**final** is each job's last evaluated step, which is the end of its sample budget when the job "
-        "finished and was evaluated at its last step (`final_step` ≥ `last_trained_step` below); an "
-        "intermediate checkpoint, named by its step, is shown for an arm only where every job of the arm "
-        "evaluated that step. `steps` columns list each job's step, in job order. Steps and samples per job:", "",
+        "finished and was evaluated at its last step (`final_step` ≥ `last_trained_step` below). Steps and "
+        "samples per job:", "",
         writer.table("checkpoints", jobs), "",
         ends, "",
         "### Curves per difficulty", "",
         "pass@k (top row) and cons@k (bottom row) against k, one column per difficulty and one for all prompts "
         "pooled. A colour per arm; solid: final (the legend gives each job's step); dashed: base, one black line "
-        "when every arm's base scores the same (one base model); bands: 95% bootstrap intervals over prompts.", "",
+        "when every arm's base scores the same (one base model); bands: the 95% intervals.", "",
         writer.figure("at_k", lambda p: plots.at_k(curves, p, arm)), "",
         "All difficulties pooled:", "",
         markdown.table(_by_k(pooled, arm)), "",
-        f"As CSV: {writer.csv('at_k', curves)}, per difficulty and pooled (`all`).", "",
-        "### Comparisons at equal k", "",
-        "Each pair of arms at base, at final (each job at the end of its own budget, whatever its step) and at "
-        "every intermediate step that all jobs of both arms evaluated; then each arm's final against its base. "
-        "An arm's score averages its seeds per prompt; differences (b − a) are paired over the prompts both were "
-        f"scored on, with a 95% bootstrap interval; k is 1 and {k_max} (cons@1 is pass@1). A comparison is "
-        "refused, with the reason, where k, the sampling temperature or the token limits differ.", "",
-        writer.table("at_k_comparisons", comparisons),
+        f"As CSV: {writer.csv('at_k', curves)}, per difficulty and pooled (`all`).",
     ])
 
 
@@ -244,6 +357,7 @@ def _by_k(curves: pd.DataFrame, arm: Sequence[str]) -> pd.DataFrame:
     """One row per arm, checkpoint and metric; one column per k holding "mean [ci_low, ci_high]"."""
     text = [f"{markdown.cell(m, 3)} [{markdown.cell(lo, 3)}, {markdown.cell(hi, 3)}]"
             for m, lo, hi in zip(curves["mean"], curves["ci_low"], curves["ci_high"])]
-    wide = curves.assign(text=text).pivot(index=[*arm, "checkpoint", "steps", "metric"], columns="k", values="text")
+    wide = curves.assign(text=text).pivot(index=[*arm, "checkpoint", "steps", "samples", "metric"], columns="k",
+                                          values="text")
     wide = wide.rename(columns=lambda k: f"k={k}").reset_index()
     return sort_naturally(wide, [*arm, "checkpoint", "metric"], {"checkpoint": checkpoint_rank, "metric": METRICS.index})

@@ -4,7 +4,8 @@ prediction P_tie = p^G + (1-p)^G; and the theory that follows from it.
 A tie is the table's `tie` (reward std <= eps: zero advantage, no signal), split by `tie_kind`
 into all_correct and all_wrong; a tie of kind "other" (tied on a non-binary reward) counts in
 `tie_frac` but in neither split. The prediction is about correctness alone, so a format reward
-that breaks ties shows up as observed below predicted.
+that breaks ties shows up as observed below predicted. Intervals are bootstraps clustered by
+prompt: the groups of one prompt share its pass rate, so they are not independent trials.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import pandas as pd
 from numpy.typing import ArrayLike
 
 from analysis.labels import sort_naturally
-from analysis.stats import binom_ci, comb_ratio
+from analysis.stats import cluster_ratio_ci, comb_ratio
 
 KINDS = ("all_correct", "all_wrong")
 
@@ -69,17 +70,20 @@ def step_window(step: ArrayLike, window: int | None) -> np.ndarray:
     return np.zeros_like(step) if window is None else step // window * window
 
 
-def predict_ties(groups: pd.DataFrame, window: int | None = None, pool: Sequence[str] = ("job",),
-                 eval: pd.DataFrame | None = None) -> pd.Series:
+ASSUMPTION = ("a prompt's pass rate p does not move within its step window: then the estimate from its "
+              "first-round groups at the window's other steps is unbiased for p^G + (1-p)^G; training moves p, "
+              "and under drift the estimate mixes pass rates from before and after, so it is biased")
+
+
+def predict_ties(groups: pd.DataFrame, window: int | None = None, pool: Sequence[str] = ("job",)) -> pd.Series:
     """Each group's predicted tie probability, estimated without the group itself.
 
     The prompt's pass rate comes from its first-round (round 0) groups at *other* steps of the
     same step window and `pool` (by default: the same job). Round 0 is drawn whatever happened
     before, so whether there is an estimate, and its value, never depend on the group being
     predicted (redraws after a tie would). From those m samples with c correct,
-    C(c, G)/C(m, G) + C(m-c, G)/C(m, G) is an unbiased estimate of p^G + (1-p)^G (the plug-in
-    (c/m)^G is biased upwards). Where there are fewer than G such samples, `eval` rows of the
-    same prompt at the latest checkpoint not after the group's step are used; else NaN.
+    C(c, G)/C(m, G) + C(m-c, G)/C(m, G) estimates p^G + (1-p)^G, unbiased under `ASSUMPTION`
+    (the plug-in (c/m)^G is biased upwards even then). Fewer than G such samples: NaN.
     """
     size = groups["group_size"].to_numpy()
     first = groups["round"].to_numpy() == 0
@@ -89,12 +93,7 @@ def predict_ties(groups: pd.DataFrame, window: int | None = None, pool: Sequence
     at_step = _group_ids(cell, groups["step"])
     c = np.bincount(cell, c0)[cell] - np.bincount(at_step, c0)[at_step]
     m = np.bincount(cell, m0)[cell] - np.bincount(at_step, m0)[at_step]
-    predicted = _unbiased_tie(c, m, size)
-    missing = np.isnan(predicted)
-    if eval is not None and not eval.empty and missing.any():
-        c, m = _eval_counts(groups.loc[missing], eval, pool)
-        predicted[missing] = _unbiased_tie(c, m, size[missing])
-    return pd.Series(predicted, index=groups.index, name="predicted_tie")
+    return pd.Series(_unbiased_tie(c, m, size), index=groups.index, name="predicted_tie")
 
 
 def _group_ids(*columns: ArrayLike) -> np.ndarray:
@@ -113,46 +112,48 @@ def _unbiased_tie(c: np.ndarray, m: np.ndarray, size: np.ndarray) -> np.ndarray:
     return np.where(enough, tie, np.nan)
 
 
-def _eval_counts(groups: pd.DataFrame, eval: pd.DataFrame, pool: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-    """(correct, samples) of each group's prompt at the latest eval checkpoint <= its step; 0, 0 if none."""
-    by = [*pool, "prompt_id"]
-    counts = eval.groupby([*by, "step"], observed=True)["correct"].agg(c="sum", m="size").reset_index()
-    # the two tables' categoricals have different categories: match on the labels
-    as_text = {k: str for k in by}
-    left = groups[[*by, "step"]].astype(as_text).assign(step=groups["step"].astype("int64"), row=np.arange(len(groups)))
-    right = counts.astype(as_text).assign(step=counts["step"].astype("int64"))
-    merged = pd.merge_asof(left.sort_values("step"), right.sort_values("step"), on="step", by=by)
-    merged = merged.sort_values("row")
-    return merged["c"].fillna(0).to_numpy(), merged["m"].fillna(0).to_numpy()
-
-
 def tie_fractions(groups: pd.DataFrame, by: Sequence[str] = ("group_size", "sampler"), window: int | None = None,
-                  predicted: pd.Series | None = None, level: float = 0.95) -> pd.DataFrame:
-    """Tie fractions by difficulty and `by` (and by step window when `window` is set), with
-    Clopper–Pearson intervals, beside the mean of `predicted` (aligned with `groups`, e.g. from
-    `predict_ties`) over the groups that have a prediction.
+                  predicted: pd.Series | None = None, level: float = 0.95, n_boot: int = 1000) -> pd.DataFrame:
+    """Tie fractions by difficulty and `by` (and by step window when `window` is set), beside the
+    mean of `predicted` (aligned with `groups`, e.g. from `predict_ties`) over the groups that have
+    a prediction. Intervals are percentile bootstraps clustered by prompt: every group of a prompt,
+    in every job of the cell, is resampled together, since a prompt's groups share its pass rate.
 
-    Columns: difficulty, *by, [step_window], groups, tie_frac, all_correct_frac, all_wrong_frac,
-    ci_low, ci_high (tie_frac's), predicted_tie_frac, predicted_groups, the counts (ties,
-    all_correct, all_wrong), then the intervals of the two kinds.
+    Columns: difficulty, *by, [step_window], groups, prompts, tie_frac, all_correct_frac,
+    all_wrong_frac, ci_low, ci_high (tie_frac's), predicted_tie_frac, predicted_groups,
+    observed_minus_predicted with its interval (diff_ci_low, diff_ci_high; over the groups that have
+    a prediction), the counts (ties, all_correct, all_wrong), then the intervals of the two kinds.
     """
     keys = ["difficulty", *by, *(["step_window"] if window else [])]
+    pred = np.full(len(groups), np.nan) if predicted is None else predicted.to_numpy(float)
     frame = pd.DataFrame({
         **{k: groups[k] for k in keys if k != "step_window"},
-        "tie": groups["tie"].astype(bool), **{k: (groups["tie_kind"] == k).to_numpy(bool) for k in KINDS},
-        "predicted": np.nan if predicted is None else predicted.to_numpy(),
+        "prompt": pd.factorize(groups["prompt_id"])[0],  # int codes: quick to cluster by
+        "tie": groups["tie"].to_numpy(bool), **{k: (groups["tie_kind"] == k).to_numpy(bool) for k in KINDS},
+        "predicted": pred,
     })
     if window:
         frame["step_window"] = step_window(groups["step"], window)
-    out = frame.groupby(keys, observed=True, dropna=False, sort=False).agg(
-        groups=("tie", "size"), ties=("tie", "sum"), all_correct=("all_correct", "sum"), all_wrong=("all_wrong", "sum"),
-        predicted_tie_frac=("predicted", "mean"), predicted_groups=("predicted", "count"),
-    ).reset_index()
-    for kind, count in (("tie", "ties"), *((k, k) for k in KINDS)):
-        prefix = "" if kind == "tie" else f"{kind}_"  # the tie interval keeps the short names ci_low, ci_high
-        out[f"{kind}_frac"] = out[count] / out["groups"]
-        out[f"{prefix}ci_low"], out[f"{prefix}ci_high"] = binom_ci(out[count], out["groups"], level)
-    columns = [*keys, "groups", "tie_frac", "all_correct_frac", "all_wrong_frac", "ci_low", "ci_high",
-               "predicted_tie_frac", "predicted_groups", "ties", *KINDS,
-               *(f"{kind}_ci_{end}" for kind in KINDS for end in ("low", "high"))]
-    return sort_naturally(out[columns], keys)
+    rows = []
+    for key, cell in frame.groupby(keys, observed=True, dropna=False, sort=False):
+        has = cell["predicted"].notna().to_numpy()
+        row = dict(zip(keys, key if isinstance(key, tuple) else (key,)))
+        row |= {"groups": len(cell), "prompts": cell["prompt"].nunique(), "ties": int(cell["tie"].sum()),
+                **{k: int(cell[k].sum()) for k in KINDS},
+                "predicted_tie_frac": cell["predicted"].mean(), "predicted_groups": int(has.sum())}
+        ones = np.ones(len(cell))
+        for kind, count in (("tie", "ties"), *((k, k) for k in KINDS)):
+            prefix = "" if kind == "tie" else f"{kind}_"  # the tie interval keeps the short names ci_low, ci_high
+            row[f"{kind}_frac"] = row[count] / len(cell)
+            row[f"{prefix}ci_low"], row[f"{prefix}ci_high"] = cluster_ratio_ci(
+                cell["prompt"], cell[kind], ones, n_boot, level)
+        gap = cell["tie"].to_numpy(float)[has] - cell["predicted"].to_numpy()[has]  # (predicted groups,)
+        row["observed_minus_predicted"] = gap.mean() if has.any() else np.nan
+        row["diff_ci_low"], row["diff_ci_high"] = (cluster_ratio_ci(cell["prompt"].to_numpy()[has], gap,
+                                                                    np.ones(len(gap)), n_boot, level)
+                                                   if has.any() else (np.nan, np.nan))
+        rows.append(row)
+    columns = [*keys, "groups", "prompts", "tie_frac", "all_correct_frac", "all_wrong_frac", "ci_low", "ci_high",
+               "predicted_tie_frac", "predicted_groups", "observed_minus_predicted", "diff_ci_low", "diff_ci_high",
+               "ties", *KINDS, *(f"{kind}_ci_{end}" for kind in KINDS for end in ("low", "high"))]
+    return sort_naturally(pd.DataFrame(rows, columns=columns), keys)

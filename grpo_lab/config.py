@@ -72,6 +72,9 @@ class EvalConfig:
     n: int = 16  # samples per held-out prompt: pass@k and cons@k are then known for every k <= n
     every: int = 0  # evaluate every this many steps (0: only the base model and the last step)
     temperature: float = 1.0
+    # also evaluate each time samples drawn cross a multiple of this (0: off): arms that spend samples at
+    # different rates are then evaluated at equal budgets, which is how the report aligns checkpoints
+    every_samples: int = 0
 
 
 @dataclass
@@ -156,6 +159,8 @@ def validate(cfg: TrainConfig) -> None:
         _require(cfg.max_tokens >= 1, "max_tokens", cfg.max_tokens, "must be >= 1")
         _require(cfg.max_tokens <= cfg.max_steps * most * cfg.rollout.max_new_tokens, "max_tokens", cfg.max_tokens,
                  f"not reachable in max_steps={cfg.max_steps} steps; raise max_steps")
+    # evaluation at equal samples drawn
+    _require(cfg.eval.every_samples >= 0, "eval.every_samples", cfg.eval.every_samples, "must be >= 0 (0: off)")
 
 
 @dataclass

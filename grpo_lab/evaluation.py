@@ -123,5 +123,14 @@ def evaluate_checkpoints(cfg, run_dir: Path, *, n: int, temperature: float, step
             rows = evaluate(model, tokenizer, task.held_out, n=n, temperature=temperature,
                             max_new_tokens=cfg.rollout.max_new_tokens, end_ids=end_ids,
                             answer_kind=task.answer_kind, seed=cfg.seed, run_id=run_id, step=step)
+            drawn = 0 if step == 0 else _samples_drawn(checkpoint_dir(run_dir, step))
+            for row in rows:
+                row["samples_total"] = drawn
             write_part(run_dir, "eval", step, rows)
     return wanted
+
+
+def _samples_drawn(checkpoint: Path) -> int | None:
+    """Samples the run had drawn at a checkpoint (its saved counters); None when not recorded."""
+    state = torch.load(checkpoint / "state.pt", weights_only=False, map_location="cpu")
+    return state.get("counters", {}).get("samples_total")

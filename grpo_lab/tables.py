@@ -30,6 +30,10 @@ GROUPS = pa.schema([
     ("tokens", pa.int32()),
     ("samples_total", pa.int64()),
     ("tokens_total", pa.int64()),
+    # the training unit (samples that shared one advantage baseline): its index within the step, null when the
+    # group did not train; and how many of this group's samples had a nonzero advantage there (0 when unused)
+    ("unit", pa.int32()),
+    ("n_informative", pa.int16()),
 ])
 
 STEPS = pa.schema(
@@ -49,6 +53,7 @@ EVAL = pa.schema([
     ("answer", pa.string()),
     ("correct", pa.bool_()),
     ("tokens", pa.int32()),
+    ("samples_total", pa.int64()),  # samples the run had drawn when this checkpoint was evaluated (null: unknown)
 ])
 
 SCHEMAS = {"groups": GROUPS, "steps": STEPS, "eval": EVAL}

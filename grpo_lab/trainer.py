@@ -82,10 +82,14 @@ class SamplerExhausted(RuntimeError):
     """A sampler hit its cap: the run ends there (status done, `stopped` says why in run.json)."""
 
 
-def group_rows(run_id: str, step: int, groups: list[Group], counters: dict) -> list[dict]:
-    """One groups-table row per group drawn this step; advances `counters` (samples, tokens) in place."""
+def group_rows(run_id: str, step: int, groups: list[Group], counters: dict,
+               trained: dict[int, tuple[int, int]] | None = None) -> list[dict]:
+    """One groups-table row per group drawn this step; advances `counters` (samples, tokens) in place.
+    `trained` (from `unit_columns`) gives each training group's unit and informative samples."""
+    trained = trained or {}
     rows = []
     for grp in groups:
+        unit, n_informative = trained.get(id(grp), (None, 0))
         g = len(grp.rewards)
         n_correct = int(grp.correct.sum())
         tokens = int(grp.samples.lengths.sum())
@@ -100,8 +104,22 @@ def group_rows(run_id: str, step: int, groups: list[Group], counters: dict) -> l
             reward_mean=float(grp.rewards.mean(dtype=np.float64)), reward_std=float(grp.rewards.std(dtype=np.float64)),
             n_correct=n_correct,
             tie=grp.tie, tie_kind=kind, used=grp.used, tokens=tokens, **counters,
+            unit=unit, n_informative=n_informative,
         ))
     return rows
+
+
+def unit_columns(units: list[list[Group]], advantages: torch.Tensor) -> dict[int, tuple[int, int]]:
+    """For each group that trained (keyed by id): its unit's index in the step, and how many of its
+    samples had a nonzero advantage, read from the very advantages the update used ((N,), units' order)."""
+    nonzero = (advantages != 0).cpu().numpy()  # (N,)
+    out, start = {}, 0
+    for u, unit in enumerate(units):
+        for grp in unit:
+            g = len(grp.rewards)
+            out[id(grp)] = (u, int(nonzero[start:start + g].sum()))
+            start += g
+    return out
 
 
 def score_rollout(ro: Rollout, problems: list[Problem], kind: str, weights: RewardWeights):
@@ -192,6 +210,8 @@ class Trainer:
                                 temperature=cfg.eval.temperature, max_new_tokens=cfg.rollout.max_new_tokens,
                                 end_ids=self.end_ids, answer_kind=self.task.answer_kind, seed=cfg.seed,
                                 run_id=self.record.run_id, step=step)
+            for row in rows:  # so checkpoints align by samples drawn, not by step
+                row["samples_total"] = self.counters["samples_total"]
             write_part(self.run_dir, "eval", step, rows)
 
     def _draw_round(self, problems: list[Problem], rnd: int) -> list[Group]:
@@ -214,15 +234,17 @@ class Trainer:
             draw: Draw = self.sampler.draw(self._draw_round, cfg.prompts_per_step)
         t1 = time.perf_counter()
         losses = dict.fromkeys(("loss", "pg_loss", "kl", "clip_frac", "grad_norm"), float("nan"))  # no update
+        trained = {}
         if draw.units:
             batch = concat_groups([g.samples for u in draw.units for g in u], self.tokenizer.pad_token_id)
             adv = unit_advantages(draw.units, cfg.algo.std, cfg.algo.std_eps, self.device)  # (N,)
+            trained = unit_columns(draw.units, adv)
             with self.amp():
                 losses = update(self.model, self.ref, self.optimizer, batch, adv, cfg)
         t2 = time.perf_counter()
 
         run_id = self.record.run_id
-        groups = group_rows(run_id, step, draw.groups, self.counters)
+        groups = group_rows(run_id, step, draw.groups, self.counters, trained)
         correct = np.concatenate([g.correct for g in draw.groups]) if draw.groups else np.zeros(0, bool)
         rewards = np.concatenate([g.rewards for g in draw.groups]) if draw.groups else np.zeros(0)
         row = dict(run_id=run_id, step=step, **losses, lr=cfg.algo.lr, reward_mean=_mean(rewards),
@@ -251,6 +273,7 @@ class Trainer:
         if self.last_step == 0:
             self.evaluate(0)
         while self.last_step < cfg.max_steps and not self.budget_spent():
+            drawn_before = self.counters["samples_total"]
             try:
                 step = self.step()["step"]
             except SamplerExhausted as stop:  # a clean end: evaluate and save what was learned so far
@@ -259,7 +282,9 @@ class Trainer:
                 self.checkpoint()
                 return str(stop)
             last = step == cfg.max_steps or self.budget_spent()
-            at_eval = last or (cfg.eval.every and step % cfg.eval.every == 0)
+            every_n = cfg.eval.every_samples
+            crossed = every_n and drawn_before // every_n < self.counters["samples_total"] // every_n
+            at_eval = last or (cfg.eval.every and step % cfg.eval.every == 0) or crossed
             if at_eval:  # before the checkpoint: a run killed in between redoes both on resume
                 self.evaluate(step)
             if at_eval or step % cfg.checkpoint_every == 0:

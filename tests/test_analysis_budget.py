@@ -10,8 +10,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.budget import (BudgetMismatch, at_k, at_k_curves, checkpoint_comparisons, checkpoint_labels,
-                             compare_at_k, cons_at_k, default_ks, pass_at_k, per_prompt)
+from scipy.special import betaln
+
+from analysis.budget import (BudgetMismatch, at_k, at_k_curves, attach_samples, checkpoint_comparisons,
+                             checkpoint_labels, compare_at_k, cons_at_k, default_ks, pass_at_k, per_prompt)
+from analysis.stats import bootstrap_mean_ci
 
 
 def test_pass_at_k_equals_the_combinatorial_formula():
@@ -124,50 +127,73 @@ def test_comparison_at_mismatched_budgets_is_refused():
         at_k(mixed, k=4)
 
 
-def sweep_eval(steps_by_job, prompts=12, n=8, seed=5):
-    """Eval rows of several jobs, {job: (arm, [steps])}, every prompt at every step scored afresh."""
+def sweep_eval(steps_by_job, prompts=12, n=8, seed=5, per_step=None):
+    """Eval rows of several jobs, {job: (arm, [steps])}, every prompt at every step scored afresh;
+    `per_step` {job: samples drawn a step} fills samples_total; each job's seed is its arm's position."""
     rng = random.Random(seed)
     frames = []
+    seen: dict[str, int] = {}
     for job, (arm, steps) in steps_by_job.items():
+        seen[arm] = seen.get(arm, -1) + 1
         for step in steps:
-            frames.append(eval_rows(random_answers(rng, prompts, n), step=step, job=job).assign(sampler=arm))
+            frame = eval_rows(random_answers(rng, prompts, n), step=step, job=job).assign(sampler=arm, seed=seen[arm])
+            if per_step is not None:
+                frame["samples_total"] = step * per_step[job]
+            frames.append(frame)
     return pd.concat(frames, ignore_index=True)
 
 
-def test_checkpoint_labels_align_jobs_that_end_at_different_steps():
-    rows = sweep_eval({"0": ("fixed", [0, 50, 100]), "2": ("resample", [0, 50, 80]), "9": ("none", [0])}, prompts=1)
-    labels = rows.assign(checkpoint=checkpoint_labels(rows)).groupby(["job", "step"])["checkpoint"].first()
-    assert labels.to_dict() == {("0", 0): "base", ("0", 50): "50", ("0", 100): "final", ("2", 0): "base",
-                                ("2", 50): "50", ("2", 80): "final", ("9", 0): "base"}  # a job never trained: no final
+def labels_of(rows):
+    return rows.assign(checkpoint=checkpoint_labels(rows)).groupby(["job", "step"])["checkpoint"].first().to_dict()
+
+
+def test_checkpoints_align_by_samples_drawn_never_by_step():
+    steps = {"0": ("fixed", [0, 50, 100]), "2": ("resample", [0, 44, 80]), "9": ("none", [0])}
+    rows = sweep_eval(steps, prompts=1, per_step={"0": 128, "2": 150, "9": 128})
+    assert labels_of(rows) == {("0", 0): "base", ("0", 50): "6400 samples", ("0", 100): "final", ("2", 0): "base",
+                               ("2", 44): "6600 samples", ("2", 80): "final", ("9", 0): "base"}  # no final: untrained
+    # evaluated on crossing multiples of eval.every_samples: the same label at unequal steps
+    assert labels_of(rows.assign(**{"eval.every_samples": 6400}))[("2", 44)] == "6400 samples"
+    # samples unknown (no column, no groups table): the label says it is a step
+    assert labels_of(rows.drop(columns="samples_total"))[("2", 44)] == "step 44"
+
+
+def test_samples_drawn_come_from_the_groups_table_when_eval_rows_lack_them():
+    rows = sweep_eval({"0": ("fixed", [0, 2, 3])}, prompts=1)
+    groups = pd.DataFrame({"job": "0", "step": [1, 1, 2, 3, 3], "samples_total": [8, 16, 24, 32, 40]})
+    assert attach_samples(rows, groups).groupby("step")["samples_total"].first().to_dict() == {0: 0, 2: 24, 3: 40}
 
 
 def test_curves_pool_each_jobs_final_step_and_keep_only_complete_intermediate_checkpoints():
     rows = sweep_eval({"0": ("fixed", [0, 50, 100]), "1": ("fixed", [0, 50, 100]),
-                       "2": ("resample", [0, 40, 50, 80]), "3": ("resample", [0, 50, 83])})
+                       "2": ("resample", [0, 40, 50, 80]), "3": ("resample", [0, 50, 83])},
+                      per_step={"0": 128, "1": 128, "2": 128, "3": 128})
     curves = at_k_curves(rows, by=["sampler"], ks=[1, 8], n_boot=50)
     shown = curves.drop_duplicates(["sampler", "checkpoint"]).set_index(["sampler", "checkpoint"])["steps"]
-    # step 40 is job 2's alone, so the arm has no "40"; final pools steps 80 and 83
-    assert shown.to_dict() == {("fixed", "base"): "0, 0", ("fixed", "50"): "50, 50", ("fixed", "final"): "100, 100",
-                               ("resample", "base"): "0, 0", ("resample", "50"): "50, 50",
-                               ("resample", "final"): "80, 83"}
+    # 5120 samples (step 40) is job 2's alone, so the arm has no such point; final pools steps 80 and 83
+    assert shown.to_dict() == {("fixed", "base"): "0, 0", ("fixed", "6400 samples"): "50, 50",
+                               ("fixed", "final"): "100, 100", ("resample", "base"): "0, 0",
+                               ("resample", "6400 samples"): "50, 50", ("resample", "final"): "80, 83"}
     final = curves[(curves["sampler"] == "resample") & (curves["checkpoint"] == "final")
                    & (curves["difficulty"] == "all") & (curves["metric"] == "pass@k") & (curves["k"] == 8)]
     at_ends = rows[((rows["job"] == "2") & (rows["step"] == 80)) | ((rows["job"] == "3") & (rows["step"] == 83))]
-    assert final["prompts"].item() == 24  # 12 prompts of each of the two jobs
+    assert final["prompts"].item() == 12 and final["jobs"].item() == 2  # a prompt of both jobs is one cluster
+    assert final["samples"].item() == pytest.approx(128 * (80 + 83) / 2)
     assert final["mean"].item() == pytest.approx(per_prompt(at_ends, [8])["pass@8"].mean())
 
 
 def test_final_checkpoint_comparison_aligns_jobs_with_different_last_steps():
     rows = sweep_eval({"0": ("fixed", [0, 50, 100]), "1": ("fixed", [0, 50, 100]),
-                       "2": ("resample", [0, 50, 80]), "3": ("resample", [0, 50, 83])})
-    table = checkpoint_comparisons(rows, ["sampler"], [("pass@k", 4), ("cons@k", 8)], n_boot=200)
+                       "2": ("resample", [0, 50, 80]), "3": ("resample", [0, 50, 83])},
+                      per_step={"0": 128, "1": 128, "2": 128, "3": 128})
+    table, per_seed = checkpoint_comparisons(rows, ["sampler"], [("pass@k", 4), ("cons@k", 8)], n_boot=200)
     assert table["refused"].isna().all()
     pass4 = table[table["metric"] == "pass@k"].set_index("checkpoint")
-    # base, final and step 50 (every job of both arms has it) across arms; steps 80, 83, 100 are some jobs' only
-    assert list(pass4.index) == ["base", "final", "step 50", "final vs base", "final vs base"]
+    assert list(pass4.index) == ["base", "final", "6400 samples", "final vs base", "final vs base"]
     final = pass4.loc["final"]
     assert (final["a"], final["b"]) == ("sampler=fixed @ final", "sampler=resample @ final")
     assert (final["steps_a"], final["steps_b"]) == ("100, 100", "80, 83")
+    assert final["paired"] and final["seeds_a"] == final["seeds_b"] == 2  # seeds 0 and 1 in both arms
 
     def mean_over_prompts(selected):  # each prompt's score averaged over the arm's jobs, then over prompts
         return per_prompt(selected, [4]).groupby("prompt_id")["pass@4"].mean().mean()
@@ -179,6 +205,9 @@ def test_final_checkpoint_comparison_aligns_jobs_with_different_last_steps():
     assert final["mean_b"] == pytest.approx(mean_over_prompts(resample_end))
     assert final["difference"] == pytest.approx(final["mean_b"] - final["mean_a"])
     assert final["ci_low"] <= final["difference"] <= final["ci_high"]
+    assert final["p_value"] in (0.5, 1.0)  # two paired seeds: 4 sign patterns, the observed one and its mirror
+    seeds = per_seed[(per_seed["checkpoint"] == "final") & (per_seed["metric"] == "pass@k")]
+    assert seeds["difference"].mean() == pytest.approx(final["difference"])
     gain = table[(table["checkpoint"] == "final vs base") & (table["b"] == "sampler=resample @ final")
                  & (table["metric"] == "pass@k")].iloc[0]
     assert gain["mean_a"] == pytest.approx(mean_over_prompts(rows[(rows["step"] == 0) & rows["job"].isin(["2", "3"])]))
@@ -188,9 +217,52 @@ def test_final_checkpoint_comparison_aligns_jobs_with_different_last_steps():
 def test_checkpoint_comparisons_still_refuse_unequal_budgets():
     rows = sweep_eval({"0": ("fixed", [0, 100]), "1": ("resample", [0, 80])})
     rows.loc[rows["job"] == "1", "eval.temperature"] = 0.7
-    table = checkpoint_comparisons(rows, ["sampler"], [("pass@k", 4), ("pass@k", 16)], n_boot=50)
+    table, _ = checkpoint_comparisons(rows, ["sampler"], [("pass@k", 4), ("pass@k", 16)], n_boot=50)
     across = table[~table["checkpoint"].eq("final vs base")]
     assert across[across["k"] == 4]["refused"].str.contains("temperature=1.0 vs 0.7").all()
     assert table[table["k"] == 16]["refused"].str.contains("k=16 is more than the 8 samples").all()
     within = table[table["checkpoint"].eq("final vs base") & (table["k"] == 4)]
     assert within["refused"].isna().all() and within["prompts"].eq(12).all()  # one arm, one temperature
+
+
+def population(levels, prompts, rng):
+    """Prompts drawn from synthetic.prompt_pool's population (a level uniformly at random, then p ~ Beta
+    with concentration 4 around the level's mean), and the population's pass@k, exactly:
+    E[1 - (1-p)^k] with E[(1-p)^k] = B(a, b + k) / B(a, b)."""
+    mean = 1 - (np.arange(levels) + 0.5) / levels
+    a, b = 4 * mean, 4 * (1 - mean)
+    level = rng.integers(0, levels, prompts)
+    p = rng.beta(a[level], b[level])  # (prompts,)
+    return p, lambda k: float(np.mean(1 - np.exp(betaln(a, b + k) - betaln(a, b))))
+
+
+def test_pass_at_k_intervals_cover_the_truth_and_match_a_prompt_clustered_bootstrap():
+    """Several jobs evaluating one model on the same prompts (the base checkpoint of a sweep): the
+    intervals must cover the population pass@k near 95% and be as wide as the prompt-clustered
+    CLT interval; resampling (job, prompt) pairs as if independent would cover far less."""
+    trials, jobs, n = 100, 3, 8
+    covered = {1: 0, 4: 0}
+    naive_covered = 0
+    width_ratio = []
+    for trial in range(trials):
+        rng = np.random.default_rng(trial)
+        p, truth = population(4, 48, rng)
+        ids = np.repeat([f"q{i}" for i in range(len(p))], n)
+        rows = pd.concat([pd.DataFrame({  # one model, evaluated by each job with its own samples
+            "job": str(j), "step": 0, "prompt_id": ids, "difficulty": "1", "answer": np.where(c.ravel(), "A", "B"),
+            "correct": c.ravel(), "sampler": "fixed"}) for j, c in enumerate(rng.random((jobs, len(p), n)) < p[:, None])],
+            ignore_index=True)
+        curves = at_k_curves(rows, ["sampler"], ks=[1, 4], n_boot=300, seed=trial)
+        pooled = curves[(curves["difficulty"] == "all") & (curves["metric"] == "pass@k")].set_index("k")
+        for k in covered:
+            covered[k] += pooled.loc[k, "ci_low"] <= truth(k) <= pooled.loc[k, "ci_high"]
+        scores = per_prompt(rows, [1])
+        by_prompt = scores.groupby("prompt_id")["pass@1"].mean().to_numpy()  # (prompts,) jobs averaged
+        clt = 2 * 1.96 * by_prompt.std(ddof=1) / np.sqrt(len(by_prompt))  # the prompt-clustered normal interval
+        width_ratio.append((pooled.loc[1, "ci_high"] - pooled.loc[1, "ci_low"]) / clt)
+        low, high = bootstrap_mean_ci(scores["pass@1"].to_numpy(), 300, seed=trial)  # (job, prompt) pairs as units
+        naive_covered += low[0] <= truth(1) <= high[0]
+    for k, hits in covered.items():
+        assert 0.88 <= hits / trials <= 0.995, (k, hits / trials)
+    assert 0.9 <= np.median(width_ratio) <= 1.1
+    assert naive_covered / trials < 0.85  # the old bootstrap's intervals are too narrow

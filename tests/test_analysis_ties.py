@@ -1,9 +1,12 @@
 """Tie fractions and their prediction, on group tables drawn from known pass rates."""
 
+import inspect
+
 import numpy as np
 import pandas as pd
 import pytest
 
+from analysis.stats import binom_ci
 from analysis.synthetic import job_config, prompt_pool, simulate_groups
 from analysis.ties import (advise_group_size, expected_samples_to_nontie, predict_ties, tie_fractions,
                            tie_probability)
@@ -79,16 +82,25 @@ def test_prediction_leaves_out_the_group_and_redraws():
     assert np.isnan(predicted.iloc[3])  # a prompt drawn once has no estimate of its own
 
 
-def test_eval_rows_stand_in_where_training_draws_are_too_few():
-    groups = pd.DataFrame([group(5, 3, prompt="alone")])
-    eval = pd.DataFrame({"job": "0", "prompt_id": "alone", "step": [0] * 16 + [9] * 16,
-                         "correct": [True] * 16 + [False] * 16})
-    assert predict_ties(groups, eval=eval).iloc[0] == 1.0  # the checkpoint at step 0, not the later one
+def test_prediction_reads_training_draws_only():
+    # held-out prompts never train, so eval rows could never stand in for a training prompt: no such path
+    assert "eval" not in inspect.signature(predict_ties).parameters
+
+
+def test_tie_intervals_are_clustered_by_prompt():
+    # every group of a prompt ties or none does (pass rate 0 or 1 by prompt): 40 groups but only 4 prompts,
+    # so the interval must be about as wide as for 4 independent draws, far wider than Clopper-Pearson on 40
+    groups = pd.DataFrame([group(step, 8 if prompt < 2 else 4, prompt=f"p{prompt}")
+                           for prompt in range(4) for step in range(10)]).assign(sampler="fixed")
+    table = tie_fractions(groups, by=["group_size"])
+    low, high = binom_ci(20, 40)
+    assert table["tie_frac"].item() == 0.5 and table["prompts"].item() == 4
+    assert table["ci_high"].item() - table["ci_low"].item() > 1.5 * (high - low)
 
 
 def test_tie_fractions_by_step_window():
     groups, _ = synthetic_groups(steps=40)
     by_step = tie_fractions(groups, by=["group_size"], window=10)
-    assert sorted(by_step["step_window"].unique()) == [0, 10, 20, 30]
+    assert sorted(by_step["step_window"].unique()) == [0, 10, 20, 30, 40]  # steps 1..40
     assert by_step["groups"].sum() == len(groups)
     assert by_step["predicted_tie_frac"].isna().all()  # no prediction was given

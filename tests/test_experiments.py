@@ -40,6 +40,7 @@ INVALID = [  # (override, the key the error must name)
     ("model=local model.path=/nonexistent/model", "model.path"),
     ("max_steps=1.5", "max_steps"),
     ("prompts_per_step=0", "prompts_per_step"),
+    ("eval.every_samples=-1", "eval.every_samples"),
 ]
 
 
@@ -111,6 +112,8 @@ def test_standalone_evaluation_of_base_and_checkpoints(tmp_path):
     assert sorted(set(rows["step"])) == [0, 1, 2]
     assert (rows.groupby(["step", "prompt_id"])["sample"].apply(sorted).apply(list) == [list(range(5))] * 18).all()
     assert rows["run_id"].unique().tolist() == [json.loads((run / "run.json").read_text())["run_id"]]
+    drawn = read_table(run, "groups").to_pandas().groupby("step")["samples_total"].max()
+    assert rows.groupby("step")["samples_total"].first().to_dict() == {0: 0, 1: drawn[1], 2: drawn[2]}  # from state.pt
     bad = subprocess.run([sys.executable, "-m", "experiments.evaluate", f"run_dir={run}", "steps=[7]"], cwd=ROOT,
                          env=env, text=True, capture_output=True, timeout=600)
     assert bad.returncode != 0 and "steps: no checkpoint for step 7" in bad.stderr

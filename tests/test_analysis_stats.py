@@ -1,0 +1,74 @@
+"""Tests across seeds and clustered intervals, against brute force and textbook examples."""
+
+import itertools
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from analysis.seeds import compare_values, with_holm
+from analysis.stats import (bootstrap_difference_ci, cluster_ratio_ci, holm, min_detectable_effect, seed_test,
+                            smallest_p)
+
+
+def test_sign_flip_test_equals_enumeration_by_hand():
+    d = np.array([0.3, -0.1, 0.2, 0.25])
+    stats = [abs(sum(s * x for s, x in zip(signs, d))) for signs in itertools.product([1, -1], repeat=4)]
+    expected = np.mean([s >= abs(d.sum()) - 1e-12 for s in stats])
+    assert seed_test(np.zeros(4), d, paired=True) == pytest.approx(expected)
+    assert seed_test(np.zeros(3), np.ones(3), paired=True) == 0.25 == smallest_p(3, 3, True)  # 2 of 8 patterns
+
+
+def test_permutation_test_equals_enumeration_by_hand():
+    a, b = np.array([1.0, 2.0, 3.0]), np.array([4.0, 6.0])
+    pooled = np.r_[a, b]
+    diffs = [abs(pooled[list(s)].mean() - np.delete(pooled, list(s)).mean())
+             for s in itertools.combinations(range(5), 2)]
+    assert seed_test(a, b, paired=False) == pytest.approx(np.mean([x >= abs(b.mean() - a.mean()) - 1e-12
+                                                                   for x in diffs]))
+    assert smallest_p(3, 2, False) == pytest.approx(2 / 10)
+    assert np.isnan(seed_test(a[:1], b, paired=False))
+
+
+def test_holm_by_hand():
+    # sorted 0.01, 0.02, 0.04 times 3, 2, 1 = 0.03, 0.04, 0.04 (monotone), in the original order
+    assert holm([0.04, 0.01, np.nan, 0.02]).tolist()[:2] == pytest.approx([0.04, 0.03])
+    assert np.isnan(holm([0.04, 0.01, np.nan, 0.02])[2]) and holm([0.5, 0.9]).tolist() == [1.0, 1.0]
+
+
+def test_minimum_detectable_effect_shrinks_with_seeds_and_is_inf_below_the_exact_tests_floor():
+    assert min_detectable_effect(0.02, 3, 3, paired=True) == np.inf  # 2/8 > 0.05: nothing is detectable
+    assert min_detectable_effect(0.02, 5, 5, paired=True) == np.inf  # 2/32 > 0.05 still
+    six, ten = min_detectable_effect(0.02, 6, 6, True), min_detectable_effect(0.02, 10, 10, True)
+    assert 0 < ten < six < np.inf
+    assert ten == pytest.approx(0.02 / np.sqrt(10) * (2.262 + 0.883), rel=0.01)  # t(0.975, 9) + t(0.8, 9)
+
+
+def test_compare_values_pairs_seeds_by_name():
+    a = {"0": 0.5, "1": 0.6, "2": 0.7, "3": 0.4, "4": 0.55, "5": 0.65}
+    b = {k: v + 0.1 for k, v in a.items()}
+    result = compare_values(pd.Series(a), pd.Series(dict(reversed(b.items()))))
+    assert result["paired"] and result["difference"] == pytest.approx(0.1)
+    assert result["p_value"] == pytest.approx(2 / 64)  # every seed moved the same way: the most extreme pattern
+    assert result["ci_low"] == pytest.approx(0.1) and result["ci_high"] == pytest.approx(0.1)
+    table = with_holm(pd.DataFrame([result, result]))
+    assert table["p_holm"].tolist() == pytest.approx([4 / 64, 4 / 64])
+
+
+def test_clustered_interval_is_wider_than_rows_as_independent():
+    # 20 prompts x 10 groups; a prompt's groups all tie or all do not
+    cluster = np.repeat(np.arange(20), 10)
+    tie = np.repeat(np.arange(20) % 2 == 0, 10).astype(float)
+    low, high = cluster_ratio_ci(cluster, tie, np.ones_like(tie), n_boot=2000)
+    iid_low, iid_high = cluster_ratio_ci(np.arange(200), tie, np.ones_like(tie), n_boot=2000)
+    assert high - low > 2.5 * (iid_high - iid_low)  # about sqrt(10) wider
+
+
+def test_difference_interval_resamples_seeds_as_well_as_prompts():
+    rng = np.random.default_rng(0)
+    prompts = rng.random((40, 1))
+    a = prompts + rng.normal(0, 0.05, (40, 4))  # (prompts, seeds)
+    b = prompts + 0.02 + rng.normal(0, 0.05, (1, 4)) + rng.normal(0, 0.05, (40, 4))  # a shift per trained model
+    paired = bootstrap_difference_ci(a, b, paired=True)
+    prompts_only = bootstrap_difference_ci(a.mean(1, keepdims=True), b.mean(1, keepdims=True), paired=True)
+    assert paired[1] - paired[0] > prompts_only[1] - prompts_only[0]  # seed variation widens it
