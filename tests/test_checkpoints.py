@@ -42,3 +42,19 @@ def test_an_evaluation_lost_after_its_checkpoint_is_redone_on_resume(tiny_cfg, t
     b = read_table(killed, "eval").drop_columns(["run_id"]).to_pylist()
     assert len(a) > 0 and a == b
     assert {r["step"] for r in b} == {0, tiny_cfg.max_steps}
+
+
+def test_resume_stays_exact_with_pruning_and_capped_generation(tiny_cfg, tmp_path):
+    tiny_cfg.checkpoint_every, tiny_cfg.checkpoint.keep_last = 1, 2
+    tiny_cfg.rollout.max_rows_per_call = 10  # groups of 4 split across generation calls
+    full = train(tiny_cfg)
+    tiny_cfg.out_dir, tiny_cfg.max_steps = str(tmp_path / "killed"), 3
+    killed = train(tiny_cfg)
+    assert contents(killed) == {2: True, 3: True}
+    (killed / "checkpoints" / "step-000003").rename(killed / "checkpoints" / ".gone")  # as if killed before it
+    tiny_cfg.max_steps = 4
+    train(tiny_cfg)
+    for table in ("groups", "eval"):
+        a = read_table(full, table).drop_columns(["run_id"]).to_pylist()
+        b = read_table(killed, table).drop_columns(["run_id"]).to_pylist()
+        assert len(a) > 0 and a == b

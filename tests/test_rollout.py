@@ -71,7 +71,7 @@ def test_shared_prompt_logprobs_and_gradients_equal_the_plain_pass(policy, tempe
     model.zero_grad()
 
 
-@pytest.mark.parametrize("max_rows", [5, 3, 1])
+@pytest.mark.parametrize("max_rows", [5, 2])
 def test_capped_generation_gives_identical_greedy_outputs(policy, max_rows):
     model, tok = policy
     kw = dict(max_new_tokens=6, temperature=0.0, end_ids=eos_ids(model, tok))
