@@ -1,6 +1,9 @@
 """The GPU path: a few GRPO steps of the built-in model and of a 0.5B-parameter-class model
 (Qwen2.5-0.5B's shape, random weights, bf16; nothing downloaded) on CUDA, printing samples/s
-and peak GPU memory. Without CUDA it says so and exits 0.
+and peak GPU memory; then the real-shaped configuration of issue 8: that model (vocabulary
+151,936) at 1,024 new tokens under bf16 autocast, with chunked log-probs, micro-batches and
+gradient checkpointing, printing peak GPU memory and tokens/s. Random weights rarely emit the
+end token, so every completion runs to 1,024 tokens. Without CUDA it says so and exits 0.
 
     python benchmarks/gpu_check.py [--steps 4]
 """
@@ -44,14 +47,19 @@ def measure(name: str, cfg: TrainConfig, steps: int) -> None:
     trainer = Trainer(cfg, RunRecord(Path(cfg.out_dir), cfg.seed))
     trainer.step()  # warm-up: allocator, kernels
     torch.cuda.synchronize()
+    tokens_before = trainer.counters["tokens_total"]
     t0 = time.perf_counter()
-    samples = sum(trainer.step()["samples"] for _ in range(steps))
+    rows = [trainer.step() for _ in range(steps)]
     torch.cuda.synchronize()
     dt = time.perf_counter() - t0
+    samples = sum(r["samples"] for r in rows)
+    tokens = trainer.counters["tokens_total"] - tokens_before
     peak = torch.cuda.max_memory_allocated() / 2**30
-    print(f"{name}: {samples / dt:8.1f} samples/s over {steps} steps, peak GPU memory {peak:.2f} GiB "
+    rollout, upd = (sum(r[k] for r in rows) / steps for k in ("t_rollout", "t_update"))
+    print(f"{name}: {samples / dt:8.1f} samples/s, {tokens / dt:8.0f} generated tokens/s over {steps} steps "
+          f"(a step: rollout {rollout:.2f} s, update {upd:.2f} s), peak GPU memory {peak:.2f} GiB "
           f"({cfg.prompts_per_step} prompts x {cfg.sampler.group_size}, <= {cfg.rollout.max_new_tokens} new tokens, "
-          f"{next(trainer.model.parameters()).dtype})")
+          f"{next(trainer.model.parameters()).dtype} weights, model.dtype={cfg.model.dtype})")
 
 
 def main() -> None:
@@ -71,6 +79,15 @@ def main() -> None:
         big.rollout.max_new_tokens = 64
         big.eval.n = 0
         measure("0.5B-class model", big, args.steps)
+        # Real shapes (issue 8): V = 151,936, 1,024 new tokens, bf16 autocast over fp32 weights (model.dtype=auto);
+        # 8 prompts x G = 8 a step, 2 units per backward, checkpointed layers, logits 512 positions at a time.
+        real = TrainConfig(out_dir=f"{tmp}/real", max_steps=10**6, checkpoint_every=10**6, prompts_per_step=8)
+        real.model.name, real.model.path = "hf", big.model.path
+        real.model.gradient_checkpointing = True
+        real.algo.micro_batch_groups = 2
+        real.rollout.max_new_tokens = 1024
+        real.eval.n = 0
+        measure("0.5B-class model, 1,024 new tokens", real, max(1, args.steps // 2))
 
 
 if __name__ == "__main__":

@@ -1,4 +1,7 @@
-"""Checkpoints that resume exactly: model, optimizer, every RNG the run draws from, and counters."""
+"""Checkpoints that resume exactly: model, optimizer, every RNG the run draws from, and counters.
+
+A full checkpoint (weights + state.pt) can resume a run; a weights-only one (state.pt removed, the
+largest part: the optimizer's moments are twice the weights) can only be evaluated."""
 
 from __future__ import annotations
 
@@ -39,13 +42,35 @@ def save_checkpoint(run_dir: Path, step: int, model, optimizer, generator: torch
 
 
 def latest_checkpoint(run_dir: Path) -> Path | None:
+    """The newest checkpoint a run can resume from (a full one), or None."""
     steps = checkpoint_steps(run_dir)
     return checkpoint_dir(run_dir, steps[-1]) if steps else None
 
 
-def checkpoint_steps(run_dir: Path) -> list[int]:
+def checkpoint_steps(run_dir: Path, *, resumable: bool = True) -> list[int]:
+    """Steps with a checkpoint, ascending: full ones only, or (resumable=False) weights-only ones too.
+    Every step-NNNNNN folder is whole: it appears by an atomic rename."""
     return [int(p.name[5:]) for p in sorted((Path(run_dir) / "checkpoints").glob("step-*"))
-            if _STEP.search(p.name) and (p / "state.pt").exists()]
+            if _STEP.search(p.name) and (p / ("state.pt" if resumable else "config.json")).exists()]
+
+
+def drop_state(run_dir: Path, step: int) -> None:
+    """Make a full checkpoint weights-only (the unlink is atomic: it is whole either way)."""
+    (checkpoint_dir(run_dir, step) / "state.pt").unlink(missing_ok=True)
+
+
+def prune_checkpoints(run_dir: Path, keep_last: int | None, pinned: set[int], evaluated: set[int]) -> None:
+    """Keep the newest `keep_last` full checkpoints (None: all) and the `pinned` steps whole; older
+    checkpoints of `evaluated` steps keep their weights (for re-evaluation), the rest go."""
+    if keep_last is None:
+        return
+    for step in checkpoint_steps(run_dir)[:-keep_last]:
+        if step in pinned:
+            continue
+        if step in evaluated:
+            drop_state(run_dir, step)
+        else:
+            shutil.rmtree(checkpoint_dir(run_dir, step))
 
 
 def load_weights(path: Path, model) -> None:

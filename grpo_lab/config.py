@@ -13,6 +13,10 @@ class ModelConfig:
     path: str | None = None  # folder for name=hf (nothing is ever downloaded)
     device: str = "auto"  # "auto": cuda when present, else cpu
     dtype: str = "auto"  # "auto": bf16 on cuda, fp32 on cpu
+    # positions whose (chunk, V) fp32 logits exist at once in the policy and reference passes (0: all
+    # (N, T, V) at once); at V = 151,936, 512 positions are 311 MB, and memory no longer grows with N x T
+    logprob_chunk: int = 512
+    gradient_checkpointing: bool = False  # recompute each layer in the backward pass (prompt cache kept)
 
 
 @dataclass
@@ -40,6 +44,9 @@ class AlgoConfig:
     loss_agg: str = "sequence"  # sequence (paper) | token (DAPO) | constant (Dr. GRPO)
     max_grad_norm: float = 1.0
     weight_decay: float = 0.0
+    micro_batch_groups: int | None = None  # training units per backward pass (accumulated); None: the whole batch
+    micro_batch_tokens: int | None = None  # and at most this many padded positions per micro-batch; None: no cap
+    unit_weight: str = "prompt"  # prompt: a pooled unit weighs as one prompt (the paper); sample: as its samples
 
 
 SAMPLER_NAMES = ("fixed", "resample_on_tie", "dynamic", "band")
@@ -59,6 +66,7 @@ class SamplerConfig:
 class RolloutConfig:
     temperature: float = 1.0
     max_new_tokens: int = 6  # arithmetic answers are <= 4 digits + the end token
+    max_rows_per_call: int | None = None  # rows (prompts x samples) per generation call, here and in eval; None: all
 
 
 @dataclass
@@ -78,6 +86,14 @@ class EvalConfig:
 
 
 @dataclass
+class CheckpointConfig:
+    keep_last: int | None = None  # full checkpoints kept (older ones pruned); None: keep every one
+    keep_steps: list[int] = field(default_factory=list)  # steps never pruned (kept whole)
+    keep_eval: bool = True  # pruned eval-step checkpoints keep their weights, so experiments.evaluate can redo them
+    final_weights_only: bool = False  # a finished run's last checkpoint drops its optimizer state (no resume past it)
+
+
+@dataclass
 class TrainConfig:
     out_dir: str = "runs/default"  # the run directory (Hydra sets it to the job's folder)
     seed: int = 0
@@ -94,6 +110,7 @@ class TrainConfig:
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
     reward: RewardConfig = field(default_factory=RewardConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
+    checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
 
 
 class ConfigError(ValueError):
@@ -161,6 +178,22 @@ def validate(cfg: TrainConfig) -> None:
                  f"not reachable in max_steps={cfg.max_steps} steps; raise max_steps")
     # evaluation at equal samples drawn
     _require(cfg.eval.every_samples >= 0, "eval.every_samples", cfg.eval.every_samples, "must be >= 0 (0: off)")
+    # memory at real shapes, precision, checkpoints (issue 8)
+    _require(cfg.model.dtype != "float16", "model.dtype", cfg.model.dtype,
+             "float16 needs loss scaling, which grpo-lab does not do; use 'bfloat16' or 'auto'")
+    _require(cfg.model.logprob_chunk >= 0, "model.logprob_chunk", cfg.model.logprob_chunk, "must be >= 0 (0: full logits)")
+    a = cfg.algo
+    _require(a.micro_batch_groups is None or a.micro_batch_groups >= 1, "algo.micro_batch_groups",
+             a.micro_batch_groups, "must be >= 1 or null (the whole batch)")
+    _require(a.micro_batch_tokens is None or a.micro_batch_tokens >= 1, "algo.micro_batch_tokens",
+             a.micro_batch_tokens, "must be >= 1 or null (no cap)")
+    _require(a.unit_weight in ("prompt", "sample"), "algo.unit_weight", a.unit_weight, "must be one of 'prompt', 'sample'")
+    _require(cfg.rollout.max_rows_per_call is None or cfg.rollout.max_rows_per_call >= 1, "rollout.max_rows_per_call",
+             cfg.rollout.max_rows_per_call, "must be >= 1 or null (every row in one call)")
+    c = cfg.checkpoint
+    _require(c.keep_last is None or c.keep_last >= 1, "checkpoint.keep_last", c.keep_last,
+             "must be >= 1 (the latest checkpoint is needed to resume) or null (keep all)")
+    _require(all(k >= 1 for k in c.keep_steps), "checkpoint.keep_steps", c.keep_steps, "steps count from 1")
 
 
 @dataclass

@@ -31,9 +31,11 @@ def evaluate(
     run_id: str,
     step: int,
     prompts_per_batch: int = 64,
+    max_rows: int | None = None,
 ) -> list[dict]:
     """Sample n completions for each problem and score them. A generator of its own, seeded by
-    (seed, step), keeps evaluation from moving the training run's random stream."""
+    (seed, step), keeps evaluation from moving the training run's random stream. max_rows: rows per
+    generation call (rollout.max_rows_per_call)."""
     generator = torch.Generator(device=next(model.parameters()).device).manual_seed(seed * 1_000_003 + step)
     rows = []
     was_training = model.training
@@ -41,7 +43,7 @@ def evaluate(
     for start in range(0, len(problems), prompts_per_batch):
         batch = problems[start:start + prompts_per_batch]
         ro = sample_groups(model, tokenizer, [p.prompt for p in batch], n, max_new_tokens=max_new_tokens,
-                           temperature=temperature, generator=generator, end_ids=end_ids)
+                           temperature=temperature, generator=generator, end_ids=end_ids, max_rows=max_rows)
         lengths = ro.lengths.tolist()
         golds = [p.answer for p in batch for _ in range(n)]
         scored = score_all(ro.texts, (~ro.truncated).tolist(), golds, answer_kind, RewardWeights())
@@ -60,12 +62,12 @@ def pass_rate_bin(p: float, bins: int = 5) -> str:
 
 
 def label_by_pass_rate(task: Task, model, tokenizer, *, n: int, temperature: float, max_new_tokens: int,
-                       end_ids: list[int], seed: int) -> Task:
+                       end_ids: list[int], seed: int, max_rows: int | None = None) -> Task:
     """The task with every problem's difficulty replaced by a bin of `model`'s measured pass rate
     (n samples each; seeded, so training and later evaluations agree on the labels)."""
     rows = evaluate(model, tokenizer, task.train + task.held_out, n=n, temperature=temperature,
                     max_new_tokens=max_new_tokens, end_ids=end_ids, answer_kind=task.answer_kind, seed=seed,
-                    run_id="", step=0)
+                    run_id="", step=0, max_rows=max_rows)
     right: dict[str, int] = {}
     for r in rows:
         right[r["prompt_id"]] = right.get(r["prompt_id"], 0) + int(r["correct"])
@@ -97,7 +99,7 @@ def load_task_and_policy(cfg):
         with amp(cfg.model.dtype, next(model.parameters()).device):
             task = label_by_pass_rate(task, model, tokenizer, n=cfg.task.difficulty_samples,
                                       temperature=cfg.eval.temperature, max_new_tokens=cfg.rollout.max_new_tokens,
-                                      end_ids=end_ids, seed=cfg.seed)
+                                      end_ids=end_ids, seed=cfg.seed, max_rows=cfg.rollout.max_rows_per_call)
     return task, model, tokenizer, end_ids
 
 
@@ -110,7 +112,7 @@ def evaluate_checkpoints(cfg, run_dir: Path, *, n: int, temperature: float, step
     if not meta.exists():
         raise FileNotFoundError(f"run_dir: {run_dir} has no run.json; is it a grpo-lab run directory?")
     run_id = json.loads(meta.read_text())["run_id"]
-    available = [0] + checkpoint_steps(run_dir)
+    available = [0] + checkpoint_steps(run_dir, resumable=False)  # weights-only checkpoints evaluate too
     wanted = available if steps is None else list(steps)
     missing = sorted(set(wanted) - set(available))
     if missing:
@@ -122,7 +124,8 @@ def evaluate_checkpoints(cfg, run_dir: Path, *, n: int, temperature: float, step
                 load_weights(checkpoint_dir(run_dir, step), model)
             rows = evaluate(model, tokenizer, task.held_out, n=n, temperature=temperature,
                             max_new_tokens=cfg.rollout.max_new_tokens, end_ids=end_ids,
-                            answer_kind=task.answer_kind, seed=cfg.seed, run_id=run_id, step=step)
+                            answer_kind=task.answer_kind, seed=cfg.seed, run_id=run_id, step=step,
+                            max_rows=cfg.rollout.max_rows_per_call)
             drawn = 0 if step == 0 else _samples_drawn(checkpoint_dir(run_dir, step))
             for row in rows:
                 row["samples_total"] = drawn

@@ -210,9 +210,12 @@ def _tokenizer_class(folder: Path) -> str | None:
     return json.loads(config.read_text()).get("tokenizer_class") if config.exists() else None
 
 
-def frozen_copy(model: torch.nn.Module) -> torch.nn.Module:
-    """The reference policy for the KL term: a copy that never trains."""
+def frozen_copy(model: torch.nn.Module, dtype: torch.dtype | None = None) -> torch.nn.Module:
+    """The reference policy for the KL term: a copy that never trains, stored in `dtype` if given."""
     ref = copy.deepcopy(model).eval()
+    if dtype is not None:  # parameters only: buffers such as the rotary inv_freq stay fp32 (bf16 would shift
+        for p in ref.parameters():  # the angles of distant positions)
+            p.data = p.data.to(dtype)
     ref.requires_grad_(False)
     return ref
 

@@ -1,7 +1,7 @@
-"""Sampling whole groups, and the log-probs of sampled completions under a model.
+"""Sampling whole groups of completions with a shared prompt cache.
 
 The G completions of a group share their prompt, so the prompt is run through the model once
-and its KV cache is expanded G-fold (in sampling, and in the policy and reference passes):
+and its KV cache is expanded G-fold (in sampling here, and in the policy and reference passes, grpo_lab/logprobs.py):
 the prompt costs B forward rows instead of B*G. That is exact, gradients included.
 """
 
@@ -13,7 +13,8 @@ import inspect
 from dataclasses import dataclass
 
 import torch
-from transformers import DynamicCache
+
+from grpo_lab.kvcache import PromptCache, autocast_dtype
 
 
 @dataclass
@@ -40,21 +41,23 @@ def _cache_kwarg_of(model_class: type) -> str:
     return "cache" if "cache" in inspect.signature(model_class.forward).parameters else "past_key_values"
 
 
-def _cache_kwarg(model) -> str:
+def cache_kwarg(model) -> str:
     return _cache_kwarg_of(type(model))
 
 
-def _prefill(model, prompt_ids, prompt_mask, group_size):
-    """Run the B prompts once, then expand logits and cache G-fold. Returns
-    (last-position logits (N, V), cache of N rows, position of the next token (N, 1))."""
+def prefill(module, prompt_ids, prompt_mask, repeats, cache, *, logits: bool = True):
+    """Run the B prompts once, then expand the last position and the cache to their rows: prompt i
+    gets `repeats` rows (an int, or a (B,) tensor of counts). Returns (the last position's logits
+    (N, V), or with logits=False, `module` being the model's backbone, its hidden state (N, H);
+    the position of each row's next token (N, 1)). The cache then holds N rows."""
     positions = (prompt_mask.cumsum(-1) - 1).clamp_min(0)  # (B, P) left padding shifts positions
-    cache = DynamicCache(config=model.config)
-    out = model(input_ids=prompt_ids, attention_mask=prompt_mask, position_ids=positions,
-                use_cache=True, logits_to_keep=1, **{_cache_kwarg(model): cache})
-    cache.batch_repeat_interleave(group_size)
-    last = out.logits[:, -1].repeat_interleave(group_size, dim=0)  # (N, V)
-    next_pos = positions[:, -1:].repeat_interleave(group_size, dim=0) + 1  # (N, 1)
-    return last, cache, next_pos
+    extra = {"logits_to_keep": 1} if logits else {}
+    out = module(input_ids=prompt_ids, attention_mask=prompt_mask, position_ids=positions,
+                 use_cache=True, **extra, **{cache_kwarg(module): cache})
+    cache.batch_repeat_interleave(repeats)
+    last = (out.logits if logits else out.last_hidden_state)[:, -1]  # (B, V) or (B, H)
+    next_pos = positions[:, -1:].repeat_interleave(repeats, dim=0) + 1  # (N, 1)
+    return last.repeat_interleave(repeats, dim=0), next_pos  # (N, V) or (N, H)
 
 
 def _draw(probs: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
@@ -83,37 +86,35 @@ def sample_groups(
     temperature: float,
     generator: torch.Generator,
     end_ids: list[int],
+    max_rows: int | None = None,
 ) -> Rollout:
-    """Sample `group_size` completions for each prompt with a KV cache. temperature 0 is greedy."""
+    """Sample `group_size` completions for each prompt with a KV cache. temperature 0 is greedy.
+
+    max_rows caps the rows (prompts x samples) of one generation call, so the KV cache of a large
+    batch never exists at once; a group may be split across calls. Greedy outputs do not depend on
+    the cap. Sampled ones do: the calls draw from `generator` one after another, so a cap changes
+    which uniform each token gets (a run is still reproducible, and resumes exactly, for one cap).
+    """
     with torch.inference_mode():  # the cheapest mode for the decode loop
         device = next(model.parameters()).device
         enc = tokenizer(prompts, return_tensors="pt", padding=True, padding_side="left", add_special_tokens=False)
         prompt_ids, prompt_mask = enc["input_ids"].to(device), enc["attention_mask"].to(device)
-        logits, cache, pos = _prefill(model, prompt_ids, prompt_mask, group_size)
-        key = _cache_kwarg(model)
-        n = logits.shape[0]
         pad = tokenizer.pad_token_id
         ends = torch.tensor(end_ids, device=device)
-        attn = prompt_mask.repeat_interleave(group_size, dim=0)  # (N, P), grows by one column a token
-        tokens = torch.full((n, max_new_tokens), pad, device=device)
-        logps = torch.zeros(n, max_new_tokens, device=device)
-        live = torch.arange(n, device=device)  # the original row of each row still generating
-        for t in range(max_new_tokens):
-            logits = logits.float()
-            tok = logits.argmax(-1) if temperature == 0 else _draw(torch.softmax(logits / temperature, -1), generator)
-            tokens[live, t] = tok
-            logps[live, t] = token_logprobs(logits, tok, temperature or 1.0)
-            ended = torch.isin(tok, ends)
-            if t == max_new_tokens - 1 or bool(ended.all()):
-                break
-            if bool(ended.any()):  # finished rows leave the batch: later steps cost only the live ones
-                keep = (~ended).nonzero().squeeze(1)
-                cache.batch_select_indices(keep)
-                live, tok, attn, pos = live[keep], tok[keep], attn[keep], pos[keep]
-            attn = torch.cat([attn, torch.ones_like(attn[:, :1])], dim=1)
-            out = model(input_ids=tok[:, None], attention_mask=attn, position_ids=pos, use_cache=True, **{key: cache})
-            logits, pos = out.logits[:, -1], pos + 1
-        ids, logps = tokens[:, : t + 1], logps[:, : t + 1]  # (N, T)
+        n = len(prompts) * group_size
+        step = min(max_rows or n, n)
+        pieces = []  # (tokens, log-probs) of each call, (rows, t) each
+        for start in range(0, n, step):
+            stop = min(start + step, n)
+            lo, hi = start // group_size, (stop - 1) // group_size + 1  # the prompts these rows belong to
+            counts = [min(stop, (i + 1) * group_size) - max(start, i * group_size) for i in range(lo, hi)]
+            repeats = group_size if step == n else torch.tensor(counts, device=device)
+            pieces.append(_generate(model, prompt_ids[lo:hi], prompt_mask[lo:hi], repeats, stop - start,
+                                    max_new_tokens=max_new_tokens, temperature=temperature, generator=generator,
+                                    ends=ends, pad=pad))
+        width = max(t.shape[1] for t, _ in pieces)
+        ids = torch.cat([torch.nn.functional.pad(t, (0, width - t.shape[1]), value=pad) for t, _ in pieces])  # (N, T)
+        logps = torch.cat([torch.nn.functional.pad(lp, (0, width - lp.shape[1])) for _, lp in pieces])  # (N, T)
         is_end = torch.isin(ids, ends)
         # A token counts while no end token came strictly before it: the end token itself is scored.
         mask = (is_end.cumsum(1) - is_end.long()) == 0
@@ -127,22 +128,34 @@ def sample_groups(
     return dataclasses.replace(ro, **{f: getattr(ro, f).clone() for f in _TENSORS})
 
 
-def completion_logprobs(model, rollout: Rollout, temperature: float) -> torch.Tensor:
-    """Log-probs (N, T) of the rollout's completion tokens under `model`, prompts prefilled once per group.
-    Differentiable when called with grad enabled: gradients flow through the expanded prompt cache."""
-    first, cache, pos = _prefill(model, rollout.prompt_ids, rollout.prompt_mask, rollout.group_size)
-    ids = rollout.completion_ids  # (N, T)
-    n, t = ids.shape
-    if t > 1:
-        attn = torch.cat([rollout.prompt_mask.repeat_interleave(rollout.group_size, dim=0),
-                          torch.ones(n, t - 1, dtype=rollout.prompt_mask.dtype, device=ids.device)], dim=1)
-        positions = pos + torch.arange(t - 1, device=ids.device)  # (N, T-1)
-        rest = model(input_ids=ids[:, :-1], attention_mask=attn, position_ids=positions,
-                     use_cache=True, **{_cache_kwarg(model): cache}).logits  # (N, T-1, V)
-        logits = torch.cat([first[:, None], rest], dim=1)  # (N, T, V)
-    else:
-        logits = first[:, None]
-    return token_logprobs(logits, ids, temperature).masked_fill(~rollout.completion_mask, 0.0)
+def _generate(model, prompt_ids, prompt_mask, repeats, n: int, *, max_new_tokens: int, temperature: float,
+              generator: torch.Generator, ends: torch.Tensor, pad: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """One generation call: `n` rows from the given prompts (prompt i repeated `repeats` times).
+    Returns the tokens and their log-probs, (n, t) each; t < max_new_tokens when every row ended."""
+    device = prompt_ids.device
+    cache = PromptCache(model.config, dtype=autocast_dtype(device))
+    logits, pos = prefill(model, prompt_ids, prompt_mask, repeats, cache)
+    key = cache_kwarg(model)
+    attn = prompt_mask.repeat_interleave(repeats, dim=0)  # (n, P), grows by one column a token
+    tokens = torch.full((n, max_new_tokens), pad, device=device)
+    logps = torch.zeros(n, max_new_tokens, device=device)
+    live = torch.arange(n, device=device)  # the original row of each row still generating
+    for t in range(max_new_tokens):
+        logits = logits.float()
+        tok = logits.argmax(-1) if temperature == 0 else _draw(torch.softmax(logits / temperature, -1), generator)
+        tokens[live, t] = tok
+        logps[live, t] = token_logprobs(logits, tok, temperature or 1.0)
+        ended = torch.isin(tok, ends)
+        if t == max_new_tokens - 1 or bool(ended.all()):
+            break
+        if bool(ended.any()):  # finished rows leave the batch: later steps cost only the live ones
+            keep = (~ended).nonzero().squeeze(1)
+            cache.batch_select_indices(keep)
+            live, tok, attn, pos = live[keep], tok[keep], attn[keep], pos[keep]
+        attn = torch.cat([attn, torch.ones_like(attn[:, :1])], dim=1)
+        out = model(input_ids=tok[:, None], attention_mask=attn, position_ids=pos, use_cache=True, **{key: cache})
+        logits, pos = out.logits[:, -1], pos + 1
+    return tokens[:, : t + 1], logps[:, : t + 1]
 
 
 def split_groups(ro: Rollout) -> list[Rollout]:
@@ -159,15 +172,16 @@ def split_groups(ro: Rollout) -> list[Rollout]:
 
 def concat_groups(chunks: list[Rollout], pad_id: int) -> Rollout:
     """Join per-group Rollouts (same G) into one batch: prompts re-padded on the left, completions
-    on the right. Extra left padding changes nothing (positions come from the mask)."""
+    on the right, to the longest completion (columns of padding only are dropped). Extra left
+    padding changes nothing (positions come from the mask)."""
     width = max(c.prompt_ids.shape[1] for c in chunks)
-    length = max(c.completion_ids.shape[1] for c in chunks)
+    length = max(int(c.lengths.max()) for c in chunks)
 
     def left(x, value):
         return torch.nn.functional.pad(x, (width - x.shape[1], 0), value=value)
 
     def right(x, value):
-        return torch.nn.functional.pad(x, (0, length - x.shape[1]), value=value)
+        return torch.nn.functional.pad(x[:, :length], (0, length - min(length, x.shape[1])), value=value)
 
     return Rollout(
         prompt_ids=torch.cat([left(c.prompt_ids, pad_id) for c in chunks]),

@@ -42,6 +42,9 @@ STEPS = pa.schema(
                                          "accuracy", "tie_frac")]
     + [("groups", pa.int32()), ("samples", pa.int32()), ("samples_total", pa.int64()), ("tokens_total", pa.int64())]
     + [(name, pa.float64()) for name in ("t_rollout", "t_update", "t_total")]
+    # samples whose advantage was nonzero; 0: the step took no optimizer step (its kl still says how far
+    # the policy is from the reference)
+    + [("informative", pa.int32())]
 )
 
 EVAL = pa.schema([

@@ -17,15 +17,19 @@ import numpy as np
 import torch
 
 from grpo_lab import __version__
-from grpo_lab.checkpoints import latest_checkpoint, load_checkpoint, save_checkpoint
+from grpo_lab.checkpoints import (checkpoint_steps, drop_state, latest_checkpoint, load_checkpoint,
+                                  prune_checkpoints, save_checkpoint)
 from grpo_lab.config import TrainConfig, validate
 from grpo_lab.evaluation import evaluate, load_task_and_policy
-from grpo_lab.objective import group_advantages, grpo_loss
+from grpo_lab.microbatch import MicroBatch, micro_batches
+from grpo_lab.objective import group_advantages, grpo_loss, loss_normalisers, sequence_weights
 from grpo_lab.policy import amp, frozen_copy
 from grpo_lab.rewards import RewardWeights, score_all
-from grpo_lab.rollout import Rollout, completion_logprobs, concat_groups, sample_groups, split_groups
+from grpo_lab.kvcache import autocast_dtype
+from grpo_lab.logprobs import completion_logprobs, enable_checkpointing
+from grpo_lab.rollout import Rollout, sample_groups, split_groups
 from grpo_lab.samplers import Draw, Group, PromptStream, build_sampler
-from grpo_lab.tables import remove_parts_after, write_part
+from grpo_lab.tables import parts, read_table, remove_parts_after, write_part
 from grpo_lab.tasks import Problem
 
 
@@ -141,33 +145,49 @@ def unit_advantages(units: list[list[Group]], std: str, eps: float, device) -> t
     return torch.cat([group_advantages(torch.from_numpy(r)[None].to(device), std=std, eps=eps)[0] for r in pooled])
 
 
-def update(model, ref, optimizer, ro: Rollout, advantages: torch.Tensor, cfg: TrainConfig) -> dict:
-    """mu optimizer updates on one batch of samples; returns the step's loss statistics (means over mu)."""
+def update(model, ref, optimizer, micro: list[MicroBatch], advantages: torch.Tensor, seq_weight: torch.Tensor,
+           cfg: TrainConfig) -> dict:
+    """mu optimizer updates on one batch of samples, each accumulating the gradients of its micro-batches;
+    returns the step's loss statistics (means over mu) and `informative`, the samples whose advantage is
+    nonzero. With none, the policy gradient is exactly zero: no optimizer step is taken (Adam would turn the
+    KL term's near-zero gradient into a full-size step) and the statistics come from one pass without grad."""
     a = cfg.algo
     temp = cfg.rollout.temperature or 1.0
-    ref_logp = None
+    chunk = cfg.model.logprob_chunk
+    lengths = torch.cat([mb.rollout.lengths for mb in micro])  # (N,)
+    norm = loss_normalisers(lengths, seq_weight, a.loss_agg, cfg.rollout.max_new_tokens)  # the whole batch's
+    informative = int((advantages != 0).sum())
+    ref_logp = [None] * len(micro)
     if a.beta != 0:
         with torch.inference_mode():
-            ref_logp = completion_logprobs(ref, ro, temp)
+            ref_logp = [completion_logprobs(ref, mb.rollout, temp, chunk=chunk) for mb in micro]
     stats = []
-    old_logp = None
-    for _ in range(a.mu):
-        logp = completion_logprobs(model, ro, temp)  # (N, T)
-        if old_logp is None:
-            # The policy before this step's first update is the one that sampled: its log-probs from
-            # this same pass make the first ratio exactly 1. The sampler's own (ro.old_logp) equal
-            # them only up to kernel rounding (cached decode vs full pass; visible in bf16).
-            old_logp = logp.detach()
-        loss, st = grpo_loss(logp, old_logp, advantages, ro.completion_mask, ref_logp=ref_logp, beta=a.beta,
-                             eps_low=a.eps_low, eps_high=a.eps_high, agg=a.loss_agg,
-                             max_len=cfg.rollout.max_new_tokens)
+    old_logp = [None] * len(micro)
+    for _ in range(a.mu if informative else 1):
         optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), a.max_grad_norm)
-        optimizer.step()
-        stats.append((st.loss, st.pg_loss, st.kl, st.clip_frac, float(grad_norm)))
+        sums = np.zeros(4)
+        for k, mb in enumerate(micro):
+            with torch.set_grad_enabled(informative > 0):
+                logp = completion_logprobs(model, mb.rollout, temp, chunk=chunk)  # (n, T)
+                if old_logp[k] is None:
+                    # The policy before this step's first update is the one that sampled: its log-probs from
+                    # this same pass make the first ratio exactly 1. The sampler's own (ro.old_logp) equal
+                    # them only up to kernel rounding (cached decode vs full pass; visible in bf16).
+                    old_logp[k] = logp.detach()
+                loss, st = grpo_loss(logp, old_logp[k], advantages[mb.rows], mb.rollout.completion_mask,
+                                     ref_logp=ref_logp[k], beta=a.beta, eps_low=a.eps_low, eps_high=a.eps_high,
+                                     agg=a.loss_agg, max_len=cfg.rollout.max_new_tokens,
+                                     seq_weight=seq_weight[mb.rows], norm=norm)
+                if informative:
+                    loss.backward()  # gradients accumulate: each micro-batch's loss is its share of the batch's
+            sums += (st.loss, st.pg_loss, st.kl, st.clip_frac)
+        grad_norm = float("nan")  # no gradient taken
+        if informative:
+            grad_norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), a.max_grad_norm))
+            optimizer.step()
+        stats.append((*sums, grad_norm))
     loss, pg, kl, clip, gn = np.mean(stats, axis=0).tolist()
-    return dict(loss=loss, pg_loss=pg, kl=kl, clip_frac=clip, grad_norm=gn)
+    return dict(loss=loss, pg_loss=pg, kl=kl, clip_frac=clip, grad_norm=gn, informative=informative)
 
 
 class Trainer:
@@ -181,7 +201,10 @@ class Trainer:
         self.task = task
         self.device = next(self.model.parameters()).device
         record.update(device=str(self.device))
-        self.ref = frozen_copy(self.model) if cfg.algo.beta != 0 else None
+        with self.amp():  # under bf16 autocast the reference is stored in bf16: it only ever runs in it
+            self.ref = frozen_copy(self.model, autocast_dtype(self.device)) if cfg.algo.beta != 0 else None
+        if cfg.model.gradient_checkpointing:
+            enable_checkpointing(self.model)
         self.model.train()
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=cfg.algo.lr, weight_decay=cfg.algo.weight_decay,
                                            fused=self.device.type in ("cpu", "cuda"))
@@ -191,6 +214,9 @@ class Trainer:
         self.counters = {"samples_total": 0, "tokens_total": 0}
         self.last_step = 0
         ckpt = latest_checkpoint(self.run_dir)
+        if ckpt is None and checkpoint_steps(self.run_dir, resumable=False):
+            raise RuntimeError(f"out_dir: {self.run_dir} holds a finished run whose checkpoints keep weights only "
+                               "(checkpoint.final_weights_only): it cannot resume; use a new out_dir")
         if ckpt is not None:
             self.last_step, state = load_checkpoint(ckpt, self.model, self.optimizer, self.generator)
             self.counters = {k: state[k] for k in self.counters}
@@ -209,7 +235,7 @@ class Trainer:
                 rows = evaluate(self.model, self.tokenizer, self.task.held_out, n=cfg.eval.n,
                                 temperature=cfg.eval.temperature, max_new_tokens=cfg.rollout.max_new_tokens,
                                 end_ids=self.end_ids, answer_kind=self.task.answer_kind, seed=cfg.seed,
-                                run_id=self.record.run_id, step=step)
+                                run_id=self.record.run_id, step=step, max_rows=cfg.rollout.max_rows_per_call)
             for row in rows:  # so checkpoints align by samples drawn, not by step
                 row["samples_total"] = self.counters["samples_total"]
             write_part(self.run_dir, "eval", step, rows)
@@ -219,7 +245,7 @@ class Trainer:
         cfg = self.cfg
         ro = sample_groups(self.model, self.tokenizer, [p.prompt for p in problems], cfg.sampler.group_size,
                            max_new_tokens=cfg.rollout.max_new_tokens, temperature=cfg.rollout.temperature,
-                           generator=self.generator, end_ids=self.end_ids)
+                           generator=self.generator, end_ids=self.end_ids, max_rows=cfg.rollout.max_rows_per_call)
         rewards, correct = score_rollout(ro, problems, self.task.answer_kind, self.weights)
         ties = rewards.astype(np.float64).std(axis=1) <= cfg.algo.std_eps  # population std in float64, as eq. 3
         return [Group(p, rnd, chunk, rewards[i], correct[i], bool(ties[i]))
@@ -234,13 +260,18 @@ class Trainer:
             draw: Draw = self.sampler.draw(self._draw_round, cfg.prompts_per_step)
         t1 = time.perf_counter()
         losses = dict.fromkeys(("loss", "pg_loss", "kl", "clip_frac", "grad_norm"), float("nan"))  # no update
+        losses["informative"] = 0
         trained = {}
         if draw.units:
-            batch = concat_groups([g.samples for u in draw.units for g in u], self.tokenizer.pad_token_id)
-            adv = unit_advantages(draw.units, cfg.algo.std, cfg.algo.std_eps, self.device)  # (N,)
+            a = cfg.algo
+            micro = micro_batches([[g.samples for g in u] for u in draw.units], self.tokenizer.pad_token_id,
+                                  a.micro_batch_groups, a.micro_batch_tokens)
+            adv = unit_advantages(draw.units, a.std, a.std_eps, self.device)  # (N,)
             trained = unit_columns(draw.units, adv)
+            sizes = [sum(len(g.rewards) for g in u) for u in draw.units]
+            weight = sequence_weights(sizes, cfg.sampler.group_size, a.unit_weight).to(self.device)  # (N,)
             with self.amp():
-                losses = update(self.model, self.ref, self.optimizer, batch, adv, cfg)
+                losses = update(self.model, self.ref, self.optimizer, micro, adv, weight, cfg)
         t2 = time.perf_counter()
 
         run_id = self.record.run_id
@@ -261,6 +292,17 @@ class Trainer:
     def checkpoint(self) -> None:
         state = {**self.counters, "sampler": self.sampler.state_dict()}
         save_checkpoint(self.run_dir, self.last_step, self.model, self.optimizer, self.generator, state)
+        c = self.cfg.checkpoint
+        evaluated = {s for s, _ in parts(self.run_dir, "eval")} if c.keep_eval else set()
+        prune_checkpoints(self.run_dir, c.keep_last, set(c.keep_steps), evaluated)
+
+    def eval_due(self, step: int, drawn_before: int) -> bool:
+        """Whether `step` is evaluated: the last step (max_steps or the budget), every eval.every steps, or
+        when its draw crossed a multiple of eval.every_samples (`drawn_before`: samples drawn before it)."""
+        c = self.cfg
+        n = c.eval.every_samples
+        crossed = bool(n) and drawn_before // n < self.counters["samples_total"] // n
+        return step == c.max_steps or self.budget_spent() or bool(c.eval.every and step % c.eval.every == 0) or crossed
 
     def budget_spent(self) -> bool:
         c = self.cfg
@@ -268,27 +310,36 @@ class Trainer:
                 or (c.max_tokens is not None and self.counters["tokens_total"] >= c.max_tokens))
 
     def run(self) -> str | None:
-        """Train to max_steps or the sample/token budget. Returns why it stopped early, or None."""
+        """Train to max_steps or the sample/token budget. Returns why it stopped early, or None.
+        A checkpoint is saved before its step's evaluation, so an evaluation that fails (out of memory,
+        killed) loses no training: the resumed run finds the evaluation missing and does it."""
         cfg = self.cfg
         if self.last_step == 0:
             self.evaluate(0)
+        elif not (self.run_dir / "eval" / f"part-{self.last_step:06d}.parquet").exists():
+            last = read_table(self.run_dir, "steps").to_pylist()[-1:]  # the restored step's own row
+            before = last[0]["samples_total"] - last[0]["samples"] if last else self.counters["samples_total"]
+            if self.eval_due(self.last_step, before):
+                self.evaluate(self.last_step)
         while self.last_step < cfg.max_steps and not self.budget_spent():
             drawn_before = self.counters["samples_total"]
             try:
                 step = self.step()["step"]
-            except SamplerExhausted as stop:  # a clean end: evaluate and save what was learned so far
+            except SamplerExhausted as stop:  # a clean end: save and evaluate what was learned so far
                 print(f"grpo-lab: {stop}", file=sys.stderr)
-                self.evaluate(self.last_step)
                 self.checkpoint()
+                self.evaluate(self.last_step)
                 return str(stop)
-            last = step == cfg.max_steps or self.budget_spent()
-            every_n = cfg.eval.every_samples
-            crossed = every_n and drawn_before // every_n < self.counters["samples_total"] // every_n
-            at_eval = last or (cfg.eval.every and step % cfg.eval.every == 0) or crossed
-            if at_eval:  # before the checkpoint: a run killed in between redoes both on resume
-                self.evaluate(step)
+            at_eval = self.eval_due(step, drawn_before)
             if at_eval or step % cfg.checkpoint_every == 0:
                 self.checkpoint()
+            if at_eval:
+                self.evaluate(step)
+
+    def finish(self) -> None:
+        """After a finished run: drop the last checkpoint's optimizer state if asked."""
+        if self.cfg.checkpoint.final_weights_only and self.last_step:
+            drop_state(self.run_dir, self.last_step)
 
 
 def _mean(values) -> float:
@@ -305,7 +356,9 @@ def train(cfg: TrainConfig) -> Path:
     record = RunRecord(run_dir, cfg.seed)
     record.update()
     try:
-        stopped = Trainer(cfg, record).run()
+        trainer = Trainer(cfg, record)
+        stopped = trainer.run()
+        trainer.finish()
     except BaseException as e:
         record.update(status="failed", finished=_now(), error=f"{type(e).__name__}: {e}",
                       traceback=traceback.format_exc(limit=20))

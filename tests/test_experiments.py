@@ -41,6 +41,12 @@ INVALID = [  # (override, the key the error must name)
     ("max_steps=1.5", "max_steps"),
     ("prompts_per_step=0", "prompts_per_step"),
     ("eval.every_samples=-1", "eval.every_samples"),
+    ("model.dtype=float16", "model.dtype"),  # no loss scaling: refused, not silently unstable
+    ("algo.micro_batch_groups=0", "algo.micro_batch_groups"),
+    ("algo.unit_weight=token", "algo.unit_weight"),
+    ("rollout.max_rows_per_call=0", "rollout.max_rows_per_call"),
+    ("checkpoint.keep_last=0", "checkpoint.keep_last"),
+    ("model.logprob_chunk=-1", "model.logprob_chunk"),
 ]
 
 

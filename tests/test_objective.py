@@ -6,7 +6,8 @@ import random
 import pytest
 import torch
 
-from grpo_lab.objective import aggregate, clipped_surrogate, group_advantages, grpo_loss, kl_k3
+from grpo_lab.objective import (aggregate, clipped_surrogate, group_advantages, grpo_loss, kl_k3, loss_normalisers,
+                                 sequence_weights)
 
 
 def ref_advantages(rows, std, eps):
@@ -126,3 +127,61 @@ def test_loss_statistics_count_clipped_tokens():
     adv = torch.tensor([1.0, -1.0])
     _, st = grpo_loss(logp, old, adv, torch.ones(2, 2, dtype=torch.bool), beta=0.0)
     assert st.clip_high == 0.25 and st.clip_low == 0.25 and st.clip_frac == 0.5
+
+
+def test_unit_weight_on_a_hand_computed_example():
+    # Unit A: one prompt pooled over two rounds of G = 2 (4 sequences); unit B: one round (2 sequences).
+    # Sequence i has per-token losses all equal to x_i, so its token mean is x_i.
+    x = torch.tensor([1.0, 2.0, 3.0, 4.0, 10.0, 20.0])
+    per_token = x[:, None].expand(6, 3).clone()
+    mask = torch.ones(6, 3, dtype=torch.bool)
+    mask[0, 1:] = False  # lengths differ: 1, 3, 3, 3, 3, 3
+    prompt = sequence_weights([4, 2], group_size=2, mode="prompt")
+    sample = sequence_weights([4, 2], group_size=2, mode="sample")
+    assert prompt.tolist() == [0.5, 0.5, 0.5, 0.5, 1.0, 1.0] and sample.tolist() == [1.0] * 6
+    # prompt: each prompt weighs one: ((1+2+3+4)/4 + (10+20)/2) / 2 = (2.5 + 15) / 2
+    assert aggregate(per_token, mask, "sequence", seq_weight=prompt).item() == pytest.approx(8.75)
+    # sample: each sequence weighs one: (1+2+3+4+10+20) / 6
+    assert aggregate(per_token, mask, "sequence", seq_weight=sample).item() == pytest.approx(40 / 6)
+    # token mode, prompt: unit A's tokens count half each: (0.5*(1 + 3*(2+3+4)) + 3*(10+20)) / (0.5*10 + 6)
+    assert aggregate(per_token, mask, "token", seq_weight=prompt).item() == pytest.approx((14 + 90) / 11)
+    assert aggregate(per_token, mask, "token", seq_weight=sample).item() == pytest.approx((28 + 90) / 16)
+    # constant: (0.5*28 + 90) / ((0.5*4 + 2) * max_len)
+    assert aggregate(per_token, mask, "constant", 5, seq_weight=prompt).item() == pytest.approx(104 / 20)
+    with pytest.raises(ValueError, match="unit_weight='unit'.*'prompt', 'sample'"):
+        sequence_weights([2], 2, "unit")
+
+
+def _split_loss(logp, old, adv, mask, ref, weight, agg, pieces, naive):
+    """Sum of micro-batch losses over row ranges `pieces`; naive: each micro-batch normalises itself."""
+    norm = loss_normalisers(mask.sum(-1), weight, agg, max_len=7)
+    total = 0
+    for rows in pieces:
+        t = int(mask[rows].sum(-1).max())  # a micro-batch is only as wide as its longest completion
+        sl = (rows, slice(0, t))
+        loss, _ = grpo_loss(logp[sl], old[sl], adv[rows], mask[sl], ref_logp=ref[sl], beta=0.04, agg=agg, max_len=7,
+                            seq_weight=weight[rows], norm=None if naive else norm)
+        total = total + (loss * len(range(12)[rows]) / 12 if naive and agg == "sequence" else loss)
+    return total
+
+
+@pytest.mark.parametrize("agg", ["sequence", "token", "constant"])
+@pytest.mark.parametrize("unit_weight", ["prompt", "sample"])
+def test_micro_batches_with_global_normalisers_give_the_whole_batch_gradient(agg, unit_weight):
+    g = torch.Generator().manual_seed(5)
+    lens = torch.tensor([7, 1, 3, 2, 6, 5, 4, 7, 2, 1, 3, 5])
+    mask = torch.arange(7)[None] < lens[:, None]  # (12, 7)
+    base = torch.randn(12, 7, generator=g, dtype=torch.float64) * 0.2
+    old, ref = base + 0.05 * torch.randn(12, 7, generator=g, dtype=torch.float64), base - 0.1
+    adv = torch.randn(12, generator=g, dtype=torch.float64)
+    weight = sequence_weights([6, 2, 4], group_size=2, mode=unit_weight).double()  # units of 3, 1, 2 rounds
+    pieces = [slice(0, 6), slice(6, 8), slice(8, 12)]  # one unit per micro-batch
+
+    grads = {}
+    for name, parts, naive in [("whole", [slice(0, 12)], False), ("micro", pieces, False), ("naive", pieces, True)]:
+        logp = base.clone().requires_grad_(True)
+        _split_loss(logp, old, adv, mask, ref, weight, agg, parts, naive).backward()
+        grads[name] = logp.grad
+    torch.testing.assert_close(grads["micro"], grads["whole"], atol=1e-12, rtol=1e-10)
+    if agg == "token" or unit_weight == "prompt":  # a per-micro-batch mean weighs the pieces wrongly
+        assert not torch.allclose(grads["naive"], grads["whole"], atol=1e-6)

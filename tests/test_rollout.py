@@ -4,7 +4,8 @@ import pytest
 import torch
 
 from grpo_lab.policy import eos_ids, load_policy
-from grpo_lab.rollout import completion_logprobs, sample_groups, token_logprobs
+from grpo_lab.logprobs import completion_logprobs
+from grpo_lab.rollout import sample_groups, token_logprobs
 
 PROMPTS = ["7+5=", "31+4=", "58+67=", "2+2="]  # different lengths: left padding is exercised
 
@@ -68,3 +69,25 @@ def test_shared_prompt_logprobs_and_gradients_equal_the_plain_pass(policy, tempe
     for a, b in zip(*grads):
         torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)
     model.zero_grad()
+
+
+@pytest.mark.parametrize("max_rows", [5, 2])
+def test_capped_generation_gives_identical_greedy_outputs(policy, max_rows):
+    model, tok = policy
+    kw = dict(max_new_tokens=6, temperature=0.0, end_ids=eos_ids(model, tok))
+    whole = sample_groups(model, tok, PROMPTS, 3, generator=torch.Generator().manual_seed(0), **kw)
+    capped = sample_groups(model, tok, PROMPTS, 3, generator=torch.Generator().manual_seed(0), max_rows=max_rows, **kw)
+    assert capped.texts == whole.texts  # 5 rows a call split groups of 3 across calls
+    for f in ("completion_ids", "completion_mask", "lengths", "truncated", "prompt_ids"):
+        assert torch.equal(getattr(capped, f), getattr(whole, f)), f
+    torch.testing.assert_close(capped.old_logp, whole.old_logp, atol=1e-5, rtol=0)
+
+
+def test_capped_sampling_is_reproducible_and_well_formed(policy):
+    model, tok = policy
+    kw = dict(max_new_tokens=4, temperature=1.0, end_ids=eos_ids(model, tok), max_rows=7)
+    a = sample_groups(model, tok, PROMPTS, 4, generator=torch.Generator().manual_seed(3), **kw)
+    b = sample_groups(model, tok, PROMPTS, 4, generator=torch.Generator().manual_seed(3), **kw)
+    assert a.texts == b.texts and torch.equal(a.completion_ids, b.completion_ids)
+    assert torch.equal(a.lengths, a.completion_mask.sum(1)) and len(a.texts) == 16
+    torch.testing.assert_close(completion_logprobs(model, a, 1.0), a.old_logp, atol=1e-5, rtol=0)

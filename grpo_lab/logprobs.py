@@ -1,0 +1,124 @@
+"""Per-token log-probs of sampled completions under a model: the policy and reference passes.
+
+Two memory levers at real shapes (vocabulary V = 151,936, thousands of tokens):
+- no (N, T, V) logits: the backbone's hidden states go through the output layer and the
+  log-softmax a chunk of positions at a time, in a custom autograd function that recomputes each
+  chunk's logits in the backward pass, so neither pass holds more than (chunk, V) logits; padding
+  positions are skipped altogether. Exact to fp32 rounding against the full-logits path.
+- gradient checkpointing that keeps the shared prompt: transformers' own drops the KV cache under
+  checkpointing; here every decoder layer is checkpointed with the cache kept, which is correct
+  because the training passes use the cache in pure modes (grpo_lab/kvcache.py).
+"""
+
+from __future__ import annotations
+
+import torch
+from transformers.modeling_layers import GradientCheckpointingLayer
+
+from grpo_lab.kvcache import PromptCache, autocast_dtype
+from grpo_lab.rollout import Rollout, cache_kwarg, prefill, token_logprobs
+
+# Model types whose logits are exactly hidden @ lm_head.weight.T (no bias, scaling or soft-capping);
+# others take the full-logits path, which is exact for every causal LM.
+PLAIN_HEAD_TYPES = ("llama", "qwen2", "qwen3", "mistral", "qwen2_moe", "qwen3_moe", "phi3", "smollm3", "olmo2")
+
+
+class _HeadLogprobs(torch.autograd.Function):
+    """log softmax(hidden @ weight.T / temperature) at `tokens`, `chunk` rows at a time, forward and
+    backward: (M, H), (V, H), (M,) -> (M,) fp32. Matmuls run in `dtype` (the autocast dtype, as
+    the model's own output layer would), softmax and gradients of the logits in fp32."""
+
+    @staticmethod
+    def forward(ctx, hidden, weight, tokens, temperature: float, chunk: int, dtype: torch.dtype):
+        w = weight.to(dtype)
+        out = torch.empty(hidden.shape[0], dtype=torch.float32, device=hidden.device)  # (M,)
+        for s in range(0, hidden.shape[0], chunk):
+            logits = (hidden[s:s + chunk].to(dtype) @ w.T).float() / temperature  # (c, V)
+            tok = tokens[s:s + chunk, None]
+            out[s:s + chunk] = (logits.gather(-1, tok) - torch.logsumexp(logits, -1, keepdim=True)).squeeze(-1)
+        ctx.save_for_backward(hidden, weight, tokens)
+        ctx.temperature, ctx.chunk, ctx.dtype = temperature, chunk, dtype
+        return out
+
+    @staticmethod
+    def backward(ctx, grad_out):  # grad_out (M,)
+        hidden, weight, tokens = ctx.saved_tensors
+        temperature, chunk, dtype = ctx.temperature, ctx.chunk, ctx.dtype
+        w = weight.to(dtype)
+        grad_h = torch.empty_like(hidden) if ctx.needs_input_grad[0] else None
+        grad_w = torch.zeros(weight.shape, dtype=torch.float32, device=weight.device) if ctx.needs_input_grad[1] else None
+        for s in range(0, hidden.shape[0], chunk):
+            h = hidden[s:s + chunk].to(dtype)  # (c, H)
+            g = grad_out[s:s + chunk, None].float()  # (c, 1)
+            # d logp[tok] / d logits = onehot(tok) - softmax(logits), then the 1/temperature of the logits
+            d = torch.softmax((h @ w.T).float() / temperature, -1).mul_(-g)  # (c, V)
+            d.scatter_add_(-1, tokens[s:s + chunk, None], g)
+            d = d.div_(temperature).to(dtype)
+            if grad_h is not None:
+                grad_h[s:s + chunk] = d @ w
+            if grad_w is not None:
+                grad_w += (d.T @ h).float()  # (V, H)
+        return grad_h, None if grad_w is None else grad_w.to(weight.dtype), None, None, None, None
+
+
+def head_logprobs(hidden: torch.Tensor, weight: torch.Tensor, tokens: torch.Tensor, temperature: float,
+                  chunk: int) -> torch.Tensor:
+    """Log-probs (M,) fp32 of `tokens` (M,) given final hidden states (M, H) and the output layer's
+    weight (V, H), without ever holding more than (chunk, V) logits."""
+    dtype = autocast_dtype(hidden.device) or weight.dtype
+    return _HeadLogprobs.apply(hidden, weight, tokens, float(temperature), chunk, dtype)
+
+
+def plain_head(model) -> torch.Tensor | None:
+    """The output layer's weight when logits are exactly hidden @ weight.T, else None."""
+    head = model.get_output_embeddings()
+    if (getattr(model.config, "model_type", None) not in PLAIN_HEAD_TYPES or type(head) is not torch.nn.Linear
+            or head.bias is not None or model.base_model is model):
+        return None
+    return head.weight
+
+
+def completion_logprobs(model, rollout: Rollout, temperature: float, *, chunk: int = 0) -> torch.Tensor:
+    """Log-probs (N, T) of the rollout's completion tokens under `model`, prompts prefilled once per group,
+    zero at padding. Differentiable when called with grad enabled: gradients flow through the expanded
+    prompt cache. chunk > 0: at most `chunk` positions' logits at a time (plain output layers only)."""
+    weight = plain_head(model) if chunk else None
+    body = model if weight is None else model.base_model  # the backbone: hidden states, not logits
+    device = rollout.completion_ids.device
+    cache = PromptCache(model.config, dtype=autocast_dtype(device), mode="prefill")
+    first, pos = prefill(body, rollout.prompt_ids, rollout.prompt_mask, rollout.group_size, cache,
+                         logits=weight is None)  # (N, V) or (N, H)
+    cache = cache.reader()
+    ids, mask = rollout.completion_ids, rollout.completion_mask  # (N, T)
+    n, t = ids.shape
+    states = first[:, None]  # (N, 1, V|H)
+    if t > 1:
+        attn = torch.cat([rollout.prompt_mask.repeat_interleave(rollout.group_size, dim=0),
+                          torch.ones(n, t - 1, dtype=rollout.prompt_mask.dtype, device=device)], dim=1)
+        positions = pos + torch.arange(t - 1, device=device)  # (N, T-1)
+        out = body(input_ids=ids[:, :-1], attention_mask=attn, position_ids=positions,
+                   use_cache=True, **{cache_kwarg(body): cache})
+        rest = out.logits if weight is None else out.last_hidden_state  # (N, T-1, V|H)
+        states = torch.cat([states, rest], dim=1)  # (N, T, V|H)
+    if weight is None:
+        return token_logprobs(states, ids, temperature).masked_fill(~mask, 0.0)
+    picked = head_logprobs(states[mask], weight, ids[mask], temperature, chunk)  # (M,) real tokens only
+    return torch.zeros(n, t, dtype=picked.dtype, device=device).masked_scatter(mask, picked)
+
+
+def enable_checkpointing(model) -> None:
+    """Checkpoint every decoder layer (recomputed in the backward pass) while keeping the shared
+    prompt's KV cache, which transformers' own checkpointing would drop."""
+    enable = getattr(model, "activation_checkpointing_enable", None)  # transformers >= 5.x; the old name is deprecated
+    if enable is not None:
+        enable(activation_checkpointing_kwargs={"use_reentrant": False})
+    else:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    if not hasattr(GradientCheckpointingLayer, "_can_checkpoint_with_cache"):
+        raise RuntimeError("model.gradient_checkpointing needs a transformers whose layers can keep the KV cache "
+                           "under checkpointing (5.x); this one would drop the shared prompt")
+    layers = [m for m in model.modules() if isinstance(m, GradientCheckpointingLayer)]
+    if not layers:
+        raise ValueError(f"model.gradient_checkpointing: {type(model).__name__} has no checkpointable layers")
+    for layer in layers:
+        layer._can_checkpoint_with_cache = True  # safe: PromptCache's training modes are pure

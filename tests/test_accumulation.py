@@ -1,0 +1,85 @@
+"""Micro-batched updates against the whole batch, and steps where no sample is informative."""
+
+import copy
+import math
+from pathlib import Path
+
+import pytest
+import torch
+
+from grpo_lab.config import ConfigError, validate
+from grpo_lab.microbatch import plan
+from grpo_lab.tables import read_table
+from grpo_lab.trainer import RunRecord, Trainer
+
+
+def run_steps(cfg, steps: int) -> tuple[Trainer, list[dict]]:
+    Path(cfg.out_dir).mkdir(parents=True, exist_ok=True)
+    trainer = Trainer(cfg, RunRecord(Path(cfg.out_dir), cfg.seed))
+    rows = [trainer.step() for _ in range(steps)]
+    return trainer, rows
+
+
+def weights(trainer) -> dict:
+    return {k: v.detach().clone() for k, v in trainer.model.state_dict().items()}
+
+
+@pytest.mark.parametrize("limits", [dict(micro_batch_groups=1), dict(micro_batch_groups=2, micro_batch_tokens=60)])
+def test_micro_batches_train_to_the_whole_batchs_weights(tiny_cfg, tmp_path, limits):
+    tiny_cfg.sampler.name, tiny_cfg.sampler.pool, tiny_cfg.sampler.max_rounds = "resample_on_tie", "all", 3
+    tiny_cfg.algo.loss_agg, tiny_cfg.algo.mu = "token", 2
+    tiny_cfg.eval.n = 0
+    start = weights(run_steps(copy.deepcopy(tiny_cfg), 0)[0])
+    whole, whole_rows = run_steps(copy.deepcopy(tiny_cfg), 3)
+    tiny_cfg.out_dir = str(tmp_path / "micro")
+    for k, v in limits.items():
+        setattr(tiny_cfg.algo, k, v)
+    micro, micro_rows = run_steps(tiny_cfg, 3)
+
+    groups = read_table(Path(tiny_cfg.out_dir), "groups").to_pandas()
+    assert (groups["round"] > 0).any()  # pooled units of several rounds were trained
+    for a, b in zip(whole_rows, micro_rows):
+        assert a["samples"] == b["samples"] and a["informative"] == b["informative"] > 0
+        for key in ("loss", "pg_loss", "kl", "clip_frac", "grad_norm"):
+            assert a[key] == pytest.approx(b[key], rel=1e-4, abs=1e-6), key
+    w_whole, w_micro = weights(whole), weights(micro)
+    assert any(not torch.equal(w_whole[k], start[k]) for k in start)  # it did learn
+    for k in w_whole:
+        torch.testing.assert_close(w_micro[k], w_whole[k], atol=1e-5, rtol=0, msg=k)
+
+
+def test_micro_batch_plan_keeps_units_whole_and_respects_both_limits():
+    costs = [(1, 4, 5, 3), (3, 12, 5, 6), (1, 4, 6, 2), (1, 4, 5, 6)]  # (groups, rows, prompt width, length)
+    assert plan(costs, None, None) == [range(0, 4)]
+    assert plan(costs, 2, None) == [range(0, 2), range(2, 4)]
+    # 60 padded positions: unit 1 alone costs 3*5 + 12*6 = 87 (its own micro-batch), units 2+3 cost 2*6 + 8*6 = 60
+    assert plan(costs, None, 60) == [range(0, 1), range(1, 2), range(2, 4)]
+
+
+def test_a_step_with_no_informative_sample_leaves_the_policy_alone(tiny_cfg):
+    tiny_cfg.reward.accuracy = 0.0  # every reward 0: every group ties, every advantage is exactly 0
+    tiny_cfg.eval.n = 0
+    start = weights(run_steps(copy.deepcopy(tiny_cfg), 0)[0])
+    trainer, rows = run_steps(tiny_cfg, 3)
+    for k, v in weights(trainer).items():
+        assert torch.equal(v, start[k]), k  # no Adam step: the KL's tiny gradient does not move the policy
+    assert not trainer.optimizer.state  # Adam never stepped
+    steps = read_table(Path(tiny_cfg.out_dir), "steps").to_pandas()
+    assert steps["informative"].tolist() == [0, 0, 0] and steps["tie_frac"].tolist() == [1.0] * 3
+    assert all(r["kl"] == 0.0 and r["loss"] == 0.0 and math.isnan(r["grad_norm"]) for r in rows)  # KL still logged
+
+
+def test_informative_counts_samples_with_nonzero_advantage(tiny_cfg):
+    tiny_cfg.eval.n = 0
+    _, (row,) = run_steps(tiny_cfg, 1)
+    groups = read_table(Path(tiny_cfg.out_dir), "groups").to_pandas()
+    mixed = int((~groups["tie"]).sum())  # binary rewards: every member of a mixed group has advantage != 0
+    assert row["informative"] == mixed * tiny_cfg.sampler.group_size > 0
+
+
+@pytest.mark.parametrize("override", [dict(micro_batch_groups=0), dict(micro_batch_tokens=0), dict(unit_weight="x")])
+def test_bad_micro_batch_keys_name_themselves(tiny_cfg, override):
+    (key, value), = override.items()
+    setattr(tiny_cfg.algo, key, value)
+    with pytest.raises(ConfigError, match=f"^algo.{key}="):
+        validate(tiny_cfg)

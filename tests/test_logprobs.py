@@ -1,0 +1,95 @@
+"""The policy/reference pass against plain full-sequence passes: chunked log-probs through the output
+layer, and gradient checkpointing that keeps the shared prompt cache; log-probs and gradients."""
+
+import copy
+
+import pytest
+import torch
+from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
+
+from grpo_lab.logprobs import completion_logprobs, enable_checkpointing, plain_head
+from grpo_lab.rollout import Rollout, token_logprobs
+
+V = 1000  # vocabulary: many chunks of logits per row, and a gather far from the start
+
+
+def random_model(kind: str):
+    torch.manual_seed(0)
+    common = dict(vocab_size=V, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+                  num_key_value_heads=2, max_position_embeddings=64)
+    if kind == "qwen2":
+        model = Qwen2ForCausalLM(Qwen2Config(**common, tie_word_embeddings=False))
+    else:
+        model = LlamaForCausalLM(LlamaConfig(**common, tie_word_embeddings=True))
+    return model.train()  # the policy pass runs in training mode
+
+
+def hand_rollout(group_size: int = 4) -> Rollout:
+    """3 prompts of lengths 5, 2, 4 (left padded) x G completions of lengths 1..6 (right padded)."""
+    g = torch.Generator().manual_seed(1)
+    prompt_lens, width, t = [5, 2, 4], 5, 6
+    prompt_mask = torch.tensor([[0] * (width - n) + [1] * n for n in prompt_lens])
+    prompt_ids = torch.randint(1, V, (3, width), generator=g) * prompt_mask
+    n = 3 * group_size
+    lengths = torch.tensor([1 + (i * 5) % t for i in range(n)])  # (N,) 1..6
+    mask = torch.arange(t)[None] < lengths[:, None]  # (N, T)
+    ids = torch.randint(1, V, (n, t), generator=g) * mask
+    return Rollout(prompt_ids, prompt_mask, ids, mask, torch.zeros(n, t), [""] * n, lengths, lengths == t, group_size)
+
+
+def plain_logprobs(model, ro: Rollout, temperature: float) -> torch.Tensor:
+    """Reference: each sequence run in full (its prompt repeated), no cache, full logits."""
+    g = ro.group_size
+    ids = torch.cat([ro.prompt_ids.repeat_interleave(g, 0), ro.completion_ids], 1)
+    mask = torch.cat([ro.prompt_mask.repeat_interleave(g, 0), torch.ones_like(ro.completion_ids)], 1)
+    pos = (mask.cumsum(-1) - 1).clamp_min(0)
+    logits = model(input_ids=ids, attention_mask=mask, position_ids=pos).logits
+    p = ro.prompt_ids.shape[1]
+    return token_logprobs(logits[:, p - 1:-1], ro.completion_ids, temperature).masked_fill(~ro.completion_mask, 0.0)
+
+
+def logprobs_and_grads(model, ro, fn):
+    weights = torch.randn(ro.completion_ids.shape, generator=torch.Generator().manual_seed(2))
+    model.zero_grad()
+    lp = fn(model, ro)
+    (lp * weights).sum().backward()
+    grads = {name: p.grad.clone() for name, p in model.named_parameters()}
+    model.zero_grad()
+    return lp.detach(), grads
+
+
+def assert_same(a, b, atol=1e-5):
+    torch.testing.assert_close(a[0], b[0], atol=atol, rtol=0)
+    assert a[1].keys() == b[1].keys()
+    for name in a[1]:
+        torch.testing.assert_close(a[1][name], b[1][name], atol=atol, rtol=1e-4, msg=name)
+
+
+@pytest.mark.parametrize("kind", ["qwen2", "llama"])
+@pytest.mark.parametrize("temperature", [1.0, 0.7])
+def test_chunked_logprobs_and_gradients_equal_the_plain_pass(kind, temperature):
+    model, ro = random_model(kind), hand_rollout()
+    assert plain_head(model) is model.get_output_embeddings().weight
+    plain = logprobs_and_grads(model, ro, lambda m, r: plain_logprobs(m, r, temperature))
+    full = logprobs_and_grads(model, ro, lambda m, r: completion_logprobs(m, r, temperature, chunk=0))
+    chunked = logprobs_and_grads(model, ro, lambda m, r: completion_logprobs(m, r, temperature, chunk=5))
+    one = logprobs_and_grads(model, ro, lambda m, r: completion_logprobs(m, r, temperature, chunk=10**6))
+    assert_same(full, plain)
+    assert_same(chunked, plain)
+    assert_same(one, chunked, atol=1e-6)
+    assert (chunked[0][~ro.completion_mask] == 0).all() and (chunked[0][ro.completion_mask] < 0).all()
+
+
+@pytest.mark.parametrize("chunk", [0, 5])
+def test_checkpointing_keeps_the_prompt_logprobs_and_gradients_equal(chunk):
+    model, ro = random_model("qwen2"), hand_rollout()
+    off = logprobs_and_grads(model, ro, lambda m, r: completion_logprobs(m, r, 1.0, chunk=chunk))
+    checkpointed = copy.deepcopy(model)
+    enable_checkpointing(checkpointed)
+    on = logprobs_and_grads(checkpointed, ro, lambda m, r: completion_logprobs(m, r, 1.0, chunk=chunk))
+    assert_same(on, off, atol=1e-6)
+    # transformers' own checkpointing drops the cache: completions lose their prompt
+    hf = copy.deepcopy(model)
+    hf.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
+    broken = completion_logprobs(hf, ro, 1.0, chunk=chunk).detach()
+    assert not torch.allclose(broken, off[0], atol=1e-3)
