@@ -6,6 +6,8 @@
 
 from __future__ import annotations
 
+import logging
+import os
 import sys
 
 import hydra
@@ -16,13 +18,16 @@ from grpo_lab.policy import build_tiny
 from grpo_lab.trainer import train
 
 register_configs()
+log = logging.getLogger(__name__)
 INSPECT_FLAGS = {"--help", "-h", "--hydra-help", "--cfg", "-c", "--info", "-i", "--shell-completion", "-sc",
                  "--resolve"}
 
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="train")
 def run(cfg: DictConfig) -> None:
-    train(to_train_config(cfg))
+    run_dir = train(to_train_config(cfg))
+    shown = os.path.relpath(run_dir) if not os.path.relpath(run_dir).startswith("..") else run_dir
+    log.info("report: python -m analysis %s", shown)
 
 
 def main() -> None:
@@ -30,6 +35,8 @@ def main() -> None:
     if error:
         sys.exit(f"config error: {error}")
     inspecting = any(a.split("=")[0] in INSPECT_FLAGS for a in sys.argv[1:])  # prints a config or help, runs nothing
+    # Until Hydra sets up each job's logging: the model build's progress lines go to stderr
+    logging.basicConfig(level=logging.INFO, format="[%(asctime)s][%(name)s][%(levelname)s] - %(message)s")
     if not inspecting and any(job.model.name == "tiny" for job in jobs):
         build_tiny()  # once, with every core, before parallel jobs would each build it on one thread
     run()

@@ -74,6 +74,20 @@ class EvalConfig:
     temperature: float = 1.0
 
 
+LOGGER_BACKENDS = ("console", "tensorboard", "wandb")
+
+
+@dataclass
+class LoggerConfig:
+    backends: list[str] = field(default_factory=lambda: ["console"])  # any of LOGGER_BACKENDS (conf/logger/)
+    every_s: float = 10.0  # console: a line for the first step, then at most this often (seconds)
+    every: int = 0  # console: also a line every this many steps (0: by time only)
+    project: str = "grpo-lab"  # W&B project
+    name: str | None = None  # W&B run name; None: the job's overrides (experiments/ sets it), else the run id
+    group: str | None = None  # W&B group; None: the sweep directory (experiments/ sets it)
+    wandb_mode: str | None = None  # online | offline | disabled; None: wandb's own (WANDB_MODE, else online)
+
+
 @dataclass
 class TrainConfig:
     out_dir: str = "runs/default"  # the run directory (Hydra sets it to the job's folder)
@@ -91,6 +105,8 @@ class TrainConfig:
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
     reward: RewardConfig = field(default_factory=RewardConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
+    logger: LoggerConfig = field(default_factory=LoggerConfig)  # where metrics stream while the run goes
+    log_completions: int = 0  # completions kept a step in completions/ (whole groups, in draw order); 0: none
 
 
 class ConfigError(ValueError):
@@ -156,6 +172,14 @@ def validate(cfg: TrainConfig) -> None:
         _require(cfg.max_tokens >= 1, "max_tokens", cfg.max_tokens, "must be >= 1")
         _require(cfg.max_tokens <= cfg.max_steps * most * cfg.rollout.max_new_tokens, "max_tokens", cfg.max_tokens,
                  f"not reachable in max_steps={cfg.max_steps} steps; raise max_steps")
+    # watching runs: logger backends and kept completions
+    for name in cfg.logger.backends:
+        _require(name in LOGGER_BACKENDS, "logger.backends", name, f"must be among {', '.join(map(repr, LOGGER_BACKENDS))}")
+    _require(cfg.logger.every_s >= 0, "logger.every_s", cfg.logger.every_s, "must be >= 0")
+    _require(cfg.logger.every >= 0, "logger.every", cfg.logger.every, "must be >= 0 (0: by time only)")
+    _require(cfg.logger.wandb_mode in (None, "online", "offline", "disabled"), "logger.wandb_mode",
+             cfg.logger.wandb_mode, "must be one of null, 'online', 'offline', 'disabled'")
+    _require(cfg.log_completions >= 0, "log_completions", cfg.log_completions, "must be >= 0 (0: none)")
 
 
 @dataclass
