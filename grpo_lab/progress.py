@@ -5,6 +5,7 @@ jobs, log files), and a heartbeat so a run never goes quiet for long. Everything
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import threading
 import time
@@ -17,8 +18,12 @@ T = TypeVar("T")
 
 
 def on_terminal() -> bool:
-    """Whether progress bars would reach a person: stderr is a terminal (not a sweep job or a pipe)."""
-    return sys.stderr.isatty()
+    """Whether progress bars would reach a person: stderr is a terminal (not a sweep job or a pipe)
+    with a width (a pseudo-terminal of 0 columns shows an empty bar)."""
+    try:
+        return sys.stderr.isatty() and os.get_terminal_size(sys.stderr.fileno()).columns > 0
+    except (OSError, ValueError):
+        return False
 
 
 def duration(seconds: float) -> str:
@@ -32,14 +37,15 @@ def duration(seconds: float) -> str:
 
 
 def iterate(items: Iterable[T], total: int, what: str, every_s: float = 10.0) -> Iterator[T]:
-    """Yield `items`, showing progress: a tqdm bar on a terminal; otherwise a log line at the start,
-    every `every_s` seconds (done/total, rate, ETA) and at the end."""
+    """Yield `items`, showing progress: a tqdm bar on a terminal; otherwise a log line at the start
+    and every `every_s` seconds (done/total, rate, ETA). Both end with a log line."""
+    start = last = time.monotonic()
     if on_terminal():
         from tqdm import tqdm
 
         yield from tqdm(items, total=total, desc=what, dynamic_ncols=True, leave=False)
+        log.info("%s: %d/%d in %s", what, total, total, duration(time.monotonic() - start))
         return
-    start = last = time.monotonic()
     log.info("%s: 0/%d", what, total)
     done = 0
     for item in items:
