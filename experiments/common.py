@@ -38,12 +38,24 @@ def to_train_config(cfg: DictConfig) -> TrainConfig:
     if HydraConfig.initialized():
         hc = HydraConfig.get()
         out.out_dir = hc.runtime.output_dir
-        # W&B names a run by what this job changed, and groups a sweep's jobs by the sweep's folder
-        changed = [o for o in hc.overrides.task if not o.startswith(("hydra", "logger"))]
-        out.logger.name = out.logger.name or ",".join(changed) or None
-        if out.logger.group is None and hc.mode is not None and hc.mode.name == "MULTIRUN":
-            out.logger.group = hc.sweep.dir
+        multirun = hc.mode is not None and hc.mode.name == "MULTIRUN"
+        out.logger.name = out.logger.name or run_name(hc, multirun)
+        if out.logger.group is None and multirun:
+            out.logger.group = hc.sweep.dir  # a sweep's jobs side by side in W&B
     return out
+
+
+def run_name(hc: Any, multirun: bool) -> str | None:
+    """A job's name in W&B: in a sweep, the values of the swept keys ("sampler.name=fixed,seed=1");
+    else the command line's overrides; None (the run id) when there are none."""
+    changed = [o for o in hc.overrides.task if not o.startswith(("hydra", "logger"))]
+    if multirun:
+        swept = set((hc.sweeper.get("params") or {}).keys())
+        record = Path(hc.sweep.dir) / "multirun.yaml"  # the sweep's own command line, written before any job
+        if record.exists():
+            swept |= {c[0].split("=")[0] for c in _sweep_choices(list(OmegaConf.load(record).hydra.overrides.task))[1]}
+        changed = [o for o in changed if o.split("=")[0].lstrip("+~") in swept] or [f"job {hc.job.num}"]
+    return ",".join(changed) or None
 
 
 def one_line(error: BaseException) -> str:
