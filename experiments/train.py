@@ -11,6 +11,7 @@ import os
 import sys
 
 import hydra
+from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
 from experiments.common import preflight, register_configs, to_train_config
@@ -23,6 +24,7 @@ INSPECT_FLAGS = {"--help", "-h", "--hydra-help", "--cfg", "-c", "--info", "-i", 
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="train")
 def run(cfg: DictConfig) -> None:
+    log.info("job %s: loading torch and transformers", HydraConfig.get().job.get("num", 0))
     from grpo_lab.trainer import train  # torch and transformers load here, after the first line is out
 
     run_dir = train(to_train_config(cfg))

@@ -64,8 +64,8 @@ class Heartbeat:
     `say` for `every_s` seconds: a long step or evaluation of a large model still shows signs of
     life. `doing` names the current activity; `say` logs a line and restarts the clock."""
 
-    def __init__(self, every_s: float = 25.0):
-        self.every_s = every_s
+    def __init__(self, every_s: float = 25.0, prefix: str = ""):
+        self.every_s, self.prefix = every_s, prefix  # prefix: whose line, in a sweep's shared console
         self.doing = "starting"
         self._since = self._last = time.monotonic()
         self._stop = threading.Event()
@@ -84,7 +84,7 @@ class Heartbeat:
         while not self._stop.wait(min(self.every_s, 1.0)):
             now = time.monotonic()
             if now - self._last >= self.every_s:
-                self.say("still %s (%s so far)", self.doing, duration(now - self._since))
+                self.say("%sstill %s (%s so far)", self.prefix, self.doing, duration(now - self._since))
 
     def close(self) -> None:
         self._stop.set()

@@ -73,11 +73,13 @@ class Console:
 
     def __init__(self, cfg: TrainConfig, first_step: int):
         self.cfg = cfg
-        self.heartbeat = Heartbeat()
+        # in a sweep, jobs share one console: each line says whose it is
+        self._who = f"[{cfg.logger.name}] " if cfg.logger.group and cfg.logger.name else ""
+        self.heartbeat = Heartbeat(prefix=self._who)
         self.heartbeat.set(f"in step {first_step}")
         limits = [f"max_steps={cfg.max_steps}"] + [f"{k}={getattr(cfg, k):,}" for k in ("max_samples", "max_tokens")
                                                     if getattr(cfg, k) is not None]
-        self.heartbeat.say("starting at step %d (%s)%s", first_step, ", ".join(limits),
+        self.heartbeat.say("%sstarting at step %d (%s)%s", self._who, first_step, ", ".join(limits),
                            "; evaluating the base model first" if first_step == 1 and cfg.eval.n else "")
         self._last_time, self._last_step, self._last_samples, self._lines = time.monotonic(), first_step - 1, 0.0, 0
 
@@ -115,13 +117,13 @@ class Console:
             tokens_per_sample = m["charts/tokens_total"] / m["charts/samples_total"]
             left.append((c.max_tokens - m["charts/tokens_total"]) / (samples_per_s * tokens_per_sample))
         parts.append(f"ETA {duration(min(left))}")
-        return " | ".join(parts)
+        return self._who + " | ".join(parts)
 
     def _eval_line(self, m: dict[str, float], step: int) -> None:
         acc = {k.rsplit("/", 1)[1]: v for k, v in m.items() if k.startswith("eval/pass@1/")}
         overall = acc.pop("all", math.nan)
         levels = ", ".join(f"{d} {v:.2f}" for d, v in acc.items())
-        self.heartbeat.say("eval at step %d: accuracy %.3f (by difficulty: %s)", step, overall, levels)
+        self.heartbeat.say("%seval at step %d: accuracy %.3f (by difficulty: %s)", self._who, step, overall, levels)
 
     def close(self) -> None:
         self.heartbeat.close()
