@@ -4,6 +4,7 @@ own readers and checked against the parquet tables."""
 
 import json
 import os
+import shutil
 import struct
 import subprocess
 import sys
@@ -139,3 +140,19 @@ def test_completions_are_whole_groups_matching_the_group_table(sweep):
                 assert (members["tie"] == drawn.loc[g, "tie"]).all()
     text = examples_markdown(read_completions(sweep))
     assert "#### Difficulty" in text and "| sample | completion | reward | correct |" in text
+
+
+def test_resumed_run_keeps_one_tensorboard_event_per_step(tiny_cfg):
+    """A step redone after a resume (its checkpoint lost) is in the events once, as in the tables."""
+    from grpo_lab.trainer import train
+
+    tiny_cfg.max_steps, tiny_cfg.checkpoint_every = 3, 2
+    tiny_cfg.logger.backends = ["tensorboard"]
+    run = train(tiny_cfg)
+    shutil.rmtree(run / "checkpoints" / "step-000003")  # as if killed after step 3's events, before its checkpoint
+    train(tiny_cfg)
+    acc = EventAccumulator(str(run / "tensorboard"))
+    acc.Reload()
+    steps = read_table(run, "steps").to_pandas()
+    assert [e.step for e in acc.Scalars("losses/kl")] == steps["step"].tolist() == [1, 2, 3]
+    assert [e.value for e in acc.Scalars("losses/kl")] == pytest.approx(steps["kl"].tolist(), rel=1e-6)
