@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Sequence
+from pathlib import Path
 
+from analysis.load import find_jobs
 from analysis.report import build_report
 
 
@@ -15,6 +18,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", help="where to write the report (default: <path>/report)")
     parser.add_argument("--command", help="the command that produced the runs, to quote in the report")
     args = parser.parse_args(argv)
+    path = Path(args.path)
+    if not path.is_dir():
+        print(f"error: {path}: no such directory", file=sys.stderr)
+        return 2
+    if not find_jobs(path):
+        print(f"error: {path}: no grpo-lab runs in it (no run.json, .hydra/ or tables, nor subfolders with them)",
+              file=sys.stderr)
+        return 2
     print(build_report(args.path, args.out, args.command))
     return 0
 

@@ -21,6 +21,7 @@ class SweepReport(Callback):
 
         sweep = Path(config.hydra.sweep.dir)
         command = "python -m experiments.train -m " + " ".join(config.hydra.overrides.task)
+        log.info("building the sweep report of %s", sweep)
         try:
             path = build_report(sweep, command=command)
         except Exception as e:  # noqa: BLE001 - a report failure must not hide the finished jobs

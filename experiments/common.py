@@ -4,6 +4,8 @@ line naming the key) before any job starts or any model loads."""
 
 from __future__ import annotations
 
+import dataclasses
+import difflib
 import re
 from pathlib import Path
 from typing import Any
@@ -21,6 +23,8 @@ SCHEMAS: dict[str, type] = {"train": TrainConfig, "evaluate": EvalJobConfig}
 # Hydra's flags that take the next argument as their value (--info's is optional: a known word)
 FLAGS_WITH_VALUE = {"--cfg", "-c", "--package", "-p", "--config-path", "-cp", "--config-name", "-cn",
                     "--config-dir", "-cd", "--experimental-rerun", "--shell-completion", "-sc"}
+OPTIONAL_VALUE = {"--info": {"all", "config", "defaults", "defaults-tree", "plugins", "searchpath"},
+                  "-i": {"all", "config", "defaults", "defaults-tree", "plugins", "searchpath"}}
 
 
 def register_configs() -> None:
@@ -32,8 +36,26 @@ def to_train_config(cfg: DictConfig) -> TrainConfig:
     """The typed, validated config of this job; its run directory is Hydra's job output folder."""
     out = typed("train", cfg)
     if HydraConfig.initialized():
-        out.out_dir = HydraConfig.get().runtime.output_dir
+        hc = HydraConfig.get()
+        out.out_dir = hc.runtime.output_dir
+        multirun = hc.mode is not None and hc.mode.name == "MULTIRUN"
+        out.logger.name = out.logger.name or run_name(hc, multirun)
+        if out.logger.group is None and multirun:
+            out.logger.group = hc.sweep.dir  # a sweep's jobs side by side in W&B
     return out
+
+
+def run_name(hc: Any, multirun: bool) -> str | None:
+    """A job's name in W&B: in a sweep, the values of the swept keys ("sampler.name=fixed,seed=1");
+    else the command line's overrides; None (the run id) when there are none."""
+    changed = [o for o in hc.overrides.task if not o.startswith(("hydra", "logger"))]
+    if multirun:
+        swept = set((hc.sweeper.get("params") or {}).keys())
+        record = Path(hc.sweep.dir) / "multirun.yaml"  # the sweep's own command line, written before any job
+        if record.exists():
+            swept |= {c[0].split("=")[0] for c in _sweep_choices(list(OmegaConf.load(record).hydra.overrides.task))[1]}
+        changed = [o for o in changed if o.split("=")[0].lstrip("+~") in swept] or [f"job {hc.job.num}"]
+    return ",".join(changed) or None
 
 
 def one_line(error: BaseException) -> str:
@@ -66,14 +88,15 @@ def _sweep_choices(overrides: list[str]) -> tuple[list[str], list[list[str]]]:
 
 def _overrides(args: list[str]) -> list[str]:
     """The config overrides of a Hydra command line: flags, their values and hydra.* keys dropped."""
-    out, skip = [], False
+    out, skip, previous = [], False, ""
     for a in args:
-        if skip or a.startswith("hydra.") or a.startswith("hydra/"):
+        if skip or a.startswith("hydra.") or a.startswith("hydra/") or a in OPTIONAL_VALUE.get(previous, ()):
             skip = False
         elif a.startswith("-"):
             skip = a in FLAGS_WITH_VALUE
         else:
             out.append(a)
+        previous = a
     return out
 
 
@@ -100,11 +123,43 @@ def preflight(config_name: str, args: list[str]) -> tuple[list[Any], str | None]
     except ConfigError as e:
         return [], str(e)
     except Exception as e:  # noqa: BLE001 - Hydra and OmegaConf raise many types; all are config errors here
-        return [], one_line(e)
+        message = one_line(e)
+        unknown = re.search(r"Could not override '([^']+)'", message)
+        return [], message + (did_you_mean(config_name, unknown.group(1)) if unknown else "")
+
+
+def schema_keys(cls: type, prefix: str = "") -> list[str]:
+    """Every dotted key of a config dataclass, nested dataclasses expanded: "sampler.group_size", ..."""
+    keys = []
+    for f in dataclasses.fields(cls):
+        default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+        if dataclasses.is_dataclass(default):
+            keys += schema_keys(type(default), f"{prefix}{f.name}.")
+        else:
+            keys.append(f"{prefix}{f.name}")
+    return keys
+
+
+def did_you_mean(config_name: str, key: str) -> str:
+    """"; did you mean 'sampler.group_size'?" for a mistyped key, or "" when nothing is close."""
+    close = difflib.get_close_matches(key.lstrip("+~"), schema_keys(SCHEMAS[config_name]), n=1, cutoff=0.6)
+    return f"; did you mean '{close[0]}'?" if close else ""
+
+
+def _leaf_keys(cfg: DictConfig, prefix: str = "") -> list[str]:
+    out = []
+    for k, v in cfg.items_ex(resolve=False):
+        out += _leaf_keys(v, f"{prefix}{k}.") if isinstance(v, DictConfig) else [f"{prefix}{k}"]
+    return out
 
 
 def typed(config_name: str, cfg: DictConfig) -> Any:
-    """A composed config as its dataclass (SCHEMAS), validated when it is a TrainConfig."""
+    """A composed config as its dataclass (SCHEMAS), validated when it is a TrainConfig. A key the
+    schema lacks (added with `+key=...`) is an error, not silently dropped."""
+    known = set(schema_keys(SCHEMAS[config_name]))
+    for key in _leaf_keys(cfg):
+        if key not in known and key.split(".")[0] != "hydra":
+            raise ConfigError(f"{key} is not a config key{did_you_mean(config_name, key)}")
     obj = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(SCHEMAS[config_name]), cfg))
     if isinstance(obj, TrainConfig):
         validate(obj)

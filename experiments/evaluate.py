@@ -39,9 +39,13 @@ def run(cfg: DictConfig) -> None:
 
 
 def main() -> None:
-    _, error = preflight("evaluate", sys.argv[1:])
+    jobs, error = preflight("evaluate", sys.argv[1:])
     if error:
         sys.exit(f"config error: {error}")
+    for job in jobs:  # before Hydra makes run_dir its output folder: a typo must not create a directory
+        if not (Path(job.run_dir) / "run.json").is_file():
+            what = "no such directory" if not Path(job.run_dir).exists() else "not a grpo-lab run directory (no run.json)"
+            sys.exit(f"error: run_dir={job.run_dir}: {what}")
     run()
 
 

@@ -6,23 +6,30 @@
 
 from __future__ import annotations
 
+import logging
+import os
 import sys
 
 import hydra
+from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
 from experiments.common import preflight, register_configs, to_train_config
-from grpo_lab.policy import build_tiny
-from grpo_lab.trainer import train
 
 register_configs()
+log = logging.getLogger(__name__)
 INSPECT_FLAGS = {"--help", "-h", "--hydra-help", "--cfg", "-c", "--info", "-i", "--shell-completion", "-sc",
                  "--resolve"}
 
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="train")
 def run(cfg: DictConfig) -> None:
-    train(to_train_config(cfg))
+    log.info("job %s: loading torch and transformers", HydraConfig.get().job.get("num", 0))
+    from grpo_lab.trainer import train  # torch and transformers load here, after the first line is out
+
+    run_dir = train(to_train_config(cfg))
+    shown = os.path.relpath(run_dir) if not os.path.relpath(run_dir).startswith("..") else run_dir
+    log.info("report: python -m analysis %s", shown)
 
 
 def main() -> None:
@@ -30,8 +37,14 @@ def main() -> None:
     if error:
         sys.exit(f"config error: {error}")
     inspecting = any(a.split("=")[0] in INSPECT_FLAGS for a in sys.argv[1:])  # prints a config or help, runs nothing
-    if not inspecting and any(job.model.name == "tiny" for job in jobs):
-        build_tiny()  # once, with every core, before parallel jobs would each build it on one thread
+    if not inspecting:
+        # Until Hydra sets up each job's logging: these lines and the model build's go to stderr
+        logging.basicConfig(level=logging.INFO, format="[%(asctime)s][%(name)s][%(levelname)s] - %(message)s")
+        log.info("config checked; loading torch and transformers")
+        if any(job.model.name == "tiny" for job in jobs):
+            from grpo_lab.policy import build_tiny
+
+            build_tiny()  # once, with every core, before parallel jobs would each build it on one thread
     run()
 
 

@@ -93,6 +93,20 @@ class CheckpointConfig:
     final_weights_only: bool = False  # a finished run's last checkpoint drops its optimizer state (no resume past it)
 
 
+LOGGER_BACKENDS = ("console", "tensorboard", "wandb")
+
+
+@dataclass
+class LoggerConfig:
+    backends: list[str] = field(default_factory=lambda: ["console"])  # any of LOGGER_BACKENDS (conf/logger/)
+    every_s: float = 10.0  # console: a line for the first step, then at most this often (seconds)
+    every: int = 0  # console: also a line every this many steps (0: by time only)
+    project: str = "grpo-lab"  # W&B project
+    name: str | None = None  # W&B run name; None: the job's overrides (experiments/ sets it), else the run id
+    group: str | None = None  # W&B group; None: the sweep directory (experiments/ sets it)
+    wandb_mode: str | None = None  # online | offline | disabled; None: wandb's own (WANDB_MODE, else online)
+
+
 @dataclass
 class TrainConfig:
     out_dir: str = "runs/default"  # the run directory (Hydra sets it to the job's folder)
@@ -111,6 +125,8 @@ class TrainConfig:
     reward: RewardConfig = field(default_factory=RewardConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
+    logger: LoggerConfig = field(default_factory=LoggerConfig)  # where metrics stream while the run goes
+    log_completions: int = 0  # completions kept a step in completions/ (whole groups, in draw order); 0: none
 
 
 class ConfigError(ValueError):
@@ -194,6 +210,14 @@ def validate(cfg: TrainConfig) -> None:
     _require(c.keep_last is None or c.keep_last >= 1, "checkpoint.keep_last", c.keep_last,
              "must be >= 1 (the latest checkpoint is needed to resume) or null (keep all)")
     _require(all(k >= 1 for k in c.keep_steps), "checkpoint.keep_steps", c.keep_steps, "steps count from 1")
+    # watching runs: logger backends and kept completions
+    for name in cfg.logger.backends:
+        _require(name in LOGGER_BACKENDS, "logger.backends", name, f"must be among {', '.join(map(repr, LOGGER_BACKENDS))}")
+    _require(cfg.logger.every_s >= 0, "logger.every_s", cfg.logger.every_s, "must be >= 0")
+    _require(cfg.logger.every >= 0, "logger.every", cfg.logger.every, "must be >= 0 (0: by time only)")
+    _require(cfg.logger.wandb_mode in (None, "online", "offline", "disabled"), "logger.wandb_mode",
+             cfg.logger.wandb_mode, "must be one of null, 'online', 'offline', 'disabled'")
+    _require(cfg.log_completions >= 0, "log_completions", cfg.log_completions, "must be >= 0 (0: none)")
 
 
 @dataclass

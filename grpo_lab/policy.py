@@ -8,11 +8,11 @@ import copy
 import fcntl
 import hashlib
 import json
+import logging
 import math
 import os
 import random
 import shutil
-import sys
 import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -21,9 +21,11 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig, LlamaForCausalLM
 from transformers.utils import logging as hf_logging
 
+from grpo_lab.progress import iterate
 from grpo_lab.tasks.arithmetic import LEVELS, held_out_only, sample_problem
 from grpo_lab.tokenizer import CharTokenizer
 
+log = logging.getLogger(__name__)
 WARM_START_VERSION = 1  # bump when the warm-start recipe changes, so stale caches are not reused
 
 
@@ -130,7 +132,7 @@ def warm_start(model: LlamaForCausalLM, tokenizer: CharTokenizer, spec: TinySpec
     sched = torch.optim.lr_scheduler.LambdaLR(
         opt, lambda s: min((s + 1) / warm, 0.5 * (1 + math.cos(math.pi * min(1.0, s / spec.warm_steps)))))
     model.train()
-    for _ in range(spec.warm_steps):
+    for _ in iterate(range(spec.warm_steps), spec.warm_steps, "warm-start steps"):
         ids, lab = _warm_batch(tokenizer, rng, spec.warm_batch, spec)
         loss = model(input_ids=ids, attention_mask=(ids != tokenizer.pad_token_id).long(), labels=lab).loss
         opt.zero_grad(set_to_none=True)
@@ -162,7 +164,7 @@ def build_tiny(spec: TinySpec = TinySpec()) -> Path:
 
 
 def _build_tiny(spec: TinySpec, target: Path) -> Path:
-    print(f"grpo-lab: building the built-in model into {target} (once; about 4 minutes on 2 cores)", file=sys.stderr)
+    log.info("building the built-in model into %s (once; about 4 minutes on 2 cores)", target)
     tokenizer = CharTokenizer()
     with torch.random.fork_rng():  # building must not move the caller's random stream
         torch.manual_seed(spec.warm_seed)

@@ -1,4 +1,4 @@
-"""Writers and readers of the run tables (groups/, steps/, eval/): parquet parts with fixed schemas.
+"""Writers and readers of the run tables (groups/, steps/, eval/, completions/): parquet parts with fixed schemas.
 
 A part is written under a temporary name and renamed, so a killed run never leaves half a file.
 """
@@ -59,7 +59,27 @@ EVAL = pa.schema([
     ("samples_total", pa.int64()),  # samples the run had drawn when this checkpoint was evaluated (null: unknown)
 ])
 
-SCHEMAS = {"groups": GROUPS, "steps": STEPS, "eval": EVAL}
+# A few completions a step (log_completions=N), so a reader sees what groups and ties look like.
+COMPLETIONS = pa.schema([
+    ("run_id", pa.string()),
+    ("step", pa.int32()),
+    ("group", pa.int32()),  # index of the group among the step's groups, in draw order (the groups part's row)
+    ("prompt_id", pa.string()),
+    ("difficulty", pa.string()),
+    ("round", pa.int16()),
+    ("sample", pa.int16()),  # index within its group
+    ("group_size", pa.int16()),  # samples in the whole group (rows kept may be fewer when log_completions < G)
+    ("prompt", pa.string()),
+    ("completion", pa.string()),  # untrusted model output, as decoded
+    ("reward", pa.float32()),
+    ("correct", pa.bool_()),
+    ("truncated", pa.bool_()),
+    ("tie", pa.bool_()),
+    ("tie_kind", pa.string()),
+    ("used", pa.bool_()),
+])
+
+SCHEMAS = {"groups": GROUPS, "steps": STEPS, "eval": EVAL, "completions": COMPLETIONS}
 _PART = re.compile(r"part-(\d{6})\.parquet$")
 
 

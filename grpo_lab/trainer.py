@@ -4,9 +4,9 @@ k3 KL to the frozen reference -> group and step tables, checkpoints, exact resum
 from __future__ import annotations
 
 import json
+import logging
 import os
 import platform
-import sys
 import time
 import traceback
 import uuid
@@ -19,11 +19,13 @@ import torch
 from grpo_lab import __version__
 from grpo_lab.checkpoints import (checkpoint_steps, drop_state, latest_checkpoint, load_checkpoint,
                                   prune_checkpoints, save_checkpoint)
+from grpo_lab.completions import completion_rows
 from grpo_lab.config import TrainConfig, validate
 from grpo_lab.evaluation import evaluate, load_task_and_policy
 from grpo_lab.microbatch import MicroBatch, micro_batches
 from grpo_lab.objective import group_advantages, grpo_loss, loss_normalisers, sequence_weights
 from grpo_lab.policy import amp, frozen_copy
+from grpo_lab.progress import run_summary
 from grpo_lab.rewards import RewardWeights, score_all
 from grpo_lab.kvcache import autocast_dtype
 from grpo_lab.logprobs import completion_logprobs, enable_checkpointing
@@ -31,6 +33,9 @@ from grpo_lab.rollout import Rollout, sample_groups, split_groups
 from grpo_lab.samplers import Draw, Group, PromptStream, build_sampler
 from grpo_lab.tables import parts, read_table, remove_parts_after, write_part
 from grpo_lab.tasks import Problem
+from grpo_lab.tracking import build_tracker, eval_metrics, step_metrics
+
+log = logging.getLogger(__name__)
 
 
 class RunRecord:
@@ -222,6 +227,7 @@ class Trainer:
             self.counters = {k: state[k] for k in self.counters}
             self.sampler.load_state_dict(state["sampler"])
         remove_parts_after(self.run_dir, self.last_step)  # rows past the checkpoint are redrawn identically
+        self.tracker = build_tracker(cfg, self.run_dir, record.run_id, first_step=self.last_step + 1)
 
     def amp(self):
         """The context every model pass runs in: bf16 autocast on CUDA, nothing on CPU."""
@@ -239,6 +245,7 @@ class Trainer:
             for row in rows:  # so checkpoints align by samples drawn, not by step
                 row["samples_total"] = self.counters["samples_total"]
             write_part(self.run_dir, "eval", step, rows)
+            self.tracker.log(eval_metrics(rows), step)
 
     def _draw_round(self, problems: list[Problem], rnd: int) -> list[Group]:
         """Sample and score G completions for each problem (one batched rollout)."""
@@ -284,6 +291,9 @@ class Trainer:
                    t_rollout=t1 - t0, t_update=t2 - t1, t_total=time.perf_counter() - t0)
         write_part(self.run_dir, "groups", step, groups)
         write_part(self.run_dir, "steps", step, [row])
+        if cfg.log_completions:
+            write_part(self.run_dir, "completions", step, completion_rows(draw.groups, groups, cfg.log_completions))
+        self.tracker.log(step_metrics(row, groups), step)
         self.last_step = step
         if draw.exhausted:
             raise SamplerExhausted(f"{draw.exhausted}. Stopped at step {step}; the tables so far are whole.")
@@ -326,7 +336,7 @@ class Trainer:
             try:
                 step = self.step()["step"]
             except SamplerExhausted as stop:  # a clean end: save and evaluate what was learned so far
-                print(f"grpo-lab: {stop}", file=sys.stderr)
+                log.warning("%s", stop)
                 self.checkpoint()
                 self.evaluate(self.last_step)
                 return str(stop)
@@ -355,6 +365,9 @@ def train(cfg: TrainConfig) -> Path:
         torch.set_num_threads(cfg.threads)
     record = RunRecord(run_dir, cfg.seed)
     record.update()
+    log.info("run %s in %s: loading the model", record.run_id, run_dir)
+    start = time.monotonic()
+    trainer = None
     try:
         trainer = Trainer(cfg, record)
         stopped = trainer.run()
@@ -363,5 +376,9 @@ def train(cfg: TrainConfig) -> Path:
         record.update(status="failed", finished=_now(), error=f"{type(e).__name__}: {e}",
                       traceback=traceback.format_exc(limit=20))
         raise
+    finally:
+        if trainer is not None:
+            trainer.tracker.close()
     record.update(status="done", finished=_now(), stopped=stopped)
+    log.info("%s", run_summary(run_dir, time.monotonic() - start))
     return run_dir

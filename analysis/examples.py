@@ -1,0 +1,95 @@
+"""Example completions for the report: a few whole groups per difficulty (a mixed group, an
+all-correct tie, an all-wrong tie) from the completions table (`log_completions=N`), so a reader
+sees what a tie looks like. Model output is untrusted text: shown in code spans, never run."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from analysis.labels import natural_sorted
+from analysis.load import find_jobs
+
+KINDS = {"mixed": "Mixed group", "all_correct": "All-correct tie", "all_wrong": "All-wrong tie",
+         "other": "Tie on a non-binary reward"}
+MAX_CHARS = 60  # a completion longer than this is cut, with "…"
+
+
+def read_completions(path: str | Path) -> pd.DataFrame:
+    """The completions tables of a run or sweep directory, one frame, with a `job` column (the job's
+    folder relative to `path`). Empty when no job kept completions."""
+    root = Path(path)
+    frames = []
+    for run_dir in find_jobs(root):
+        found = sorted((run_dir / "completions").glob("part-*.parquet"))
+        if found:
+            table = pa.concat_tables([pq.read_table(p) for p in found], promote_options="permissive").to_pandas()
+            frames.append(table.assign(job=run_dir.relative_to(root).as_posix() if run_dir != root else root.name))
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def group_kind(tie: bool, tie_kind: object) -> str:
+    """"mixed" for a group that was not a tie, else its tie kind."""
+    return "mixed" if not tie else str(tie_kind)
+
+
+def pick_groups(completions: pd.DataFrame, kinds: Sequence[str] = ("mixed", "all_correct", "all_wrong", "other"),
+                per_kind: int = 1) -> pd.DataFrame:
+    """The groups to show: per difficulty and kind, the `per_kind` drawn last (latest step; then job
+    and group order). One row per group: job, step, group, difficulty, kind, prompt_id, prompt."""
+    if completions.empty:
+        return pd.DataFrame(columns=["job", "step", "group", "difficulty", "kind", "prompt_id", "prompt"])
+    groups = completions.groupby(["job", "step", "group"], sort=False).first().reset_index()
+    groups["kind"] = [group_kind(t, k) for t, k in zip(groups["tie"], groups["tie_kind"])]
+    groups = groups[groups["kind"].isin(kinds)]
+    picked = (groups.sort_values(["step", "job", "group"], ascending=[False, True, True])
+              .groupby(["difficulty", "kind"], sort=False).head(per_kind))
+    order = {d: i for i, d in enumerate(natural_sorted(picked["difficulty"].unique()))}
+    rank = {k: i for i, k in enumerate(kinds)}
+    picked = picked.assign(_d=picked["difficulty"].map(order), _k=picked["kind"].map(rank))
+    columns = ["job", "step", "group", "difficulty", "kind", "prompt_id", "prompt"]
+    return picked.sort_values(["_d", "_k", "step"], ascending=[True, True, False])[columns].reset_index(drop=True)
+
+
+def code(text: str, max_chars: int = MAX_CHARS) -> str:
+    """Untrusted text as an inline code span safe inside a markdown table cell: newlines shown as ⏎,
+    pipes escaped, cut to `max_chars`, backticks fenced by longer runs."""
+    if text == "":
+        return "(empty)"
+    shown = text if len(text) <= max_chars else text[:max_chars] + "…"
+    shown = shown.replace("\r", "").replace("\n", "⏎").replace("|", "\\|")
+    longest = run = 0  # the longest run of backticks inside: the fence must be longer
+    for ch in shown:
+        run = run + 1 if ch == "`" else 0
+        longest = max(longest, run)
+    fence = "`" * (longest + 1)
+    pad = " " if longest else ""
+    return f"{fence}{pad}{shown}{pad}{fence}"
+
+
+def examples_markdown(completions: pd.DataFrame, per_kind: int = 1, max_chars: int = MAX_CHARS) -> str:
+    """Markdown: per difficulty, a mixed group, an all-correct and an all-wrong tie (whichever were
+    kept), each with its prompt and every kept completion with its reward."""
+    if completions.empty:
+        return "No completions were kept (train with `log_completions=N` to keep N a step)."
+    picked = pick_groups(completions, per_kind=per_kind)
+    by_group = completions.groupby(["job", "step", "group"], sort=False)
+    out = []
+    for difficulty in natural_sorted(picked["difficulty"].unique()):
+        out.append(f"#### Difficulty {difficulty}")
+        for g in picked[picked["difficulty"] == difficulty].itertuples(index=False):
+            rows = by_group.get_group((g.job, g.step, g.group)).sort_values("sample")
+            size = int(rows["group_size"].iloc[0])
+            right = int(rows["correct"].sum())
+            score = f"{right}/{size} correct" if len(rows) == size else f"{right} of the {len(rows)} kept of {size} correct"
+            out.append(f"**{KINDS[g.kind]}** ({score}; "
+                       f"job {g.job}, step {g.step}, prompt `{g.prompt_id}`): {code(str(g.prompt), max_chars)}")
+            lines = ["| sample | completion | reward | correct |", "|---|---|---|---|"]
+            lines += [f"| {r.sample} | {code(str(r.completion), max_chars)} | {r.reward:g} | {'yes' if r.correct else 'no'} |"
+                      for r in rows.itertuples(index=False)]
+            out.append("\n".join(lines))
+    return "\n\n".join(out)

@@ -1,0 +1,57 @@
+"""Example completions: which groups are picked (the latest of each kind per difficulty), and that
+untrusted text cannot break the markdown."""
+
+import re
+
+import pandas as pd
+
+from analysis.examples import code, examples_markdown, pick_groups
+
+
+def _group(job, step, group, difficulty, correct, texts=None, size=None):
+    g = len(correct)
+    n = sum(correct)
+    tie = n in (0, g)
+    kind = ("all_correct" if n == g else "all_wrong") if tie else None
+    texts = texts or [str(i) for i in range(g)]
+    return [dict(job=job, step=step, group=group, prompt_id=f"{difficulty}-{step}-{group}", difficulty=difficulty,
+                 round=0, sample=j, group_size=size or g, prompt=f"{difficulty}+{step}=", completion=texts[j],
+                 reward=float(c), correct=bool(c), truncated=False, tie=tie, tie_kind=kind, used=True)
+            for j, c in enumerate(correct)]
+
+
+def _frame():
+    rows = []
+    rows += _group("0", 1, 0, "2", [1, 0, 1, 0])  # mixed, early
+    rows += _group("0", 5, 0, "2", [1, 1, 0, 0])  # mixed, latest: picked
+    rows += _group("0", 5, 1, "2", [1, 1, 1, 1])  # all-correct
+    rows += _group("1", 3, 0, "10", [0, 0, 0, 0])  # all-wrong, level 10 sorts after 2
+    rows += _group("1", 3, 1, "10", [0, 1], size=4)  # a group cut short by log_completions
+    return pd.DataFrame(rows)
+
+
+def test_picks_the_latest_group_of_each_kind_per_difficulty_in_natural_order():
+    picked = pick_groups(_frame())
+    assert list(zip(picked.difficulty, picked.kind, picked.step, picked.group)) == [
+        ("2", "mixed", 5, 0), ("2", "all_correct", 5, 1), ("10", "mixed", 3, 1), ("10", "all_wrong", 3, 0)]
+
+
+def test_markdown_shows_every_kept_completion_with_its_reward():
+    text = examples_markdown(_frame())
+    assert text.index("#### Difficulty 2") < text.index("#### Difficulty 10")
+    assert "**Mixed group** (2/4 correct; job 0, step 5, prompt `2-5-0`): `2+5=`" in text
+    assert "**All-wrong tie** (0/4 correct; job 1, step 3" in text
+    assert "1 of the 2 kept of 4 correct" in text
+    assert "| 3 | `3` | 0 | no |" in text
+    assert examples_markdown(pd.DataFrame()).startswith("No completions were kept")
+
+
+def test_untrusted_text_stays_inside_its_cell():
+    assert code("a|b\nc") == "`a\\|b⏎c`"
+    assert code("x`y") == "`` x`y ``"
+    assert code("") == "(empty)"
+    assert code("9" * 100, max_chars=5) == "`99999…`"
+    hostile = pd.DataFrame(_group("0", 1, 0, "1", [1, 0], texts=["| --- |\n# head", "<script>``"]))
+    table_lines = [ln for ln in examples_markdown(hostile).splitlines() if ln.startswith("| 0") or ln.startswith("| 1")]
+    assert len(table_lines) == 2
+    assert all(len(re.findall(r"(?<!\\)\|", ln)) == 5 for ln in table_lines)  # four cells, no more

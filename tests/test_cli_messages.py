@@ -1,0 +1,77 @@
+"""What the command lines say: a single run's log, --info, and one-line refusals (mistyped keys,
+missing run or report directories), each checked on the real commands."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from experiments.common import preflight, register_configs
+
+register_configs()
+ROOT = Path(__file__).resolve().parent.parent
+ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
+
+
+def _run(module: str, *args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", module, *args], cwd=cwd, env=ENV, text=True, capture_output=True,
+                          timeout=600)
+
+
+@pytest.mark.parametrize("override,hint", [
+    ("sampler.grop_size=4", "did you mean 'sampler.group_size'?"),
+    ("samplr.group_size=4", "did you mean 'sampler.group_size'?"),
+    ("max_step=3", "did you mean 'max_steps'?"),
+    ("+algo.betta=0.1", "did you mean 'algo.beta'?"),  # an added key is refused too, not silently dropped
+    ("logger.every_seconds=5", "did you mean 'logger.every_s'?"),
+])
+def test_mistyped_key_gets_a_did_you_mean(override, hint):
+    _, error = preflight("train", [override])
+    assert error is not None and hint in error and "\n" not in error
+
+
+def test_unknown_key_without_a_near_name_is_still_one_line():
+    _, error = preflight("train", ["+zzz=1"])
+    assert error == "zzz is not a config key"
+
+
+def test_info_with_a_value_prints_and_runs_nothing(tmp_path):
+    out = _run("experiments.train", "--info", "defaults", f"hydra.run.dir={tmp_path}/run")
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "logger/console" in out.stdout and not (tmp_path / "run").exists()
+
+
+def test_evaluate_refuses_a_missing_run_dir_without_creating_it(tmp_path):
+    typo = tmp_path / "no-such-run"
+    out = _run("experiments.evaluate", f"run_dir={typo}")
+    assert out.returncode != 0
+    assert out.stderr.strip().splitlines() == [f"error: run_dir={typo}: no such directory"]
+    assert not typo.exists()
+    out = _run("experiments.evaluate", f"run_dir={tmp_path}")
+    assert out.returncode != 0 and "not a grpo-lab run directory" in out.stderr
+
+
+def test_analysis_refuses_missing_and_empty_directories(tmp_path):
+    out = _run("analysis", str(tmp_path / "missing"))
+    assert out.returncode == 2 and out.stderr.strip().splitlines() == [f"error: {tmp_path / 'missing'}: no such directory"]
+    (tmp_path / "empty").mkdir()
+    out = _run("analysis", str(tmp_path / "empty"))
+    assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1 and "no grpo-lab runs" in out.stderr
+    assert not (tmp_path / "empty" / "report").exists()
+
+
+def test_a_single_run_logs_progress_to_its_job_log_and_ends_with_its_numbers(tmp_path):
+    run = tmp_path / "run"
+    out = _run("experiments.train", "max_steps=3", "prompts_per_step=2", "sampler.group_size=2", "task.levels=[1,2]",
+               "task.train_per_level=4", "task.eval_per_level=2", "eval.n=2", "logger.every_s=0",
+               f"hydra.run.dir={run}")
+    assert out.returncode == 0, out.stderr[-3000:]
+    log = (run / "train.log").read_text()
+    assert log.strip(), "the job log is empty"
+    for expected in ("loading the model", "starting at step 1", "eval at step 0: accuracy", "step 1/3 | samples 4 |",
+                     "step 3/3 | samples 12 |", "run finished:", "held-out accuracy: step 0",
+                     f"report: python -m analysis {run}"):
+        assert expected in log, expected
+    assert "run finished:" in out.stdout  # the console shows the same lines
