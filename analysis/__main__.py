@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Sequence
 
+from analysis.load import NoRunsError
 from analysis.report import build_report
 
 
@@ -15,7 +17,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", help="where to write the report (default: <path>/report)")
     parser.add_argument("--command", help="the command that produced the runs, to quote in the report")
     args = parser.parse_args(argv)
-    print(build_report(args.path, args.out, args.command))
+    try:
+        print(build_report(args.path, args.out, args.command))
+    except NoRunsError as e:  # a missing or empty folder: one line, not a traceback
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     return 0
 
 

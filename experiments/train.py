@@ -12,6 +12,7 @@ import hydra
 from omegaconf import DictConfig
 
 from experiments.common import preflight, register_configs, to_train_config
+from grpo_lab.config import InputError
 from grpo_lab.policy import build_tiny
 from grpo_lab.trainer import train
 
@@ -22,7 +23,10 @@ INSPECT_FLAGS = {"--help", "-h", "--hydra-help", "--cfg", "-c", "--info", "-i", 
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="train")
 def run(cfg: DictConfig) -> None:
-    train(to_train_config(cfg))
+    try:
+        train(to_train_config(cfg))
+    except InputError as e:  # a busy or mismatched run directory, a bad data file: one line, no traceback
+        sys.exit(f"error: {e}")
 
 
 def main() -> None:
