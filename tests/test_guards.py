@@ -170,3 +170,23 @@ def test_the_first_error_wins_when_run_json_cannot_be_written(tiny_cfg, monkeypa
     tiny_cfg.max_steps = 1
     train(tiny_cfg)  # the next start says the last one ended unrecorded
     assert "ended without recording how" in capsys.readouterr().err
+
+
+def _train_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "experiments.train", *args], capture_output=True, text=True, cwd=ROOT,
+                          env={**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"})
+
+
+def test_the_command_line_says_it_in_one_line(tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"problem": "1+1", "answer": "2", "level": 1}) + "\n" + '["a list"]\n')
+    out = _train_cli("task=mathset", f"task.path={bad}", f"hydra.run.dir={tmp_path / 'a'}")
+    assert out.returncode != 0 and out.stderr.strip() == f"config error: {bad}:2: not a JSON object (a list)"
+
+    run = tmp_path / "busy"
+    run.mkdir()
+    with RunLock(run):
+        out = _train_cli("max_steps=1", f"hydra.run.dir={run}")
+    assert out.returncode != 0
+    last = out.stderr.strip().splitlines()
+    assert len(last) == 1 and last[0].startswith("error: ") and f"being written by pid {os.getpid()}" in last[0]

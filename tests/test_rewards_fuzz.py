@@ -29,7 +29,7 @@ def near_misses(g: int) -> list[str]:
             f"{g + 1}", f"0x{g:x}", f"{g}!", f"{g}%", f"({g})", f"{g} {g}", f"{g}_000", f"{g}\x00", f"{g}\u0660"]
 
 
-@settings(max_examples=3000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=1200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(completion=text, gold=st.integers(-10**6, 10**6), finished=st.booleans())
 def test_integer_scoring_never_fails_and_rewards_only_the_integer(completion, gold, finished):
     s = score(completion, finished, str(gold), "integer", W)
@@ -54,7 +54,7 @@ def scorer():
         yield s
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(batch=st.lists(text, min_size=1, max_size=25), gold=st.sampled_from(["\\frac{1}{2}", "3", "\\sqrt{2}", "x+1"]))
 def test_latex_scoring_of_hostile_batches_returns_within_the_budget(scorer, batch, gold, tmp_path_factory):
     marker = tmp_path_factory.getbasetemp() / "pwned"
@@ -66,20 +66,26 @@ def test_latex_scoring_of_hostile_batches_returns_within_the_budget(scorer, batc
     assert not marker.exists()
 
 
-def test_hostile_latex_is_cut_by_the_budget_and_counted(scorer):
-    """Answers that would take minutes each: every call still returns (the budget kills stuck workers),
-    the slow ones are wrong and counted as timed out, and the pool works again on the next call."""
-    quick = Scorer(workers=1, answer_timeout_s=0.5, step_budget_s=1.0)
-    try:
-        slow = [r"\boxed{x^{2}+" + "+".join(f"y_{{{i}}}^{{{i}}}" for i in range(40)) + "}"]  # not pre-filtered
-        hostile = [r"\boxed{10^{10^{10}}}", r"\boxed{(10^{100})!}", r"\boxed{9^9^9}"]  # pre-filtered: wrong, fast
-        out = quick.score_all(hostile + slow * 3, [True] * 6, ["5"] * 6, "latex", W)
-        assert not any(s.correct for s in out)
-        assert [s.timed_out for s in out[:3]] == [False] * 3
-        again = quick.score_all([r"\boxed{5}", r"\boxed{\frac{10}{2}}"], [True] * 2, ["5"] * 2, "latex", W)
-        assert [s.correct for s in again] == [True, True] and not any(s.timed_out for s in again)
-    finally:
-        quick.close()
+TOWER = r"\boxed{((999^{999})^{999})^{999}}"  # a 3e9-digit integer: no machine builds it in seconds
+PREFILTERED = [r"\boxed{10^{10^{10}}}", r"\boxed{(10^{100})!}", r"\boxed{9^9^9}", r"\boxed{2^{100000}}"]
+
+
+def test_the_step_budget_ends_a_stuck_check_and_the_pool_recovers():
+    with Scorer(workers=1, answer_timeout_s=600.0, step_budget_s=1.0) as quick:  # the budget, not the alarm
+        out = quick.score_all([TOWER, *PREFILTERED, r"\boxed{5}"], [True] * 6, ["5"] * 6, "latex", W)
+        assert [s.correct for s in out] == [False] * 5 + [True]
+        assert [s.timed_out for s in out] == [True] + [False] * 5  # pre-filtered: wrong at once, not timed out
+        again = quick.score_all([r"\boxed{\frac{10}{2}}", r"\boxed{4}"], [True] * 2, ["5"] * 2, "latex", W)
+        assert [(s.correct, s.timed_out) for s in again] == [(True, False), (False, False)]
+
+
+def test_the_answer_alarm_ends_a_slow_check_and_keeps_the_worker():
+    with Scorer(workers=1, answer_timeout_s=0.5, step_budget_s=600.0) as quick:
+        quick.score_all([r"\boxed{4}"], [True], ["5"], "latex", W)
+        pid = quick._procs[0].pid
+        out = quick.score_all([TOWER, r"\boxed{\frac{10}{2}}"], [True] * 2, ["5"] * 2, "latex", W)
+        assert [(s.correct, s.timed_out) for s in out] == [(False, True), (True, False)]
+        assert quick._procs[0].pid == pid
 
 
 def test_latex_near_misses_are_not_rewarded(scorer):

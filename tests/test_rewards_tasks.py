@@ -93,7 +93,7 @@ GOOD = {"problem": "1+1", "answer": "2", "level": 1}
 
 
 @pytest.mark.parametrize("line,message", [
-    (b'{"problem": "1+1", "answer": "\xff2", "level": 1}', r"bad.jsonl:2: not UTF-8 \(byte 0xff at column 33\)"),
+    (b'{"problem": "1+1", "answer": "\xff2", "level": 1}', r"bad.jsonl:2: not UTF-8 \(byte 0xff at column 31\)"),
     (b'["1+1", "2"]', r"bad.jsonl:2: not a JSON object \(a list\)"),
     (b'{"problem": null, "answer": "2", "level": 1}', r"bad.jsonl:2: field 'problem' is null"),
     (b'{"problem": "1+1", "answer": "2", "level": null}', r"bad.jsonl:2: field 'level' is null"),
