@@ -263,13 +263,13 @@ def reward_trials(rng: random.Random, n: int) -> list[tuple[str, bool, str]]:
         out = scorer.score_all(comps, [True] * len(comps), [g for g in golds for _ in near[g]], "latex", w)
         wrong = sum(s.correct for s in out)
         results.append(("rewards: LaTeX near misses", wrong == 0, f"{len(comps)} near misses, {wrong} rewarded"))
-        batch = hostile * 40 + towers + [r"\boxed{\frac{2}{4}}"] * 8
+        batch = [r"\boxed{\frac{2}{4}}"] * 8 + hostile * 40 + towers  # right answers queued first
         start = time.monotonic()
         out = scorer.score_all(batch, [True] * len(batch), [r"\frac{1}{2}"] * len(batch), "latex", w)
         took = time.monotonic() - start
         timeouts = sum(s.timed_out for s in out)
-        ok = took < scorer.step_budget_s + 2 and sum(s.correct for s in out) == 8 and not any(
-            s.correct for s in out[:-8])
+        ok = (took < scorer.step_budget_s + 2 and all(s.correct for s in out[:8]) and not any(
+            s.correct for s in out[8:]) and timeouts >= 1)
         results.append(("rewards: hostile batch within budget", ok,
                         f"{len(batch)} completions in {took:.1f} s (budget {scorer.step_budget_s:.0f} s), "
                         f"{timeouts} timed out, right answers kept"))
