@@ -75,7 +75,7 @@ class RewardConfig:
     format: float = 0.0  # 0 keeps rewards binary, so ties are exactly all-correct / all-wrong
     workers: int = 2  # processes checking LaTeX answers (spawned once, reused every step; integers need none)
     answer_timeout_s: float = 2.0  # one LaTeX answer's check; past it the answer is wrong and counted
-    step_budget_s: float = 10.0  # all LaTeX checks of one step; past it the rest are wrong and counted
+    step_budget_s: float = 10.0  # all LaTeX checks of one sampling round; past it the rest are wrong and counted
 
 
 @dataclass
