@@ -87,7 +87,7 @@ def integer_format_ok(completion: str, finished: bool) -> bool:
 def _exact_number(text: str) -> Fraction | None:
     """A plain decimal or integer literal as an exact fraction ("0.5" -> 1/2); None for anything else."""
     text = text.strip()
-    return Fraction(text) if len(text) <= 64 and _DECIMAL.fullmatch(text) and text not in "+-." else None
+    return Fraction(text) if len(text) <= 64 and _DECIMAL.fullmatch(text) else None
 
 
 def _latex_equal(answer: str, gold: str) -> bool:

@@ -190,3 +190,12 @@ def test_the_command_line_says_it_in_one_line(tmp_path):
     assert out.returncode != 0
     last = out.stderr.strip().splitlines()
     assert len(last) == 1 and last[0].startswith("error: ") and f"being written by pid {os.getpid()}" in last[0]
+
+
+def test_standalone_evaluation_is_a_writer_too(tmp_path):
+    from grpo_lab.evaluation import evaluate_checkpoints
+
+    (tmp_path / "run.json").write_text(json.dumps({"run_id": "r", "status": "running"}))
+    with RunLock(tmp_path):
+        with pytest.raises(RunDirBusy):
+            evaluate_checkpoints(TrainConfig(), tmp_path, n=1, temperature=1.0)
