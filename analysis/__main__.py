@@ -7,7 +7,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from analysis.load import find_jobs
+from analysis.load import NoRunsError
 from analysis.report import build_report
 
 
@@ -22,11 +22,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not path.is_dir():
         print(f"error: {path}: no such directory", file=sys.stderr)
         return 2
-    if not find_jobs(path):
-        print(f"error: {path}: no grpo-lab runs in it (no run.json, .hydra/ or tables, nor subfolders with them)",
-              file=sys.stderr)
+    try:
+        print(build_report(args.path, args.out, args.command))
+    except NoRunsError as e:  # a missing or empty folder: one line, not a traceback
+        print(f"error: {e}", file=sys.stderr)
         return 2
-    print(build_report(args.path, args.out, args.command))
     return 0
 
 

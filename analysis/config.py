@@ -46,6 +46,11 @@ def read_config(path: Path) -> dict[str, Any]:
     Outside Hydra its resolvers (`${hydra:...}`, `${now:...}`) are unknown; such a config is
     kept unresolved rather than refused.
     """
+    if path.suffix == ".json":  # the trainer's config.json: flat dotted keys, already plain values
+        data = json.loads(path.read_text())
+        if not isinstance(data, dict):
+            raise ValueError(f"{path.name} is not a JSON object")
+        return data
     cfg = OmegaConf.load(path)
     try:
         return OmegaConf.to_container(cfg, resolve=True)  # type: ignore[return-value]
@@ -53,10 +58,18 @@ def read_config(path: Path) -> dict[str, Any]:
         return OmegaConf.to_container(cfg, resolve=False)  # type: ignore[return-value]
 
 
+CONFIG_FILES = (".hydra/config.yaml", "config.json")  # Hydra's record; else the one the trainer saves at start
+
+
+def config_source(run_dir: Path) -> Path | None:
+    """The file holding the job's config, or None when there is none."""
+    return next((run_dir / name for name in CONFIG_FILES if (run_dir / name).is_file()), None)
+
+
 def job_config(run_dir: Path) -> dict[str, Any]:
-    """The job's flattened config plus alias columns; {} (aliases None) when Hydra left no config."""
-    config_path = run_dir / ".hydra" / "config.yaml"
-    flat = flatten(read_config(config_path)) if config_path.exists() else {}
+    """The job's flattened config plus alias columns; {} (aliases None) when the job left no config."""
+    config_path = config_source(run_dir)
+    flat = flatten(read_config(config_path)) if config_path is not None else {}
     for alias, sources in ALIASES.items():
         flat[alias] = next((flat[s] for s in sources if s in flat), None)
     if flat["experiment"] is None:  # a `# @package _global_` preset leaves its name only in the overrides

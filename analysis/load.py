@@ -1,7 +1,10 @@
 """A run or a Hydra sweep directory into DataFrames, each row joined with its job's config.
 
-Nothing here is fatal but a missing directory: a failed job, a job with no tables and an
-unreadable part are each named in a `SkippedWarning`, listed in `Tables.skipped`, and left out.
+Nothing here is fatal but a directory with no usable job (`NoRunsError`, one line): a failed job,
+a job with no config or an unreadable run.json, a job with no tables, and a part that is unreadable
+or breaks the table contract (analysis/schema.py: missing or mistyped columns, nulls in required
+columns, NaN rewards) are each named in a `SkippedWarning`, listed in `Tables.skipped`, and left
+out; one bad job never stops the others from loading.
 """
 
 from __future__ import annotations
@@ -19,8 +22,9 @@ import pyarrow.parquet as pq
 from omegaconf.errors import OmegaConfBaseException
 from yaml import YAMLError
 
-from analysis.config import job_config
+from analysis.config import config_source, job_config
 from analysis.labels import natural_key
+from analysis.schema import schema_problem, value_problem
 
 TABLES = ("groups", "steps", "eval")
 # `rewards` and `correct` (lists) are most of a groups part's bytes, and no analysis needs them
@@ -35,6 +39,14 @@ DICTIONARY_COLUMNS = {"groups": ("run_id", "prompt_id", "difficulty", "tie_kind"
                       "eval": ("run_id", "prompt_id", "difficulty", "answer")}
 RUN_FILES = ("run.json", "status.json")  # DESIGN.md names both; read whichever the job wrote
 JOB_META = ("job", "path", "status", "machine", "device")  # the jobs table's columns that are not config
+
+
+class NoRunsError(FileNotFoundError):
+    """No run or sweep directory at the path, or not one usable job in it; the message is one line."""
+
+
+class BrokenContract(ValueError):
+    """A part whose columns do not match the table contract (analysis/schema.py)."""
 
 
 class SkippedWarning(UserWarning):
@@ -97,26 +109,39 @@ def load(
     """
     root = Path(path)
     if not root.is_dir():
-        raise FileNotFoundError(f"no run or sweep directory at {root}")
+        raise NoRunsError(f"no run or sweep directory at {root}")
     if unknown := set(tables) - set(TABLES):
         raise ValueError(f"tables {sorted(unknown)}: must be among {', '.join(TABLES)}")
     wanted = {**DEFAULT_COLUMNS, **(columns or {})}
     skipped: list[Skipped] = []
     jobs: list[dict] = []
     pieces: dict[str, list[pa.Table]] = {t: [] for t in tables}
-    for run_dir in find_jobs(root):
+    found_jobs = find_jobs(root)
+    if not found_jobs:
+        raise NoRunsError(f"no grpo-lab runs in {root}: no folder with run.json, .hydra or table parts")
+    for run_dir in found_jobs:
         name = run_dir.relative_to(root).as_posix() if run_dir != root else root.name
-        job = _read_job(run_dir, name, skipped)
-        if job is None:
+        try:
+            job = _read_job(run_dir, name, skipped)
+            if job is None:
+                continue
+            found = {t: _read_parts(run_dir / t, wanted[t], f"{name}/{t}", skipped) for t in tables}
+        except Exception as err:  # noqa: BLE001 - one bad job must not stop the report for the others
+            _skip(skipped, name, f"unreadable ({type(err).__name__}: {err})")
             continue
-        found = {t: _read_parts(run_dir / t, wanted[t], f"{name}/{t}", skipped) for t in tables}
         if all(table is None for table in found.values()):
             _skip(skipped, name, f"no readable {'/'.join(tables)} parts")
+            continue
+        if config_source(run_dir) is None:  # never an arm of its own with every config column empty
+            _skip(skipped, name, "no config (.hydra/config.yaml or config.json): its arm cannot be told")
             continue
         jobs.append(job)
         for t, table in found.items():
             if table is not None:
                 pieces[t].append(_tag(table, len(jobs) - 1))
+    if not jobs:
+        reasons = "; ".join(f"{s.name}: {s.reason}" for s in skipped[:3])
+        raise NoRunsError(f"no usable job in {root}: {len(found_jobs)} found, every one skipped ({reasons})")
     jobs_frame = pd.DataFrame(jobs, columns=list(JOB_META) if not jobs else None)
     jobs_frame = jobs_frame[[*JOB_META, *(c for c in jobs_frame.columns if c not in JOB_META)]]
     frames = {t: _to_frame(pieces.get(t, []), wanted[t], jobs_frame) for t in TABLES}
@@ -135,6 +160,9 @@ def _read_job(run_dir: Path, name: str, skipped: list[Skipped]) -> dict | None:
         config = job_config(run_dir)
     except (OSError, ValueError, YAMLError, OmegaConfBaseException) as err:
         _skip(skipped, name, f"unreadable run.json or config ({err})")
+        return None
+    if not isinstance(status, dict):
+        _skip(skipped, name, f"run.json is not a JSON object (a {type(status).__name__})")
         return None
     if status.get("status") == "failed":
         _skip(skipped, name, f"failed ({status.get('error') or 'no error recorded'})")
@@ -156,9 +184,17 @@ def _read_parts(folder: Path, columns: Sequence[str] | None, name: str, skipped:
     parts = []
     for part in sorted(folder.glob("part-*.parquet")):
         try:
-            parts.append(_read_part(part, columns, dictionary))
+            table = _read_part(part, columns, dictionary)
         except (OSError, pa.ArrowException) as err:
             _skip(skipped, f"{name}/{part.name}", f"unreadable part ({err})")
+            continue
+        except BrokenContract as err:
+            _skip(skipped, f"{name}/{part.name}", str(err))
+            continue
+        if problem := value_problem(folder.name, table):
+            _skip(skipped, f"{name}/{part.name}", problem)
+        else:
+            parts.append(table)
     # "permissive": a part written by an older version may lack a column or use a narrower int
     return pa.concat_tables(parts, promote_options="permissive") if parts else None
 
@@ -169,6 +205,8 @@ def _read_part(path: Path, columns: Sequence[str] | None, dictionary: Sequence[s
     except KeyError:  # a part lacking one of the dictionary columns: ask only for those it has
         present = pq.read_schema(path).names
         file = pq.ParquetFile(path, pre_buffer=False, read_dictionary=[c for c in dictionary if c in present])
+    if problem := schema_problem(path.parent.name, file.schema_arrow):
+        raise BrokenContract(problem)
     present = file.schema_arrow.names
     # a part holds one step: too small for reader threads to pay for themselves
     return file.read(columns=[c for c in columns if c in present] if columns else None, use_threads=False)

@@ -16,7 +16,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig, OmegaConf
 
-from grpo_lab.config import ConfigError, EvalJobConfig, TrainConfig, validate
+from grpo_lab.config import ConfigError, EvalJobConfig, InputError, TrainConfig, validate
 
 CONF_DIR = str(Path(__file__).resolve().parent.parent / "conf")
 SCHEMAS: dict[str, type] = {"train": TrainConfig, "evaluate": EvalJobConfig}
@@ -120,7 +120,7 @@ def preflight(config_name: str, args: list[str]) -> tuple[list[Any], str | None]
     """compose_jobs without raising: (the jobs' configs, None), or ([], one line naming the bad key)."""
     try:
         return compose_jobs(config_name, args), None
-    except ConfigError as e:
+    except InputError as e:  # a bad key, or a data file that cannot be used
         return [], str(e)
     except Exception as e:  # noqa: BLE001 - Hydra and OmegaConf raise many types; all are config errors here
         message = one_line(e)

@@ -15,6 +15,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
 from experiments.common import preflight, register_configs, to_train_config
+from grpo_lab.config import InputError
 
 register_configs()
 log = logging.getLogger(__name__)
@@ -27,7 +28,10 @@ def run(cfg: DictConfig) -> None:
     log.info("job %s: loading torch and transformers", HydraConfig.get().job.get("num", 0))
     from grpo_lab.trainer import train  # torch and transformers load here, after the first line is out
 
-    run_dir = train(to_train_config(cfg))
+    try:
+        run_dir = train(to_train_config(cfg))
+    except InputError as e:  # a busy or mismatched run directory, a bad data file: one line, no traceback
+        sys.exit(f"error: {e}")
     shown = os.path.relpath(run_dir) if not os.path.relpath(run_dir).startswith("..") else run_dir
     log.info("report: python -m analysis %s", shown)
 

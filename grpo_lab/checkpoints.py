@@ -5,6 +5,7 @@ largest part: the optimizer's moments are twice the weights) can only be evaluat
 
 from __future__ import annotations
 
+import os
 import random
 import re
 import shutil
@@ -23,7 +24,7 @@ def checkpoint_dir(run_dir: Path, step: int) -> Path:
 def save_checkpoint(run_dir: Path, step: int, model, optimizer, generator: torch.Generator, counters: dict) -> Path:
     """Write checkpoints/step-NNNNNN/ (HF model folder + state.pt), atomically via rename."""
     final = checkpoint_dir(run_dir, step)
-    tmp = final.with_name(f".{final.name}.tmp")
+    tmp = final.with_name(f".{final.name}.{os.getpid()}.tmp")  # unique per process; a killed one's is cleaned
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     model.save_pretrained(tmp)  # loadable on its own by from_pretrained, e.g. for evaluation
@@ -36,8 +37,13 @@ def save_checkpoint(run_dir: Path, step: int, model, optimizer, generator: torch
         "numpy_rng": np.random.get_state(),
         "counters": counters,
     }, tmp / "state.pt")
-    shutil.rmtree(final, ignore_errors=True)
-    tmp.rename(final)
+    if final.exists():  # set aside, not deleted in place: a kill mid-delete must not leave half a checkpoint
+        old = final.with_name(f".{final.name}.{os.getpid()}.old.tmp")
+        final.rename(old)
+        tmp.rename(final)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        tmp.rename(final)
     return final
 
 

@@ -73,6 +73,9 @@ class RolloutConfig:
 class RewardConfig:
     accuracy: float = 1.0
     format: float = 0.0  # 0 keeps rewards binary, so ties are exactly all-correct / all-wrong
+    workers: int = 2  # processes checking LaTeX answers (spawned once, reused every step; integers need none)
+    answer_timeout_s: float = 2.0  # one LaTeX answer's check; past it the answer is wrong and counted
+    step_budget_s: float = 10.0  # all LaTeX checks of one sampling round; past it the rest are wrong and counted
 
 
 @dataclass
@@ -127,9 +130,17 @@ class TrainConfig:
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
     logger: LoggerConfig = field(default_factory=LoggerConfig)  # where metrics stream while the run goes
     log_completions: int = 0  # completions kept a step in completions/ (whole groups, in draw order); 0: none
+    # auto: continue the run in out_dir when its saved config matches (else refuse, naming the keys);
+    # never: delete that run's tables, checkpoints and run.json, then start over
+    resume: str = "auto"
 
 
-class ConfigError(ValueError):
+class InputError(ValueError):
+    """Input the user must fix (a config key, a data file, a busy run directory); the message is one
+    line naming the key, file:line or path. Entry points print it without a traceback."""
+
+
+class ConfigError(InputError):
     """A configuration value that cannot work; the message names the key."""
 
 
@@ -218,6 +229,29 @@ def validate(cfg: TrainConfig) -> None:
     _require(cfg.logger.wandb_mode in (None, "online", "offline", "disabled"), "logger.wandb_mode",
              cfg.logger.wandb_mode, "must be one of null, 'online', 'offline', 'disabled'")
     _require(cfg.log_completions >= 0, "log_completions", cfg.log_completions, "must be >= 0 (0: none)")
+    # reliability: resume, answer checking, input files (read here, before any model loads)
+    _require(cfg.resume in ("auto", "never"), "resume", cfg.resume, "must be one of 'auto', 'never'")
+    _require(cfg.reward.workers >= 1, "reward.workers", cfg.reward.workers, "must be >= 1")
+    _require(cfg.reward.answer_timeout_s > 0, "reward.answer_timeout_s", cfg.reward.answer_timeout_s, "must be > 0")
+    _require(cfg.reward.step_budget_s > 0, "reward.step_budget_s", cfg.reward.step_budget_s, "must be > 0")
+    if cfg.model.name == "hf":
+        _require(model_files_present(cfg.model.path), "model.path", cfg.model.path,
+                 "the folder has no model/tokenizer (needs config.json, weights and tokenizer files)")
+    if cfg.task.name == "mathset":
+        from grpo_lab.tasks.mathset import check_math_file  # reads the file once per (path, size, mtime)
+
+        for key in ("task.path", "task.eval_path"):
+            path = cfg.task.path if key == "task.path" else cfg.task.eval_path
+            if path:
+                check_math_file(path, key)
+
+
+def model_files_present(path: str) -> bool:
+    """Whether a local folder holds a transformers model: its config, weights and a tokenizer."""
+    names = set(os.listdir(path))
+    weights = any(n.endswith((".safetensors", ".bin", ".pt", ".gguf")) or n.endswith(".index.json") for n in names)
+    tokenizer = bool(names & {"tokenizer.json", "tokenizer.model", "vocab.json", "tokenizer_config.json"})
+    return "config.json" in names and weights and tokenizer
 
 
 @dataclass

@@ -10,7 +10,8 @@ import torch
 
 from grpo_lab.checkpoints import checkpoint_dir, checkpoint_steps, load_weights
 from grpo_lab.policy import amp, eos_ids, load_policy
-from grpo_lab.rewards import RewardWeights, score_all
+from grpo_lab.guards import RunLock
+from grpo_lab.rewards import RewardWeights, Scorer, score_all
 from grpo_lab.rollout import sample_groups
 from grpo_lab.tables import write_part
 from grpo_lab.tasks import build_task
@@ -32,6 +33,7 @@ def evaluate(
     step: int,
     prompts_per_batch: int = 64,
     max_rows: int | None = None,
+    scorer: Scorer | None = None,
 ) -> list[dict]:
     """Sample n completions for each problem and score them. A generator of its own, seeded by
     (seed, step), keeps evaluation from moving the training run's random stream. max_rows: rows per
@@ -46,7 +48,7 @@ def evaluate(
                            temperature=temperature, generator=generator, end_ids=end_ids, max_rows=max_rows)
         lengths = ro.lengths.tolist()
         golds = [p.answer for p in batch for _ in range(n)]
-        scored = score_all(ro.texts, (~ro.truncated).tolist(), golds, answer_kind, RewardWeights())
+        scored = score_all(ro.texts, (~ro.truncated).tolist(), golds, answer_kind, RewardWeights(), scorer)
         for k, s in enumerate(scored):
             p = batch[k // n]
             rows.append(dict(run_id=run_id, step=step, prompt_id=p.prompt_id, difficulty=p.difficulty,
@@ -117,19 +119,20 @@ def evaluate_checkpoints(cfg, run_dir: Path, *, n: int, temperature: float, step
     missing = sorted(set(wanted) - set(available))
     if missing:
         raise ValueError(f"steps: no checkpoint for step {missing[0]} in {run_dir} (have {available})")
-    task, model, tokenizer, end_ids = load_task_and_policy(cfg)  # pass-rate labels as training measured them
-    with amp(cfg.model.dtype, next(model.parameters()).device):
-        for step in wanted:
-            if step:
-                load_weights(checkpoint_dir(run_dir, step), model)
-            rows = evaluate(model, tokenizer, task.held_out, n=n, temperature=temperature,
-                            max_new_tokens=cfg.rollout.max_new_tokens, end_ids=end_ids,
-                            answer_kind=task.answer_kind, seed=cfg.seed, run_id=run_id, step=step,
-                            max_rows=cfg.rollout.max_rows_per_call)
-            drawn = 0 if step == 0 else _samples_drawn(checkpoint_dir(run_dir, step))
-            for row in rows:
-                row["samples_total"] = drawn
-            write_part(run_dir, "eval", step, rows)
+    with RunLock(run_dir):  # one writer: never beside a training process on the same directory
+        task, model, tokenizer, end_ids = load_task_and_policy(cfg)  # pass-rate labels as training measured them
+        with amp(cfg.model.dtype, next(model.parameters()).device):
+            for step in wanted:
+                if step:
+                    load_weights(checkpoint_dir(run_dir, step), model)
+                rows = evaluate(model, tokenizer, task.held_out, n=n, temperature=temperature,
+                                max_new_tokens=cfg.rollout.max_new_tokens, end_ids=end_ids,
+                                answer_kind=task.answer_kind, seed=cfg.seed, run_id=run_id, step=step,
+                                max_rows=cfg.rollout.max_rows_per_call)
+                drawn = 0 if step == 0 else _samples_drawn(checkpoint_dir(run_dir, step))
+                for row in rows:
+                    row["samples_total"] = drawn
+                write_part(run_dir, "eval", step, rows)
     return wanted
 
 

@@ -1,6 +1,7 @@
 """Writers and readers of the run tables (groups/, steps/, eval/, completions/): parquet parts with fixed schemas.
 
-A part is written under a temporary name and renamed, so a killed run never leaves half a file.
+A part is written under a temporary name (unique per process) and renamed, so a killed run never
+leaves half a file; the next start removes the temporaries (grpo_lab.guards.clean_temporaries).
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ STEPS = pa.schema(
     # samples whose advantage was nonzero; 0: the step took no optimizer step (its kl still says how far
     # the policy is from the reference)
     + [("informative", pa.int32())]
+    + [("score_timeouts", pa.int32())]  # answers whose check ran out of time (scored wrong)
 )
 
 EVAL = pa.schema([
@@ -88,7 +90,7 @@ def write_part(run_dir: Path, table: str, step: int, rows: list[dict]) -> Path:
     folder = Path(run_dir) / table
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"part-{step:06d}.parquet"
-    tmp = folder / f".{path.name}.tmp"
+    tmp = folder / f".{path.name}.{os.getpid()}.tmp"  # unique per process: never two writers on one temp
     pq.write_table(pa.Table.from_pylist(rows, schema=SCHEMAS[table]), tmp)
     os.replace(tmp, path)
     return path
@@ -101,7 +103,8 @@ def parts(run_dir: Path, table: str) -> list[tuple[int, Path]]:
 
 
 def remove_parts_after(run_dir: Path, step: int) -> int:
-    """Drop every part written after `step` (and stray temporaries); returns how many went."""
+    """Drop every part written after `step` (and stray temporaries); returns how many went. Only the
+    run directory's lock holder may call this: another writer's temporaries would go too."""
     removed = 0
     for table in SCHEMAS:
         for s, path in parts(run_dir, table):

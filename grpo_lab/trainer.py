@@ -26,7 +26,8 @@ from grpo_lab.microbatch import MicroBatch, micro_batches
 from grpo_lab.objective import group_advantages, grpo_loss, loss_normalisers, sequence_weights
 from grpo_lab.policy import amp, frozen_copy
 from grpo_lab.progress import run_summary
-from grpo_lab.rewards import RewardWeights, score_all
+from grpo_lab.guards import RunLock, prepare
+from grpo_lab.rewards import RewardWeights, Scorer
 from grpo_lab.kvcache import autocast_dtype
 from grpo_lab.logprobs import completion_logprobs, enable_checkpointing
 from grpo_lab.rollout import Rollout, sample_groups, split_groups
@@ -43,7 +44,7 @@ class RunRecord:
 
     def __init__(self, run_dir: Path, seed: int):
         self.path = run_dir / "run.json"
-        old = json.loads(self.path.read_text()) if self.path.exists() else {}
+        old = _read_record(self.path)
         self.data = {
             "run_id": old.get("run_id") or f"{datetime.now(timezone.utc):%Y%m%d-%H%M%S}-{uuid.uuid4().hex[:6]}",
             "status": "running",
@@ -56,6 +57,8 @@ class RunRecord:
             "device": None,
             "torch": torch.__version__,
             "machine": describe_machine(),
+            "pid": os.getpid(),  # who writes it: the next start names them if this run.json stays `running`
+            "host": platform.node(),
         }
 
     @property
@@ -64,9 +67,18 @@ class RunRecord:
 
     def update(self, **fields) -> None:
         self.data.update(fields)
-        tmp = self.path.with_suffix(".json.tmp")
+        tmp = self.path.with_name(f".run.json.{os.getpid()}.tmp")
         tmp.write_text(json.dumps(self.data, indent=2))
         os.replace(tmp, self.path)
+
+
+def _read_record(path: Path) -> dict:
+    """The run.json a previous start left ({} if none, or if it is unreadable: it is rewritten)."""
+    try:
+        old = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return old if isinstance(old, dict) else {}
 
 
 def describe_machine() -> str:
@@ -131,14 +143,14 @@ def unit_columns(units: list[list[Group]], advantages: torch.Tensor) -> dict[int
     return out
 
 
-def score_rollout(ro: Rollout, problems: list[Problem], kind: str, weights: RewardWeights):
-    """Rewards and correctness as (B, G) arrays."""
+def score_rollout(ro: Rollout, problems: list[Problem], kind: str, weights: RewardWeights, scorer: Scorer):
+    """Rewards and correctness as (B, G) arrays, and how many answers' checks ran out of time."""
     g = ro.group_size
     golds = [p.answer for p in problems for _ in range(g)]
-    scored = score_all(ro.texts, (~ro.truncated).tolist(), golds, kind, weights)
+    scored = scorer.score_all(ro.texts, (~ro.truncated).tolist(), golds, kind, weights)
     rewards = np.array([s.reward for s in scored], dtype=np.float32).reshape(-1, g)
     correct = np.array([s.correct for s in scored], dtype=bool).reshape(-1, g)
-    return rewards, correct
+    return rewards, correct, sum(s.timed_out for s in scored)
 
 
 def unit_advantages(units: list[list[Group]], std: str, eps: float, device) -> torch.Tensor:
@@ -215,6 +227,9 @@ class Trainer:
                                            fused=self.device.type in ("cpu", "cuda"))
         self.generator = torch.Generator(device=self.device).manual_seed(cfg.seed)
         self.weights = RewardWeights(cfg.reward.accuracy, cfg.reward.format)
+        r = cfg.reward
+        self.scorer = Scorer(r.workers, r.answer_timeout_s, r.step_budget_s)  # closed by train()
+        self.score_timeouts = 0  # this step's answers whose check ran out of time
         self.sampler = build_sampler(cfg.sampler, PromptStream(task.train, cfg.seed))
         self.counters = {"samples_total": 0, "tokens_total": 0}
         self.last_step = 0
@@ -226,6 +241,7 @@ class Trainer:
             self.last_step, state = load_checkpoint(ckpt, self.model, self.optimizer, self.generator)
             self.counters = {k: state[k] for k in self.counters}
             self.sampler.load_state_dict(state["sampler"])
+            log.info("resuming %s from step %d", self.run_dir, self.last_step)
         remove_parts_after(self.run_dir, self.last_step)  # rows past the checkpoint are redrawn identically
         self.tracker = build_tracker(cfg, self.run_dir, record.run_id, first_step=self.last_step + 1)
 
@@ -241,7 +257,8 @@ class Trainer:
                 rows = evaluate(self.model, self.tokenizer, self.task.held_out, n=cfg.eval.n,
                                 temperature=cfg.eval.temperature, max_new_tokens=cfg.rollout.max_new_tokens,
                                 end_ids=self.end_ids, answer_kind=self.task.answer_kind, seed=cfg.seed,
-                                run_id=self.record.run_id, step=step, max_rows=cfg.rollout.max_rows_per_call)
+                                run_id=self.record.run_id, step=step, max_rows=cfg.rollout.max_rows_per_call,
+                                scorer=self.scorer)
             for row in rows:  # so checkpoints align by samples drawn, not by step
                 row["samples_total"] = self.counters["samples_total"]
             write_part(self.run_dir, "eval", step, rows)
@@ -253,7 +270,8 @@ class Trainer:
         ro = sample_groups(self.model, self.tokenizer, [p.prompt for p in problems], cfg.sampler.group_size,
                            max_new_tokens=cfg.rollout.max_new_tokens, temperature=cfg.rollout.temperature,
                            generator=self.generator, end_ids=self.end_ids, max_rows=cfg.rollout.max_rows_per_call)
-        rewards, correct = score_rollout(ro, problems, self.task.answer_kind, self.weights)
+        rewards, correct, timeouts = score_rollout(ro, problems, self.task.answer_kind, self.weights, self.scorer)
+        self.score_timeouts += timeouts
         ties = rewards.astype(np.float64).std(axis=1) <= cfg.algo.std_eps  # population std in float64, as eq. 3
         return [Group(p, rnd, chunk, rewards[i], correct[i], bool(ties[i]))
                 for i, (p, chunk) in enumerate(zip(problems, split_groups(ro)))]
@@ -263,6 +281,7 @@ class Trainer:
         cfg = self.cfg
         step = self.last_step + 1
         t0 = time.perf_counter()
+        self.score_timeouts = 0
         with self.amp():
             draw: Draw = self.sampler.draw(self._draw_round, cfg.prompts_per_step)
         t1 = time.perf_counter()
@@ -288,7 +307,8 @@ class Trainer:
         row = dict(run_id=run_id, step=step, **losses, lr=cfg.algo.lr, reward_mean=_mean(rewards),
                    accuracy=_mean(correct), tie_frac=_mean([g.tie for g in draw.groups]), groups=len(groups),
                    samples=int(correct.size), **self.counters,
-                   t_rollout=t1 - t0, t_update=t2 - t1, t_total=time.perf_counter() - t0)
+                   t_rollout=t1 - t0, t_update=t2 - t1, t_total=time.perf_counter() - t0,
+                   score_timeouts=self.score_timeouts)
         write_part(self.run_dir, "groups", step, groups)
         write_part(self.run_dir, "steps", step, [row])
         if cfg.log_completions:
@@ -357,28 +377,39 @@ def _mean(values) -> float:
 
 
 def train(cfg: TrainConfig) -> Path:
-    """Run (or resume) one GRPO job into cfg.out_dir. Returns the run directory."""
+    """Run (or resume) one GRPO job into cfg.out_dir. Returns the run directory.
+
+    One writer per directory (a lock); a resume only with the config the run was started with
+    (grpo_lab.guards). When the job fails, run.json records why and the original error is raised,
+    even if run.json itself can no longer be written (a full or read-only disk)."""
     validate(cfg)
     run_dir = Path(cfg.out_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
-    record = RunRecord(run_dir, cfg.seed)
-    record.update()
-    log.info("run %s in %s: loading the model", record.run_id, run_dir)
-    start = time.monotonic()
-    trainer = None
-    try:
-        trainer = Trainer(cfg, record)
-        stopped = trainer.run()
-        trainer.finish()
-    except BaseException as e:
-        record.update(status="failed", finished=_now(), error=f"{type(e).__name__}: {e}",
-                      traceback=traceback.format_exc(limit=20))
-        raise
-    finally:
-        if trainer is not None:
-            trainer.tracker.close()
-    record.update(status="done", finished=_now(), stopped=stopped)
+    with RunLock(run_dir):
+        prepare(run_dir, cfg)
+        record = RunRecord(run_dir, cfg.seed)
+        record.update()
+        log.info("run %s in %s: loading the model", record.run_id, run_dir)
+        start = time.monotonic()
+        trainer = None
+        try:
+            trainer = Trainer(cfg, record)
+            stopped = trainer.run()
+            trainer.finish()
+        except BaseException as e:
+            try:
+                record.update(status="failed", finished=_now(), error=f"{type(e).__name__}: {e}",
+                              traceback=traceback.format_exc(limit=20))
+            except Exception as also:  # noqa: BLE001 - the first error is the one to show
+                log.error("could not record the failure in %s (%s: %s); the next start will say the run ended "
+                          "unrecorded", record.path, type(also).__name__, also)
+            raise
+        finally:
+            if trainer is not None:
+                trainer.scorer.close()
+                trainer.tracker.close()
+        record.update(status="done", finished=_now(), stopped=stopped)
     log.info("%s", run_summary(run_dir, time.monotonic() - start))
     return run_dir

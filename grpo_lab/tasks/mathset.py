@@ -3,34 +3,50 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import zlib
+from functools import lru_cache
 from pathlib import Path
 
+from grpo_lab.config import InputError
 from grpo_lab.rewards import last_boxed
 from grpo_lab.tasks.base import Problem, Task
 
 DEFAULT_TEMPLATE = "{problem}\nPut the final answer in \\boxed{{}}.\n"
 
 
-def _read_records(path: Path) -> list[dict]:
+class DataError(InputError):
+    """A training or held-out file that cannot be used; the message names file:line and the field."""
+
+
+def _read_records(path: Path) -> list[tuple[str, object]]:
+    """(where, record) per record: where is "file:line" (JSONL) or "file: row N" (parquet)."""
     if not path.exists():
         raise FileNotFoundError(f"task.path: no such file: {path}")
     if path.suffix == ".parquet":
         import pyarrow.parquet as pq
 
-        return pq.read_table(path).to_pylist()
+        try:
+            rows = pq.read_table(path).to_pylist()
+        except Exception as e:  # noqa: BLE001 - pyarrow raises several types for a broken file
+            raise DataError(f"{path}: not a readable parquet file ({type(e).__name__}: {e})") from None
+        return [(f"{path}: row {i}", row) for i, row in enumerate(rows)]
     if path.suffix in (".jsonl", ".json"):
         records = []
-        with path.open() as f:
-            for i, line in enumerate(f, 1):
+        with path.open("rb") as f:  # bytes: a decode error then names its line
+            for i, raw in enumerate(f, 1):
+                try:
+                    line = raw.decode("utf-8")
+                except UnicodeDecodeError as e:
+                    raise DataError(f"{path}:{i}: not UTF-8 (byte {raw[e.start]:#04x} at column {e.start + 1})") from None
                 if line.strip():
                     try:
-                        records.append(json.loads(line))
+                        records.append((f"{path}:{i}", json.loads(line)))
                     except json.JSONDecodeError as e:
-                        raise ValueError(f"{path}:{i}: not a JSON line ({e.msg})") from None
+                        raise DataError(f"{path}:{i}: not a JSON line ({e.msg} at column {e.colno})") from None
         return records
-    raise ValueError(f"task.path: {path} must end in .jsonl or .parquet")
+    raise DataError(f"task.path: {path} must end in .jsonl or .parquet")
 
 
 def _level(value: object) -> str:
@@ -39,20 +55,52 @@ def _level(value: object) -> str:
     return m.group(0) if m else str(value)
 
 
+def _text(where: str, rec: dict, key: str) -> str:
+    """A field as text: present, not null, a string or a number, not blank."""
+    if key not in rec:
+        raise DataError(f"{where}: no field {key!r} (fields: {sorted(map(str, rec))})")
+    value = rec[key]
+    if value is None:
+        raise DataError(f"{where}: field {key!r} is null")
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        raise DataError(f"{where}: field {key!r} must be text or a number, not {type(value).__name__}")
+    if not str(value).strip():
+        raise DataError(f"{where}: field {key!r} is empty")
+    return str(value)
+
+
 def _problems(path: Path, problem_field: str, answer_field: str, level_field: str, template: str) -> list[Problem]:
     problems = []
-    for i, rec in enumerate(_read_records(path)):
-        missing = [f for f in (problem_field, level_field) if f not in rec]
-        answer = rec.get(answer_field)
-        if answer is None and "solution" in rec:  # MATH keeps the answer boxed inside the solution
-            answer = last_boxed(str(rec["solution"]))
-        if answer is None:
-            missing.append(answer_field)
-        if missing:
-            raise ValueError(f"{path}: record {i} has no field {missing[0]!r} (fields: {sorted(rec)})")
+    for i, (where, rec) in enumerate(_read_records(path)):
+        if not isinstance(rec, dict):
+            raise DataError(f"{where}: not a JSON object (a {type(rec).__name__})")
+        problem, level = _text(where, rec, problem_field), _text(where, rec, level_field)
+        if rec.get(answer_field) is None and rec.get("solution") is not None:  # MATH boxes it in the solution
+            answer = last_boxed(_text(where, rec, "solution"))
+            if answer is None or not answer.strip():
+                raise DataError(f"{where}: no field {answer_field!r} and no \\boxed{{}} answer in 'solution'")
+        else:
+            answer = _text(where, rec, answer_field)
         pid = str(rec.get("unique_id") or rec.get("id") or f"{path.stem}-{i}")
-        problems.append(Problem(pid, template.format(problem=rec[problem_field]), str(answer), _level(rec[level_field])))
+        problems.append(Problem(pid, template.format(problem=problem), answer, _level(level)))
+    if not problems:
+        raise DataError(f"{path}: no records")
     return problems
+
+
+@lru_cache(maxsize=8)
+def _checked(path: str, size: int, mtime_ns: int) -> None:
+    _problems(Path(path), "problem", "answer", "level", DEFAULT_TEMPLATE)
+
+
+def check_math_file(path: str, key: str = "task.path") -> None:
+    """Read and check every record of a math-set file (cached while the file is unchanged); raises a
+    one-line DataError naming file:line and field. Config validation calls it before any model loads."""
+    try:
+        st = os.stat(path)
+    except OSError as e:
+        raise DataError(f"{key}: {path}: {e.strerror}") from None
+    _checked(str(path), st.st_size, st.st_mtime_ns)
 
 
 def load_math_task(

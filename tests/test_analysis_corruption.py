@@ -1,0 +1,96 @@
+"""Corrupted sweeps: every bad job or part is named and skipped, the good jobs still make a report."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+
+from analysis.load import NoRunsError, SkippedWarning, load
+from analysis.report import build_report
+from analysis.synthetic import job_config as make_config
+from analysis.synthetic import prompt_pool, write_sweep
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _rewrite(path: Path, change) -> None:
+    pq.write_table(change(pq.read_table(path)), path)
+
+
+def _set(table: pa.Table, column: str, values: pa.Array) -> pa.Table:
+    return table.set_column(table.column_names.index(column), column, values)
+
+
+CORRUPTIONS = {  # job -> (what is done to it, the skipped name, words the reason must hold)
+    "1": (lambda run: (run / "run.json").write_text("[1, 2]"), "1", "run.json is not a JSON object"),
+    "2": (lambda run: __import__("shutil").rmtree(run / ".hydra"), "2", "no config"),
+    "3": (lambda run: _rewrite(run / "groups" / "part-000002.parquet", lambda t: t.drop_columns(["tie"])),
+          "3/groups/part-000002.parquet", "missing column tie"),
+    "4": (lambda run: _rewrite(run / "groups" / "part-000001.parquet",
+                               lambda t: _set(t, "tie", pa.nulls(t.num_rows, pa.bool_()))),
+          "4/groups/part-000001.parquet", "null"),
+    "5": (lambda run: _rewrite(run / "groups" / "part-000003.parquet",
+                               lambda t: _set(t, "step", pc.cast(t["step"], pa.string()))),
+          "5/groups/part-000003.parquet", "column step is string, not int"),
+    "6": (lambda run: _rewrite(run / "groups" / "part-000001.parquet",
+                               lambda t: _set(t, "reward_mean", pa.array([float("nan")] * t.num_rows, pa.float32()))),
+          "6/groups/part-000001.parquet", "NaN"),
+    "7": (lambda run: _rewrite(run / "eval" / "part-000000.parquet", lambda t: t.drop_columns(["correct"])),
+          "7/eval/part-000000.parquet", "missing column correct"),
+    "8": (lambda run: (run / "groups" / "part-000004.parquet").write_bytes(b"PAR1 not really"),
+          "8/groups/part-000004.parquet", "unreadable part"),
+}
+
+
+@pytest.fixture
+def corrupted(tmp_path):
+    configs = [make_config("fixed" if i % 2 == 0 else "resample_on_tie", seed=i, max_steps=5, prompts_per_step=4)
+               for i in range(10)]
+    prompts = prompt_pool(per_level=4)
+    sweep = write_sweep(tmp_path / "sweep", configs, prompts, eval_prompts=prompts, eval_n=4)
+    for job, (corrupt, _, _) in CORRUPTIONS.items():
+        corrupt(sweep / job)
+    return sweep
+
+
+def test_every_corruption_is_named_and_the_good_jobs_load(corrupted):
+    with pytest.warns(SkippedWarning):
+        tables = load(corrupted)
+    reasons = {s.name: s.reason for s in tables.skipped}
+    for job, (_, name, words) in CORRUPTIONS.items():
+        assert name in reasons and words in reasons[name], (job, reasons)
+    assert set(tables.jobs["job"]) == {"0", "3", "4", "5", "6", "7", "8", "9"}  # bad parts go, their jobs stay
+    g = tables.groups
+    assert g["tie"].notna().all() and g["reward_mean"].notna().all()
+    assert g["tie"].mean() >= (g["tie_kind"] == "all_correct").mean()  # tie_frac can no longer fall below it
+    assert set(g.loc[g["job"] == "3", "step"]) == {0, 1, 3, 4}
+
+
+def test_the_report_is_written_for_the_good_jobs(corrupted):
+    with pytest.warns(SkippedWarning):
+        report = build_report(corrupted)
+    text = report.read_text()
+    for _, name, _ in CORRUPTIONS.values():
+        assert f"`{name}`" in text
+
+
+def test_missing_or_empty_folder_is_one_line_and_a_nonzero_exit(tmp_path):
+    with pytest.raises(NoRunsError, match="no run or sweep directory"):
+        load(tmp_path / "missing")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(NoRunsError, match="no grpo-lab runs in"):
+        load(tmp_path / "empty")
+    for folder in ("missing", "empty"):
+        out = subprocess.run([sys.executable, "-m", "analysis", str(tmp_path / folder)], capture_output=True,
+                             text=True, cwd=ROOT)
+        assert out.returncode != 0 and len(out.stderr.strip().splitlines()) == 1 and "error:" in out.stderr
+    job = tmp_path / "only_bad" / "0"
+    job.mkdir(parents=True)
+    (job / "run.json").write_text(json.dumps({"status": "done"}))
+    with pytest.raises(NoRunsError, match=r"no usable job .* 1 found, every one skipped"):
+        load(tmp_path / "only_bad")
