@@ -30,6 +30,7 @@ GROUPS = pa.schema([
     ("tokens", pa.int32()),
     ("samples_total", pa.int64()),
     ("tokens_total", pa.int64()),
+    ("n_trained", pa.int16()),  # samples of this group that entered the gradient (reinforce_ada trains a subset)
 ])
 
 STEPS = pa.schema(
@@ -38,6 +39,7 @@ STEPS = pa.schema(
                                          "accuracy", "tie_frac")]
     + [("groups", pa.int32()), ("samples", pa.int32()), ("samples_total", pa.int64()), ("tokens_total", pa.int64())]
     + [(name, pa.float64()) for name in ("t_rollout", "t_update", "t_total")]
+    + [("skipped_prompts", pa.int32())]  # prompts a sampler passed over unsampled this step (greso, band)
 )
 
 EVAL = pa.schema([

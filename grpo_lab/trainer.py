@@ -17,13 +17,14 @@ import numpy as np
 import torch
 
 from grpo_lab import __version__
+from grpo_lab.batching import training_batch
 from grpo_lab.checkpoints import latest_checkpoint, load_checkpoint, save_checkpoint
 from grpo_lab.config import TrainConfig, validate
 from grpo_lab.evaluation import evaluate, load_task_and_policy
 from grpo_lab.objective import group_advantages, grpo_loss
 from grpo_lab.policy import amp, frozen_copy
 from grpo_lab.rewards import RewardWeights, score_all
-from grpo_lab.rollout import Rollout, completion_logprobs, concat_groups, sample_groups, split_groups
+from grpo_lab.rollout import Rollout, completion_logprobs, sample_groups, split_groups
 from grpo_lab.samplers import Draw, Group, PromptStream, build_sampler
 from grpo_lab.tables import remove_parts_after, write_part
 from grpo_lab.tasks import Problem
@@ -99,7 +100,7 @@ def group_rows(run_id: str, step: int, groups: list[Group], counters: dict) -> l
             round=grp.round, group_size=g, rewards=grp.rewards.tolist(), correct=grp.correct.tolist(),
             reward_mean=float(grp.rewards.mean(dtype=np.float64)), reward_std=float(grp.rewards.std(dtype=np.float64)),
             n_correct=n_correct,
-            tie=grp.tie, tie_kind=kind, used=grp.used, tokens=tokens, **counters,
+            tie=grp.tie, tie_kind=kind, used=grp.used, tokens=tokens, **counters, n_trained=grp.n_trained,
         ))
     return rows
 
@@ -194,10 +195,10 @@ class Trainer:
                                 run_id=self.record.run_id, step=step)
             write_part(self.run_dir, "eval", step, rows)
 
-    def _draw_round(self, problems: list[Problem], rnd: int) -> list[Group]:
-        """Sample and score G completions for each problem (one batched rollout)."""
+    def _draw_round(self, problems: list[Problem], rnd: int, size: int | None = None) -> list[Group]:
+        """Sample and score `size` (default G) completions for each problem (one batched rollout)."""
         cfg = self.cfg
-        ro = sample_groups(self.model, self.tokenizer, [p.prompt for p in problems], cfg.sampler.group_size,
+        ro = sample_groups(self.model, self.tokenizer, [p.prompt for p in problems], size or cfg.sampler.group_size,
                            max_new_tokens=cfg.rollout.max_new_tokens, temperature=cfg.rollout.temperature,
                            generator=self.generator, end_ids=self.end_ids)
         rewards, correct = score_rollout(ro, problems, self.task.answer_kind, self.weights)
@@ -215,8 +216,9 @@ class Trainer:
         t1 = time.perf_counter()
         losses = dict.fromkeys(("loss", "pg_loss", "kl", "clip_frac", "grad_norm"), float("nan"))  # no update
         if draw.units:
-            batch = concat_groups([g.samples for u in draw.units for g in u], self.tokenizer.pad_token_id)
-            adv = unit_advantages(draw.units, cfg.algo.std, cfg.algo.std_eps, self.device)  # (N,)
+            batch, trains = training_batch(draw.units, self.tokenizer.pad_token_id)  # trains: (N_pooled,) bool
+            adv = unit_advantages(draw.units, cfg.algo.std, cfg.algo.std_eps, self.device)  # (N_pooled,)
+            adv = adv[torch.from_numpy(trains).to(adv.device)]  # (N,) baselines from every sample, rows that train
             with self.amp():
                 losses = update(self.model, self.ref, self.optimizer, batch, adv, cfg)
         t2 = time.perf_counter()
@@ -227,7 +229,7 @@ class Trainer:
         rewards = np.concatenate([g.rewards for g in draw.groups]) if draw.groups else np.zeros(0)
         row = dict(run_id=run_id, step=step, **losses, lr=cfg.algo.lr, reward_mean=_mean(rewards),
                    accuracy=_mean(correct), tie_frac=_mean([g.tie for g in draw.groups]), groups=len(groups),
-                   samples=int(correct.size), **self.counters,
+                   samples=int(correct.size), **self.counters, skipped_prompts=draw.skipped,
                    t_rollout=t1 - t0, t_update=t2 - t1, t_total=time.perf_counter() - t0)
         write_part(self.run_dir, "groups", step, groups)
         write_part(self.run_dir, "steps", step, [row])
