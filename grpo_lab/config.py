@@ -49,7 +49,7 @@ class AlgoConfig:
     unit_weight: str = "prompt"  # prompt: a pooled unit weighs as one prompt (the paper); sample: as its samples
 
 
-SAMPLER_NAMES = ("fixed", "resample_on_tie", "dynamic", "band")
+SAMPLER_NAMES = ("fixed", "resample_on_tie", "dynamic", "band", "reinforce_ada", "knapsack", "greso")
 
 
 @dataclass
@@ -60,6 +60,22 @@ class SamplerConfig:
     pool: str = "all"  # resample_on_tie: the update pools all rounds (all) or uses the last only (last)
     band_lo: float = 0.0  # band: keep prompts whose last pass rate is >= this ...
     band_hi: float = 1.0  # ... and <= this
+    # reinforce_ada and knapsack
+    round_size: int = 4  # reinforce_ada: samples per prompt a round; knapsack: the allocation's unit of samples
+    exit_rule: str = "balanced"  # reinforce_ada: balanced (min_pos right and min_neg wrong) | positive (one right)
+    min_pos: int = 4  # reinforce_ada balanced: right answers to retire a prompt (the paper: half the group)
+    min_neg: int = 4  # reinforce_ada balanced: wrong answers to retire a prompt (the paper: half the group)
+    max_per_prompt: int = 32  # reinforce_ada: a prompt's cap a step (the paper: 4 rounds of 8); knapsack: most allotted
+    min_per_prompt: int = 4  # knapsack: the fewest samples a prompt is allotted (a prompt seen at p 0 or 1 gets this)
+    knapsack_value: str = "info_gain"  # knapsack: the value of a group, info_gain (the paper's (1-p^N-(1-p)^N) p(1-p)^2) | nontie (1-p^N-(1-p)^N)
+    # greso (its code's defaults: p_easy = p_hard = 0.5, bounds 0.05..0.95, step 0.01, target 0.25)
+    greso_p_easy: float = 0.5  # greso: initial keep-probability base after all-correct visits (keep = base^streak)
+    greso_p_hard: float = 0.5  # greso: initial keep-probability base after all-wrong visits
+    greso_min_p: float = 0.05  # greso: lowest the adapted bases may go (the exploration they always keep)
+    greso_max_p: float = 0.95  # greso: highest the adapted bases may go
+    greso_step: float = 0.01  # greso: change of a base per step toward its target tie share
+    greso_target: float = 0.25  # greso: target share of tied groups a step (a third all-correct, two thirds all-wrong)
+    greso_min_keep: float = 0.01  # greso: a prompt is never skipped with probability above 1 - this
 
 
 @dataclass
@@ -192,11 +208,10 @@ def validate(cfg: TrainConfig) -> None:
     _require(cfg.max_steps >= 1, "max_steps", cfg.max_steps, "must be >= 1")
     _require(cfg.prompts_per_step >= 1, "prompts_per_step", cfg.prompts_per_step, "must be >= 1")
     _require(cfg.checkpoint_every >= 1, "checkpoint_every", cfg.checkpoint_every, "must be >= 1")
-    per_step = cfg.prompts_per_step * s.group_size  # samples of one step, at least
-    most = per_step * (1 if s.name in ("fixed", "band") else s.max_rounds)  # at most
+    per_step, most = draw_per_step(cfg)  # samples of one step, at least and at most
     if cfg.max_samples is not None:
         _require(cfg.max_samples >= per_step, "max_samples", cfg.max_samples,
-                 f"below one step's draw (prompts_per_step x sampler.group_size = {per_step})")
+                 f"below one step's draw ({per_step} samples for sampler.name={s.name})")
         _require(cfg.max_samples <= cfg.max_steps * most, "max_samples", cfg.max_samples,
                  f"not reachable in max_steps={cfg.max_steps} steps of at most {most} samples; raise max_steps")
     if cfg.max_tokens is not None:
@@ -244,6 +259,34 @@ def validate(cfg: TrainConfig) -> None:
             path = cfg.task.path if key == "task.path" else cfg.task.eval_path
             if path:
                 check_math_file(path, key)
+    # adaptive samplers (reinforce_ada, knapsack, greso)
+    _require(s.round_size >= 1, "sampler.round_size", s.round_size, "must be >= 1")
+    _require(s.exit_rule in ("balanced", "positive"), "sampler.exit_rule", s.exit_rule,
+             "must be one of 'balanced', 'positive'")
+    _require(s.min_pos >= 1, "sampler.min_pos", s.min_pos, "must be >= 1")
+    _require(s.min_neg >= 1, "sampler.min_neg", s.min_neg, "must be >= 1")
+    _require(s.knapsack_value in ("info_gain", "nontie"), "sampler.knapsack_value", s.knapsack_value,
+             "must be one of 'info_gain', 'nontie'")
+    if s.name == "reinforce_ada":
+        _require(s.max_per_prompt >= s.group_size, "sampler.max_per_prompt", s.max_per_prompt,
+                 f"must be >= sampler.group_size={s.group_size} (the group that trains is drawn from its answers)")
+        _require(s.exit_rule != "balanced" or s.min_pos + s.min_neg <= s.max_per_prompt, "sampler.min_pos",
+                 s.min_pos, f"min_pos + min_neg must be <= sampler.max_per_prompt={s.max_per_prompt}")
+    if s.name == "knapsack":
+        _require(s.min_per_prompt >= 2 and s.min_per_prompt % s.round_size == 0, "sampler.min_per_prompt",
+                 s.min_per_prompt, f"must be >= 2 and a multiple of sampler.round_size={s.round_size}")
+        _require(s.group_size % s.round_size == 0 and s.min_per_prompt <= s.group_size, "sampler.group_size",
+                 s.group_size, f"knapsack needs a multiple of sampler.round_size={s.round_size} within "
+                 f"[sampler.min_per_prompt={s.min_per_prompt}, sampler.max_per_prompt={s.max_per_prompt}]")
+        _require(s.max_per_prompt >= s.group_size and s.max_per_prompt % s.round_size == 0, "sampler.max_per_prompt",
+                 s.max_per_prompt, f"must be >= sampler.group_size={s.group_size} and a multiple of "
+                 f"sampler.round_size={s.round_size}")
+    for key in ("greso_p_easy", "greso_p_hard", "greso_min_p", "greso_max_p", "greso_target", "greso_min_keep"):
+        _require(0 <= getattr(s, key) <= 1, f"sampler.{key}", getattr(s, key), "must lie in [0, 1]")
+    _require(s.greso_min_p <= s.greso_max_p, "sampler.greso_max_p", s.greso_max_p, "must be >= sampler.greso_min_p")
+    _require(s.greso_step >= 0, "sampler.greso_step", s.greso_step, "must be >= 0")
+    _require(s.greso_min_keep > 0, "sampler.greso_min_keep", s.greso_min_keep,
+             "must be > 0 (a prompt that can never be drawn again is never re-measured)")
 
 
 def model_files_present(path: str) -> bool:
@@ -252,6 +295,18 @@ def model_files_present(path: str) -> bool:
     weights = any(n.endswith((".safetensors", ".bin", ".pt", ".gguf")) or n.endswith(".index.json") for n in names)
     tokenizer = bool(names & {"tokenizer.json", "tokenizer.model", "vocab.json", "tokenizer_config.json"})
     return "config.json" in names and weights and tokenizer
+
+
+def draw_per_step(cfg: TrainConfig) -> tuple[int, int]:
+    """The fewest and the most samples one step of `cfg`'s sampler can draw (for the budget checks)."""
+    s, b = cfg.sampler, cfg.prompts_per_step
+    per_step = b * s.group_size
+    if s.name == "reinforce_ada":  # a prompt retires once it has group_size answers and its exit rule holds
+        least = min(-(-s.group_size // s.round_size) * s.round_size, s.max_per_prompt)
+        return b * least, b * s.max_per_prompt
+    if s.name in ("resample_on_tie", "dynamic", "greso"):
+        return per_step, per_step * s.max_rounds
+    return per_step, per_step  # fixed, band, knapsack (a fixed total split across prompts)
 
 
 @dataclass

@@ -35,6 +35,7 @@ GROUPS = pa.schema([
     # group did not train; and how many of this group's samples had a nonzero advantage there (0 when unused)
     ("unit", pa.int32()),
     ("n_informative", pa.int16()),
+    ("n_trained", pa.int16()),  # samples of this group that entered the gradient (reinforce_ada trains a subset)
 ])
 
 STEPS = pa.schema(
@@ -47,6 +48,7 @@ STEPS = pa.schema(
     # the policy is from the reference)
     + [("informative", pa.int32())]
     + [("score_timeouts", pa.int32())]  # answers whose check ran out of time (scored wrong)
+    + [("skipped_prompts", pa.int32())]  # prompts a sampler passed over unsampled this step (greso, band)
 )
 
 EVAL = pa.schema([

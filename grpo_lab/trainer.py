@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from grpo_lab import __version__
+from grpo_lab.batching import training_units
 from grpo_lab.checkpoints import (checkpoint_steps, drop_state, latest_checkpoint, load_checkpoint,
                                   prune_checkpoints, save_checkpoint)
 from grpo_lab.completions import completion_rows
@@ -125,7 +126,7 @@ def group_rows(run_id: str, step: int, groups: list[Group], counters: dict,
             reward_mean=float(grp.rewards.mean(dtype=np.float64)), reward_std=float(grp.rewards.std(dtype=np.float64)),
             n_correct=n_correct,
             tie=grp.tie, tie_kind=kind, used=grp.used, tokens=tokens, **counters,
-            unit=unit, n_informative=n_informative,
+            unit=unit, n_informative=n_informative, n_trained=grp.n_trained,
         ))
     return rows
 
@@ -264,10 +265,10 @@ class Trainer:
             write_part(self.run_dir, "eval", step, rows)
             self.tracker.log(eval_metrics(rows), step)
 
-    def _draw_round(self, problems: list[Problem], rnd: int) -> list[Group]:
-        """Sample and score G completions for each problem (one batched rollout)."""
+    def _draw_round(self, problems: list[Problem], rnd: int, size: int | None = None) -> list[Group]:
+        """Sample and score `size` (default G) completions for each problem (one batched rollout)."""
         cfg = self.cfg
-        ro = sample_groups(self.model, self.tokenizer, [p.prompt for p in problems], cfg.sampler.group_size,
+        ro = sample_groups(self.model, self.tokenizer, [p.prompt for p in problems], size or cfg.sampler.group_size,
                            max_new_tokens=cfg.rollout.max_new_tokens, temperature=cfg.rollout.temperature,
                            generator=self.generator, end_ids=self.end_ids, max_rows=cfg.rollout.max_rows_per_call)
         rewards, correct, timeouts = score_rollout(ro, problems, self.task.answer_kind, self.weights, self.scorer)
@@ -290,11 +291,13 @@ class Trainer:
         trained = {}
         if draw.units:
             a = cfg.algo
-            micro = micro_batches([[g.samples for g in u] for u in draw.units], self.tokenizer.pad_token_id,
-                                  a.micro_batch_groups, a.micro_batch_tokens)
-            adv = unit_advantages(draw.units, a.std, a.std_eps, self.device)  # (N,)
-            trained = unit_columns(draw.units, adv)
-            sizes = [sum(len(g.rewards) for g in u) for u in draw.units]
+            pieces, trains = training_units(draw.units, self.tokenizer.pad_token_id)  # trains: (N_pooled,) bool
+            adv = unit_advantages(draw.units, a.std, a.std_eps, self.device)  # (N_pooled,)
+            keep = torch.from_numpy(trains).to(adv.device)
+            trained = unit_columns(draw.units, adv * keep)  # informative: a nonzero advantage on a sample that trains
+            adv = adv[keep]  # (N,) baselines from every sample of a unit, rows of those that train
+            micro = micro_batches(pieces, self.tokenizer.pad_token_id, a.micro_batch_groups, a.micro_batch_tokens)
+            sizes = [sum(len(ro.texts) for ro in unit) for unit in pieces]  # samples that train, per unit
             weight = sequence_weights(sizes, cfg.sampler.group_size, a.unit_weight).to(self.device)  # (N,)
             with self.amp():
                 losses = update(self.model, self.ref, self.optimizer, micro, adv, weight, cfg)
@@ -306,7 +309,7 @@ class Trainer:
         rewards = np.concatenate([g.rewards for g in draw.groups]) if draw.groups else np.zeros(0)
         row = dict(run_id=run_id, step=step, **losses, lr=cfg.algo.lr, reward_mean=_mean(rewards),
                    accuracy=_mean(correct), tie_frac=_mean([g.tie for g in draw.groups]), groups=len(groups),
-                   samples=int(correct.size), **self.counters,
+                   samples=int(correct.size), **self.counters, skipped_prompts=draw.skipped,
                    t_rollout=t1 - t0, t_update=t2 - t1, t_total=time.perf_counter() - t0,
                    score_timeouts=self.score_timeouts)
         write_part(self.run_dir, "groups", step, groups)

@@ -28,3 +28,9 @@ def test_vs_trl_smoke():
     out = _run("benchmarks/vs_trl.py", "--smoke", "--threads", "1")
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip().splitlines()[-1].startswith("ratio (ours/TRL samples/s): ")
+
+
+def test_samplers_benchmark_smoke():
+    out = _run("benchmarks/samplers.py", "--smoke")
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "| greso |" in out.stdout and "| 256 |" in out.stdout

@@ -47,6 +47,13 @@ INVALID = [  # (override, the key the error must name)
     ("rollout.max_rows_per_call=0", "rollout.max_rows_per_call"),
     ("checkpoint.keep_last=0", "checkpoint.keep_last"),
     ("model.logprob_chunk=-1", "model.logprob_chunk"),
+    # adaptive samplers
+    ("sampler=reinforce_ada sampler.exit_rule=any", "sampler.exit_rule"),
+    ("sampler=reinforce_ada sampler.max_per_prompt=4", "sampler.max_per_prompt"),
+    ("sampler=knapsack sampler.round_size=3", "sampler.min_per_prompt"),
+    ("sampler=knapsack sampler.knapsack_value=gradient", "sampler.knapsack_value"),
+    ("sampler=greso sampler.greso_min_keep=0", "sampler.greso_min_keep"),
+    ("sampler=greso sampler.greso_p_easy=2", "sampler.greso_p_easy"),
 ]
 
 
@@ -59,7 +66,8 @@ def test_invalid_override_is_one_line_naming_the_key(override, key):
 def test_valid_presets_compose_and_a_bad_swept_value_is_caught():
     for args in (["experiment=ties_by_difficulty"], ["experiment=fixed_vs_adaptive"], ["experiment=equal_budget"],
                  ["algo=dapo", "sampler=dynamic"], ["algo=dr_grpo", "sampler=band"], ["launcher=joblib"],
-                 ["-m", "seed=0,1", "sampler=fixed,resample_on_tie"]):
+                 ["-m", "seed=0,1", "sampler=fixed,resample_on_tie"], ["-m", "experiment=samplers"],
+                 ["sampler=reinforce_ada"], ["sampler=knapsack"], ["sampler=greso"]):
         jobs, error = preflight("train", args)
         assert error is None and jobs, args
     assert "sampler.group_size" in preflight("train", ["-m", "sampler.group_size=4,1"])[1]

@@ -8,10 +8,14 @@ from grpo_lab.samplers.band import BandSampler
 from grpo_lab.samplers.base import Draw, Group, PromptStream, Sampler
 from grpo_lab.samplers.dynamic import DynamicSampler
 from grpo_lab.samplers.fixed import FixedSampler
+from grpo_lab.samplers.greso import GresoSampler
+from grpo_lab.samplers.knapsack import KnapsackSampler
+from grpo_lab.samplers.reinforce_ada import ReinforceAdaSampler
 from grpo_lab.samplers.resample_on_tie import ResampleOnTieSampler
 
 SAMPLERS = {"fixed": FixedSampler, "resample_on_tie": ResampleOnTieSampler, "dynamic": DynamicSampler,
-            "band": BandSampler}
+            "band": BandSampler, "reinforce_ada": ReinforceAdaSampler, "knapsack": KnapsackSampler,
+            "greso": GresoSampler}
 
 
 def build_sampler(cfg, stream: PromptStream) -> Sampler:

@@ -17,10 +17,10 @@ class BandSampler(Sampler):
             if fresh and (rate is None or self.cfg.band_lo <= rate <= self.cfg.band_hi):
                 chosen.append(p)
         if not chosen:
-            return Draw([], [], exhausted=(
+            return Draw([], [], skipped=scanned, exhausted=(
                 f"band sampler: no prompt of the pool has a pass rate in [{self.cfg.band_lo}, {self.cfg.band_hi}] "
                 "(sampler.band_lo, sampler.band_hi)"))
         groups = use(draw_round(chosen, 0))
         for g in groups:
             rates[g.problem.prompt_id] = float(g.correct.mean())
-        return Draw(groups, [[g] for g in groups])
+        return Draw(groups, [[g] for g in groups], skipped=scanned - len(chosen))

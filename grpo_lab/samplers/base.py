@@ -1,10 +1,11 @@
 from __future__ import annotations
 
+import copy
 import random
 from abc import ABC, abstractmethod
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import Protocol
 
 import numpy as np
 
@@ -24,10 +25,23 @@ class Group:
     correct: np.ndarray  # (G,) bool
     tie: bool  # reward std <= eps: zero advantage for every member
     used: bool = False  # set by the sampler: the group enters the gradient
+    # which samples enter the gradient when used (None: all). The unit's baseline still pools every sample:
+    # reinforce_ada trains a fixed-size subset of a prompt's answers against the mean of all of them
+    train: np.ndarray | None = None  # (G,) bool
+
+    @property
+    def n_trained(self) -> int:
+        """Samples of this group that entered the gradient."""
+        if not self.used:
+            return 0
+        return len(self.rewards) if self.train is None else int(self.train.sum())
 
 
-# (problems, round) -> one freshly sampled and scored Group per problem, in order
-DrawRound = Callable[[list[Problem], int], list[Group]]
+class DrawRound(Protocol):
+    """(problems, round, size) -> one freshly sampled and scored Group of `size` samples (default: the
+    configured group_size) per problem, in order. A problem listed k times gets k groups."""
+
+    def __call__(self, problems: list[Problem], round: int, size: int | None = None) -> list[Group]: ...
 
 
 @dataclass
@@ -37,6 +51,7 @@ class Draw:
     groups: list[Group]  # every group drawn, in draw order (all go to the table)
     units: list[list[Group]]  # what trains: each unit's groups pool into one advantage baseline
     exhausted: str | None = None  # set when the sampler hit its cap: the run must stop, saying this
+    skipped: int = 0  # prompts taken from the stream and passed over unsampled (cost no samples; reported)
 
 
 class PromptStream:
@@ -61,7 +76,8 @@ class PromptStream:
 
 @dataclass
 class Sampler(ABC):
-    """Base: holds the config and the prompt stream; subclasses implement `draw`."""
+    """Base: holds the config and the prompt stream; subclasses implement `draw`. Everything a sampler
+    remembers between steps lives in `extra_state` (and the cursor), so a checkpoint restores it exactly."""
 
     cfg: SamplerConfig
     stream: PromptStream
@@ -71,12 +87,25 @@ class Sampler(ABC):
     def draw(self, draw_round: DrawRound, prompts: int) -> Draw:
         """Draw the groups of one step that trains on (up to) `prompts` prompts."""
 
+    @property
+    def rng(self) -> np.random.Generator:
+        """The sampler's own random source, seeded from the stream's seed; its state is saved with the rest."""
+        if not hasattr(self, "_rng"):
+            self._rng = np.random.default_rng([self.stream.seed % 2**32, 0x5A3])
+            if "rng" in self.extra_state:
+                self._rng.bit_generator.state = self.extra_state["rng"]
+        return self._rng
+
     def state_dict(self) -> dict:
-        return {"cursor": self.stream.cursor, **self.extra_state}
+        if hasattr(self, "_rng"):
+            self.extra_state["rng"] = self._rng.bit_generator.state
+        return copy.deepcopy({"cursor": self.stream.cursor, **self.extra_state})
 
     def load_state_dict(self, state: dict) -> None:
         self.stream.cursor = state["cursor"]
-        self.extra_state = {k: v for k, v in state.items() if k != "cursor"}
+        self.extra_state = copy.deepcopy({k: v for k, v in state.items() if k != "cursor"})
+        if hasattr(self, "_rng"):
+            del self._rng  # rebuilt from extra_state["rng"] on first use
 
 
 def use(groups: list[Group]) -> list[Group]:

@@ -1,0 +1,120 @@
+"""Coverage after RL (Yue et al. 2025, "Does reinforcement learning really incentivize reasoning
+capacity in LLMs beyond the base model?"): does the trained model's pass@1 gain hold at large k, or
+does the base model catch up and pass it?
+
+Per difficulty and arm: the mean over held-out prompts of unbiased pass@k (`analysis.budget.pass_at_k`)
+for every k up to the eval's n, for the base model (step 0) and the trained one (each job's last
+evaluated step); a prompt's value is the mean over the arm's jobs (seeds) that evaluated it. The
+curves *cross* at the smallest k where the base model is ahead (trained - base < 0) having been
+behind at k = 1 (curves that only meet, both at 1, do not cross). Intervals are percentile bootstraps over prompts (the unit both models
+share), the crossing's too: "none" when the trained model stays ahead up to n.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+from analysis import markdown
+from analysis.budget import pass_at_k
+from analysis.labels import sort_naturally
+
+
+def prompt_curves(eval: pd.DataFrame, by: Sequence[str] = ("sampler",)) -> pd.DataFrame:
+    """pass@k of each prompt for k = 1..n (the fewest samples any prompt has at either checkpoint), base
+    and trained, averaged over each arm's jobs. Long frame: *by, prompt_id, difficulty, model, k, pass."""
+    step = eval["step"].to_numpy()
+    last = eval.groupby("job", observed=True)["step"].transform("max").to_numpy()
+    model = np.where(step == 0, "base", np.where(step == last, "trained", None))
+    rows = eval.assign(model=model)[model != None]  # noqa: E711 (elementwise)
+    rows = rows[rows.groupby("job", observed=True)["step"].transform("max") > 0]  # jobs that trained
+    keys = [*by, "job", "prompt_id", "difficulty", "model"]
+    counts = rows.astype({k: str for k in keys}).groupby(keys, observed=True)["correct"].agg(n="size", c="sum")
+    counts = counts.reset_index()
+    n_max = int(counts["n"].min())
+    ks = np.arange(1, n_max + 1)  # (K,)
+    values = pass_at_k(counts["n"].to_numpy()[:, None], counts["c"].to_numpy()[:, None], ks[None, :])  # (rows, K)
+    wide = pd.concat([counts[keys], pd.DataFrame(values, columns=ks)], axis=1)
+    per_prompt = wide.groupby([*by, "prompt_id", "difficulty", "model"], sort=False)[list(ks)].mean()
+    per_prompt.columns.name = "k"
+    return per_prompt.stack().rename("pass").reset_index()
+
+
+def coverage(eval: pd.DataFrame, by: Sequence[str] = ("sampler",), n_boot: int = 1000, level: float = 0.95,
+             seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(curves, crossings).
+
+    curves: *by, difficulty ("all" too), k, prompts, base, trained, gain (trained - base), gain_low,
+    gain_high. crossings: *by, difficulty, prompts, gain_at_1, cross_k (smallest k with gain < 0 after
+    a positive gain at 1; NaN: none up to n), cross_low, cross_high (bootstrap percentiles, inf where
+    resamples never cross), n (the largest k)."""
+    long = prompt_curves(eval, by)
+    long = pd.concat([long, long.assign(difficulty="all")], ignore_index=True)
+    wide = long.pivot_table(index=[*by, "difficulty", "prompt_id"], columns=["model", "k"], values="pass")
+    wide = wide.dropna()  # prompts with both models
+    ks = np.array(sorted({k for _, k in wide.columns}))
+    rng = np.random.default_rng(seed)
+    curve_rows, cross_rows = [], []
+    for key, part in wide.groupby(level=[*range(len(by) + 1)], sort=False):
+        base = part["base"][ks].to_numpy()  # (prompts, K)
+        trained = part["trained"][ks].to_numpy()
+        gain = trained - base
+        draws = rng.integers(0, len(part), size=(n_boot, len(part)))
+        counts = np.zeros((n_boot, len(part)))
+        np.add.at(counts, (np.arange(n_boot)[:, None], draws), 1)
+        boot = counts @ gain / len(part)  # (n_boot, K)
+        tail = (1 - level) / 2
+        low, high = np.quantile(boot, tail, axis=0), np.quantile(boot, 1 - tail, axis=0)
+        key = key if isinstance(key, tuple) else (key,)
+        for i, k in enumerate(ks):
+            curve_rows.append((*key, int(k), len(part), base[:, i].mean(), trained[:, i].mean(), gain[:, i].mean(),
+                               low[i], high[i]))
+        mean_gain = gain.mean(axis=0)
+        boot_cross = np.array([crossing_k(b, ks) for b in boot], dtype=float)
+        boot_cross = np.where(np.isnan(boot_cross), np.inf, boot_cross)
+        cross_rows.append((*key, len(part), mean_gain[0], crossing_k(mean_gain, ks),
+                           np.quantile(boot_cross, tail, method="inverted_cdf"),
+                           np.quantile(boot_cross, 1 - tail, method="inverted_cdf"), int(ks[-1])))
+    curves = pd.DataFrame(curve_rows, columns=[*by, "difficulty", "k", "prompts", "base", "trained", "gain",
+                                               "gain_low", "gain_high"])
+    crossings = pd.DataFrame(cross_rows, columns=[*by, "difficulty", "prompts", "gain_at_1", "cross_k",
+                                                  "cross_low", "cross_high", "n"])
+    return (sort_naturally(curves, [*by, "difficulty", "k"]), sort_naturally(crossings, [*by, "difficulty"]))
+
+
+def crossing_k(gain: np.ndarray, ks: np.ndarray) -> float:
+    """The smallest k at which `gain` (trained - base over ks) is below 0, given gain > 0 at the first k;
+    NaN when the gain never starts positive or never turns negative."""
+    if len(gain) == 0 or gain[0] <= 0:
+        return float("nan")
+    at = np.flatnonzero(gain < 0)
+    return float(ks[at[0]]) if at.size else float("nan")
+
+
+def coverage_section(eval: pd.DataFrame, by: Sequence[str] = ("sampler",), shown_ks: Sequence[int] = (1, 4, 16, 64)
+                     ) -> str:
+    """The report's markdown section on coverage after RL, findings in words."""
+    curves, crossings = coverage(eval, by)
+    lines = ["## Coverage after RL", "",
+             "pass@k of the base model (step 0) and the trained one (each job's last evaluation) on the held-out "
+             "prompts, for k up to the eval's n (Yue et al. 2025 ask whether RL's pass@1 gain holds at large k). "
+             "`gain` = trained - base with a 95% bootstrap interval over prompts; the curves cross at the "
+             "smallest k where the base model is ahead.", ""]
+    for row in crossings[crossings["difficulty"] == "all"].itertuples(index=False):
+        arm = ", ".join(f"{k}={getattr(row, k)}" for k in by)
+        if row.gain_at_1 <= 0:
+            text = f"the trained model is not ahead at k = 1 (gain {row.gain_at_1:+.3f})"
+        elif np.isnan(row.cross_k):
+            text = f"the trained model stays ahead up to k = {row.n} (gain at 1 {row.gain_at_1:+.3f})"
+        else:
+            text = (f"the base model overtakes it at k = {row.cross_k:g} (95% CI {_k(row.cross_low)}–"
+                    f"{_k(row.cross_high)}; gain at 1 {row.gain_at_1:+.3f})")
+        lines.append(f"- {arm}: {text}.")
+    shown = curves[curves["k"].isin([k for k in shown_ks if k <= curves["k"].max()] + [int(curves["k"].max())])]
+    return "\n".join(lines) + "\n\n" + markdown.table(crossings) + "\n\n" + markdown.table(shown)
+
+
+def _k(value: float) -> str:
+    return "never" if np.isinf(value) else f"{value:g}"
