@@ -7,7 +7,8 @@ import torch
 
 from grpo_lab.batching import training_batch
 from grpo_lab.policy import eos_ids, load_policy
-from grpo_lab.rollout import completion_logprobs, concat_groups, sample_groups, split_groups
+from grpo_lab.logprobs import completion_logprobs
+from grpo_lab.rollout import concat_groups, sample_groups, split_groups
 from grpo_lab.samplers.base import Group
 from grpo_lab.tasks import Problem
 
