@@ -92,11 +92,16 @@ def build_report(path: str | Path, out_dir: str | Path | None = None, command: s
     return report
 
 
+UNIT_WEIGHTS = {"prompt": "a unit of several rounds weighs in the loss as one prompt (the paper's mean over prompts)",
+                "sample": "every sample weighs the same in the loss, so a unit of r rounds weighs r groups"}
+
+
 def _unit_weight(jobs: pd.DataFrame) -> str:
     """How a training unit of several rounds weighs in the loss (`algo.unit_weight`), as the jobs say."""
     if "algo.unit_weight" not in jobs or jobs["algo.unit_weight"].isna().all():
-        return "prompt (the default: `algo.unit_weight` is not in these configs)"
-    return ", ".join(map(str, natural_sorted(jobs["algo.unit_weight"].dropna().astype(str).unique())))
+        return f"{UNIT_WEIGHTS['prompt']} (the default; `algo.unit_weight` is not in these configs)"
+    values = natural_sorted(jobs["algo.unit_weight"].dropna().astype(str).unique())
+    return "; ".join(f"`algo.unit_weight={v}`: {UNIT_WEIGHTS.get(v, 'unknown')}" for v in values)
 
 
 def _header(root: Path, tables: Tables, arm: Sequence[str], command: str | None) -> str:
@@ -156,7 +161,7 @@ def _trained(tables: Tables, arm: Sequence[str], writer: _Writer, family: list[p
         "that shared one baseline: one group, or under `resample_on_tie` with `pool=all` all rounds of a prompt "
         "(a tied round pooled with a later mixed one trains). `wasted_frac` = wasted / drawn is the one number "
         "reported (the informative fraction is 1 − it). Counts here are " + counted + ". "
-        f"A unit of several rounds weighs in the loss as one {_unit_weight(tables.jobs)}.", "",
+        f"Under `pool=all`, {_unit_weight(tables.jobs)}.", "",
         "Per arm, summed over its jobs (seeds):", "",
         writer.table("budget_by_arm", by_arm), "",
         "Per arm and difficulty:", "",
