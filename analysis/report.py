@@ -202,7 +202,9 @@ def _ties(tables: Tables, arm: Sequence[str], writer: _Writer, family: list[pd.D
         f"`predicted_tie_frac` is the mean of p^G + (1−p)^G over groups, each prompt's term estimated from its "
         f"first-round groups at the other steps of the same job within {window}-step windows. It assumes "
         f"{ASSUMPTION}. `observed_minus_predicted` is tie_frac − predicted over the groups that have a "
-        f"prediction ({int(predicted[first].notna().sum())} of {int(first.sum())} first-round groups).", "",
+        f"prediction ({int(predicted[first].notna().sum())} of {int(first.sum())} first-round groups). A prompt "
+        "seen at exactly two steps of a window adds nothing to the mean gap (each of its groups predicts the "
+        "other), so the check has power only where prompts recur three times or more per window.", "",
         "### First-round ties by difficulty", "",
         writer.figure("ties_by_difficulty", lambda p: plots.ties_by_difficulty(by_difficulty, p, by)), "",
         writer.table("ties_by_difficulty", by_difficulty, [*TIE_COLUMNS, *by[2:]]), "",
@@ -291,7 +293,8 @@ def _heldout(tables: Tables, eval: pd.DataFrame, arm: Sequence[str], writer: _Wr
         f"b − a at base, at each aligned point both arms have, at final, and each arm's final against its base; "
         f"k is 1 and {k_max} (cons@1 is pass@1). {ARM_TEST}. A comparison is refused, with the reason, where k, "
         "the sampling temperature or the token limits differ.", "",
-        writer.table("at_k_comparisons", comparisons), "",
+        writer.table("at_k_comparisons", comparisons, [c for c in comparisons.columns if c not in ("steps_a", "steps_b")]),
+        "",
         f"Each seed's difference: {writer.csv('at_k_per_seed', per_seed)}",
     ])
     return [heldout, _at_k(tables, eval, arm, writer)]
