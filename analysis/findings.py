@@ -70,5 +70,5 @@ def findings(tests: pd.DataFrame, calibration: dict, unit_weight: str) -> str:
     kept = lines[:MAX_SENTENCES - 1] + lines[-1:] if len(lines) > MAX_SENTENCES else lines  # keep the calibration
     return "\n".join(["## Findings", "",
                       "Generated from the tables below; b − a, at the end of each job's sample budget. Informative "
-                      "= nonzero advantage in its training unit; a unit of several rounds weighs as one "
-                      f"{unit_weight}.", "", *(f"- {line}" for line in kept)])
+                      f"= nonzero advantage in its training unit; under `pool=all`, {unit_weight}.", "",
+                      *(f"- {line}" for line in kept)])

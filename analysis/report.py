@@ -92,11 +92,16 @@ def build_report(path: str | Path, out_dir: str | Path | None = None, command: s
     return report
 
 
+UNIT_WEIGHTS = {"prompt": "a unit of several rounds weighs in the loss as one prompt (the paper's mean over prompts)",
+                "sample": "every sample weighs the same in the loss, so a unit of r rounds weighs r groups"}
+
+
 def _unit_weight(jobs: pd.DataFrame) -> str:
     """How a training unit of several rounds weighs in the loss (`algo.unit_weight`), as the jobs say."""
     if "algo.unit_weight" not in jobs or jobs["algo.unit_weight"].isna().all():
-        return "prompt (the default: `algo.unit_weight` is not in these configs)"
-    return ", ".join(map(str, natural_sorted(jobs["algo.unit_weight"].dropna().astype(str).unique())))
+        return f"{UNIT_WEIGHTS['prompt']} (the default; `algo.unit_weight` is not in these configs)"
+    values = natural_sorted(jobs["algo.unit_weight"].dropna().astype(str).unique())
+    return "; ".join(f"`algo.unit_weight={v}`: {UNIT_WEIGHTS.get(v, 'unknown')}" for v in values)
 
 
 def _header(root: Path, tables: Tables, arm: Sequence[str], command: str | None) -> str:
@@ -156,7 +161,7 @@ def _trained(tables: Tables, arm: Sequence[str], writer: _Writer, family: list[p
         "that shared one baseline: one group, or under `resample_on_tie` with `pool=all` all rounds of a prompt "
         "(a tied round pooled with a later mixed one trains). `wasted_frac` = wasted / drawn is the one number "
         "reported (the informative fraction is 1 − it). Counts here are " + counted + ". "
-        f"A unit of several rounds weighs in the loss as one {_unit_weight(tables.jobs)}.", "",
+        f"Under `pool=all`, {_unit_weight(tables.jobs)}.", "",
         "Per arm, summed over its jobs (seeds):", "",
         writer.table("budget_by_arm", by_arm), "",
         "Per arm and difficulty:", "",
@@ -197,7 +202,9 @@ def _ties(tables: Tables, arm: Sequence[str], writer: _Writer, family: list[pd.D
         f"`predicted_tie_frac` is the mean of p^G + (1−p)^G over groups, each prompt's term estimated from its "
         f"first-round groups at the other steps of the same job within {window}-step windows. It assumes "
         f"{ASSUMPTION}. `observed_minus_predicted` is tie_frac − predicted over the groups that have a "
-        f"prediction ({int(predicted[first].notna().sum())} of {int(first.sum())} first-round groups).", "",
+        f"prediction ({int(predicted[first].notna().sum())} of {int(first.sum())} first-round groups). A prompt "
+        "seen at exactly two steps of a window adds nothing to the mean gap (each of its groups predicts the "
+        "other), so the check has power only where prompts recur three times or more per window.", "",
         "### First-round ties by difficulty", "",
         writer.figure("ties_by_difficulty", lambda p: plots.ties_by_difficulty(by_difficulty, p, by)), "",
         writer.table("ties_by_difficulty", by_difficulty, [*TIE_COLUMNS, *by[2:]]), "",
@@ -286,7 +293,8 @@ def _heldout(tables: Tables, eval: pd.DataFrame, arm: Sequence[str], writer: _Wr
         f"b − a at base, at each aligned point both arms have, at final, and each arm's final against its base; "
         f"k is 1 and {k_max} (cons@1 is pass@1). {ARM_TEST}. A comparison is refused, with the reason, where k, "
         "the sampling temperature or the token limits differ.", "",
-        writer.table("at_k_comparisons", comparisons), "",
+        writer.table("at_k_comparisons", comparisons, [c for c in comparisons.columns if c not in ("steps_a", "steps_b")]),
+        "",
         f"Each seed's difference: {writer.csv('at_k_per_seed', per_seed)}",
     ])
     return [heldout, _at_k(tables, eval, arm, writer)]

@@ -5,6 +5,7 @@ behind pass@k and the tie prediction."""
 
 from __future__ import annotations
 
+import warnings
 from itertools import combinations
 
 import numpy as np
@@ -66,18 +67,24 @@ def bootstrap_counts(units: int, n_boot: int, rng: np.random.Generator) -> np.nd
 
 
 def cluster_ratio_ci(cluster: ArrayLike, numerator: ArrayLike, denominator: ArrayLike, n_boot: int = 1000,
-                     level: float = 0.95, seed: int = 0) -> tuple[float, float]:
-    """Percentile bootstrap interval of sum(numerator) / sum(denominator) when rows come in clusters
+                     level: float = 0.95, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Percentile bootstrap intervals of sum(numerator) / sum(denominator) when rows come in clusters
     (e.g. every group of one prompt, in every job): whole clusters are resampled, so rows of a cluster
-    move together and their correlation widens the interval as it should."""
+    move together and their correlation widens the interval as it should. `numerator` and
+    `denominator` are (rows,) or (rows, ratios): several ratios share one set of resamples."""
     codes, inverse = np.unique(np.asarray(cluster), return_inverse=True)
-    num = np.bincount(inverse, np.asarray(numerator, float), minlength=len(codes))  # (clusters,)
-    den = np.bincount(inverse, np.asarray(denominator, float), minlength=len(codes))
+    num, den = (np.asarray(x, dtype=float).reshape(len(inverse), -1) for x in (numerator, denominator))
+    sums = np.zeros((len(codes), num.shape[1] * 2))  # (clusters, 2 * ratios)
+    np.add.at(sums, inverse, np.hstack([num, den]))
     counts = bootstrap_counts(len(codes), n_boot, np.random.default_rng(seed))  # (n_boot, clusters)
+    resampled = counts @ sums  # (n_boot, 2 * ratios)
     with np.errstate(invalid="ignore", divide="ignore"):
-        ratios = (counts @ num) / (counts @ den)
+        ratios = resampled[:, : num.shape[1]] / resampled[:, num.shape[1]:]
     tail = (1 - level) / 2
-    return float(np.nanquantile(ratios, tail)), float(np.nanquantile(ratios, 1 - tail))
+    with warnings.catch_warnings():  # a ratio with no denominator in any resample is NaN, as it should be
+        warnings.simplefilter("ignore", RuntimeWarning)
+        low, high = np.nanquantile(ratios, tail, axis=0), np.nanquantile(ratios, 1 - tail, axis=0)
+    return (low, high) if np.ndim(numerator) > 1 else (low[0], high[0])
 
 
 def bootstrap_difference_ci(a: ArrayLike, b: ArrayLike, paired: bool, n_boot: int = 2000, level: float = 0.95,

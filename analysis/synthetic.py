@@ -40,7 +40,7 @@ def job_config(sampler: str = "fixed", group_size: int = 8, seed: int = 0, tempe
         "model": {"name": "tiny", "path": None, "dtype": "auto", "device": "auto"},
         "task": {"name": "arithmetic", "levels": [1, 2, 3, 4, 5], "difficulty": "level", "path": None},
         "algo": {"lr": 1e-4, "beta": 0.04, "eps_low": 0.2, "eps_high": 0.2, "mu": 1, "std": "population",
-                 "std_eps": 1e-8},
+                 "std_eps": 1e-8, "unit_weight": "prompt"},
         "sampler": {"name": sampler, "group_size": group_size, "max_rounds": max_rounds, "pool": pool,
                     "band_lo": band_lo, "band_hi": band_hi},
         "rollout": {"temperature": temperature, "max_new_tokens": 6},

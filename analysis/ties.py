@@ -141,17 +141,17 @@ def tie_fractions(groups: pd.DataFrame, by: Sequence[str] = ("group_size", "samp
         row |= {"groups": len(cell), "prompts": cell["prompt"].nunique(), "ties": int(cell["tie"].sum()),
                 **{k: int(cell[k].sum()) for k in KINDS},
                 "predicted_tie_frac": cell["predicted"].mean(), "predicted_groups": int(has.sum())}
+        gap = np.where(has, cell["tie"].to_numpy(float) - cell["predicted"].fillna(0).to_numpy(), 0.0)  # (groups,)
         ones = np.ones(len(cell))
-        for kind, count in (("tie", "ties"), *((k, k) for k in KINDS)):
+        num = np.column_stack([cell["tie"], *(cell[k] for k in KINDS), gap]).astype(float)  # (groups, 4)
+        den = np.column_stack([ones, ones, ones, has.astype(float)])
+        low, high = cluster_ratio_ci(cell["prompt"].to_numpy(), num, den, n_boot, level)
+        for i, (kind, count) in enumerate((("tie", "ties"), *((k, k) for k in KINDS))):
             prefix = "" if kind == "tie" else f"{kind}_"  # the tie interval keeps the short names ci_low, ci_high
             row[f"{kind}_frac"] = row[count] / len(cell)
-            row[f"{prefix}ci_low"], row[f"{prefix}ci_high"] = cluster_ratio_ci(
-                cell["prompt"], cell[kind], ones, n_boot, level)
-        gap = cell["tie"].to_numpy(float)[has] - cell["predicted"].to_numpy()[has]  # (predicted groups,)
-        row["observed_minus_predicted"] = gap.mean() if has.any() else np.nan
-        row["diff_ci_low"], row["diff_ci_high"] = (cluster_ratio_ci(cell["prompt"].to_numpy()[has], gap,
-                                                                    np.ones(len(gap)), n_boot, level)
-                                                   if has.any() else (np.nan, np.nan))
+            row[f"{prefix}ci_low"], row[f"{prefix}ci_high"] = low[i], high[i]
+        row["observed_minus_predicted"] = gap.sum() / has.sum() if has.any() else np.nan
+        row["diff_ci_low"], row["diff_ci_high"] = (low[3], high[3]) if has.any() else (np.nan, np.nan)
         rows.append(row)
     columns = [*keys, "groups", "prompts", "tie_frac", "all_correct_frac", "all_wrong_frac", "ci_low", "ci_high",
                "predicted_tie_frac", "predicted_groups", "observed_minus_predicted", "diff_ci_low", "diff_ci_high",

@@ -53,7 +53,7 @@ def test_report_names_command_configs_budgets_and_skipped_jobs(built):
     at = [text.index(h + "\n") for h in headings]
     assert at == sorted(at)  # findings first, then the held-out comparison, in this order
     assert "Welch" not in text
-    assert "weighs as one prompt (the default: `algo.unit_weight` is not in these configs)" in text
+    assert "under `pool=all`, `algo.unit_weight=prompt`: a unit of several rounds weighs in the loss as one prompt" in text
 
 
 def test_report_writes_figures_and_tables(built):
