@@ -14,13 +14,15 @@ import dataclasses
 import json
 import os
 import shutil
+import logging
 import socket
-import sys
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from grpo_lab.config import InputError, TrainConfig
+
+log = logging.getLogger(__name__)
 
 LOCK_NAME = ".lock"
 CONFIG_NAME = "config.json"  # the config the run was started with (Hydra rewrites .hydra/ on every start)
@@ -106,7 +108,7 @@ class RunLock:
         return data if isinstance(data, dict) else None
 
     def _remove_stale(self, why: str) -> None:
-        print(f"grpo-lab: removing a stale lock on {self.path.parent} ({why})", file=sys.stderr)
+        log.warning("removing a stale lock on %s (%s)", self.path.parent, why)
         try:
             self.path.unlink()
         except FileNotFoundError:
@@ -197,8 +199,7 @@ def prepare(run_dir: str | Path, cfg: TrainConfig) -> None:
             raise ConfigMismatch(f"{run_dir} holds a run started with another config ({listed}); use another "
                                  "out_dir, or resume=never to delete that run and start over")
     elif has_run(run_dir):
-        print(f"grpo-lab: {run_dir} has no {CONFIG_NAME} (made by an older version): resuming without a "
-              "config check", file=sys.stderr)
+        log.warning("%s has no %s (made by an older version): resuming without a config check", run_dir, CONFIG_NAME)
     note_unfinished(run_dir)
     clean_temporaries(run_dir)
     _write_json(saved_path, new)
@@ -213,8 +214,8 @@ def note_unfinished(run_dir: Path) -> None:
         return
     if isinstance(record, dict) and record.get("status") == "running":
         who = f" (pid {record['pid']} on {record.get('host')})" if record.get("pid") else ""
-        print(f"grpo-lab: the previous start of {run_dir}{who}, started {record.get('started')}, ended without "
-              "recording how (run.json still said running): it was killed or could not write", file=sys.stderr)
+        log.warning("the previous start of %s%s, started %s, ended without recording how (run.json still said "
+                    "running): it was killed or could not write", run_dir, who, record.get("started"))
 
 
 def clean_temporaries(run_dir: Path) -> int:

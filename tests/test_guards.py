@@ -1,6 +1,7 @@
 """One writer per run directory, resume only with the same config, faults on disk."""
 
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -22,7 +23,7 @@ def _dead_pid() -> int:
     return p.pid  # reaped: no process has it (pids are not reused this soon)
 
 
-def test_a_second_writer_is_refused_and_a_stale_lock_taken_over(tmp_path, capsys):
+def test_a_second_writer_is_refused_and_a_stale_lock_taken_over(tmp_path, caplog):
     with RunLock(tmp_path):
         holder = json.loads((tmp_path / LOCK_NAME).read_text())
         assert holder["pid"] == os.getpid() and holder["host"]
@@ -38,7 +39,7 @@ def test_a_second_writer_is_refused_and_a_stale_lock_taken_over(tmp_path, capsys
     (tmp_path / LOCK_NAME).write_text(json.dumps({"pid": _dead_pid(), "host": os.uname().nodename, "since": "x"}))
     with RunLock(tmp_path):  # its holder is dead: taken over, with a message
         pass
-    assert "removing a stale lock" in capsys.readouterr().err
+    assert "removing a stale lock" in caplog.text
     (tmp_path / LOCK_NAME).write_text(json.dumps({"pid": 1, "host": "elsewhere", "since": "x"}))
     with pytest.raises(RunDirBusy, match="host elsewhere"):  # another host's pid cannot be checked: refused
         RunLock(tmp_path).acquire()
@@ -86,16 +87,17 @@ def test_resume_checks_the_config(tiny_cfg):
     assert steps["step"].tolist() == [1, 2, 3] and json.loads((run / "config.json").read_text())["seed"] == 5
 
 
-def test_resume_prints_where_it_resumes(tiny_cfg, capfd):
+def test_resume_says_where_it_resumes(tiny_cfg, caplog):
     tiny_cfg.max_steps, tiny_cfg.eval.n = 2, 0
     train(tiny_cfg)
-    capfd.readouterr()
+    caplog.clear()
     tiny_cfg.max_steps = 3
-    train(tiny_cfg)
-    assert f"resuming {tiny_cfg.out_dir} from step 2" in capfd.readouterr().err
+    with caplog.at_level(logging.INFO, logger="grpo_lab"):
+        train(tiny_cfg)
+    assert f"resuming {tiny_cfg.out_dir} from step 2" in caplog.text
 
 
-def test_next_start_notes_a_stale_running_and_cleans_temporaries(tmp_path, capsys):
+def test_next_start_notes_a_stale_running_and_cleans_temporaries(tmp_path, caplog):
     run = tmp_path / "run"
     cfg = TrainConfig(out_dir=str(run))
     (run / "checkpoints" / ".step-000004.123.tmp").mkdir(parents=True)
@@ -105,7 +107,7 @@ def test_next_start_notes_a_stale_running_and_cleans_temporaries(tmp_path, capsy
     (run / "run.json").write_text(json.dumps({"status": "running", "started": "then", "pid": 999, "host": "h"}))
     with RunLock(run):
         prepare(run, cfg)
-    err = capsys.readouterr().err
+    err = caplog.text
     assert "ended without recording how (run.json still said running)" in err and "pid 999" in err
     left = sorted(p.relative_to(run).as_posix() for p in run.rglob("*"))
     assert left == ["checkpoints", "config.json", "groups", "groups/part-000001.parquet", "run.json"]
@@ -147,7 +149,7 @@ def test_a_write_fault_is_shown_recorded_and_cleaned_up(tmp_path):
     assert read_table(run, "steps").to_pandas()["step"].tolist() == [1, 2]
 
 
-def test_the_first_error_wins_when_run_json_cannot_be_written(tiny_cfg, monkeypatch, capsys):
+def test_the_first_error_wins_when_run_json_cannot_be_written(tiny_cfg, monkeypatch, caplog):
     """Root ignores read-only folders, so the failure to record is injected; the first error is real."""
     from grpo_lab import trainer
 
@@ -164,12 +166,13 @@ def test_the_first_error_wins_when_run_json_cannot_be_written(tiny_cfg, monkeypa
     tiny_cfg.eval.n = 0
     with pytest.raises(FileExistsError):
         train(tiny_cfg)
-    assert "could not record the failure" in capsys.readouterr().err
+    assert "could not record the failure" in caplog.text
+    caplog.clear()
     monkeypatch.undo()
     (run / "groups").unlink()
     tiny_cfg.max_steps = 1
     train(tiny_cfg)  # the next start says the last one ended unrecorded
-    assert "ended without recording how" in capsys.readouterr().err
+    assert "ended without recording how" in caplog.text
 
 
 def _train_cli(*args: str) -> subprocess.CompletedProcess:
@@ -188,7 +191,7 @@ def test_the_command_line_says_it_in_one_line(tmp_path):
     with RunLock(run):
         out = _train_cli("max_steps=1", f"hydra.run.dir={run}")
     assert out.returncode != 0
-    last = out.stderr.strip().splitlines()
+    last = [ln for ln in out.stderr.strip().splitlines() if not ln.startswith("[")]  # progress log lines aside
     assert len(last) == 1 and last[0].startswith("error: ") and f"being written by pid {os.getpid()}" in last[0]
 
 

@@ -82,7 +82,7 @@ def test_sweep_job_logs_hold_progress_lines(sweep):
     for job in _jobs(sweep):
         log = (job / "train.log").read_text()
         lines = log.splitlines()
-        assert "loading the model" in lines[0]
+        assert "loading" in lines[0]  # the first line comes before torch loads
         assert "starting at step 1" in log and "eval at step 0: accuracy" in log
         assert f"step 1/{STEPS} | samples 16 |" in log  # the first step always has its line
         assert "run finished:" in log and "held-out accuracy: step 0" in log
