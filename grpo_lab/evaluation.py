@@ -137,6 +137,9 @@ def evaluate_checkpoints(cfg, run_dir: Path, *, n: int, temperature: float, step
 
 
 def _samples_drawn(checkpoint: Path) -> int | None:
-    """Samples the run had drawn at a checkpoint (its saved counters); None when not recorded."""
+    """Samples the run had drawn at a checkpoint (its saved counters); None when not recorded (a pruned,
+    weights-only checkpoint has no state.pt)."""
+    if not (checkpoint / "state.pt").exists():
+        return None
     state = torch.load(checkpoint / "state.pt", weights_only=False, map_location="cpu")
     return state.get("counters", {}).get("samples_total")

@@ -38,8 +38,14 @@ MAY_DIFFER: dict[str, str] = {
     "max_samples": "as max_steps: the budget's end, not what each step does",
     "max_tokens": "as max_steps",
     "eval.every": "how often the held-out pool is evaluated; evaluation has its own RNG and never moves training",
+    "eval.every_samples": "as eval.every, counted in samples drawn",
+    "checkpoint.keep_last": "which checkpoints are kept on disk, not what any step computes",
+    "checkpoint.keep_steps": "as checkpoint.keep_last",
+    "checkpoint.keep_eval": "as checkpoint.keep_last",
+    "checkpoint.final_weights_only": "what the last checkpoint keeps once the run is done",
     "resume": "how this start treats the directory",
     "reward.workers": "processes that check LaTeX answers: the same verdicts, sooner",
+    "log_completions": "completions kept for reading (completions/); training draws and learns the same",
 }
 # Key prefixes that may differ, for whole groups that only report (tracking/logging backends).
 MAY_DIFFER_PREFIXES: tuple[str, ...] = ("logger.", "logging.", "tracking.")
@@ -174,7 +180,8 @@ def has_run(run_dir: Path) -> bool:
     return any((run_dir / name).exists() for name in ("run.json", "groups", "steps", "eval", "checkpoints"))
 
 
-RUN_CONTENTS = ("run.json", CONFIG_NAME, "groups", "steps", "eval", "checkpoints")
+# what resume=never deletes: everything a run writes but Hydra's .hydra/ and the lock
+RUN_CONTENTS = ("run.json", CONFIG_NAME, "groups", "steps", "eval", "completions", "checkpoints", "tensorboard")
 
 
 def prepare(run_dir: str | Path, cfg: TrainConfig) -> None:
