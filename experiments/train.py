@@ -16,6 +16,7 @@ from omegaconf import DictConfig
 
 from experiments.common import preflight, register_configs, to_train_config
 from grpo_lab.config import InputError
+from grpo_lab.progress import Heartbeat
 
 register_configs()
 log = logging.getLogger(__name__)
@@ -26,7 +27,8 @@ INSPECT_FLAGS = {"--help", "-h", "--hydra-help", "--cfg", "-c", "--info", "-i", 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="train")
 def run(cfg: DictConfig) -> None:
     log.info("job %s: loading torch and transformers", HydraConfig.get().job.get("num", 0))
-    from grpo_lab.trainer import train  # torch and transformers load here, after the first line is out
+    with Heartbeat(doing="loading torch and transformers"):  # slow on a busy machine: keep saying so
+        from grpo_lab.trainer import train
 
     try:
         run_dir = train(to_train_config(cfg))
@@ -46,8 +48,8 @@ def main() -> None:
         logging.basicConfig(level=logging.INFO, format="[%(asctime)s][%(name)s][%(levelname)s] - %(message)s")
         log.info("config checked; loading torch and transformers")
         if any(job.model.name == "tiny" for job in jobs):
-            from grpo_lab.policy import build_tiny
-
+            with Heartbeat(doing="loading torch and transformers"):
+                from grpo_lab.policy import build_tiny
             build_tiny()  # once, with every core, before parallel jobs would each build it on one thread
     run()
 

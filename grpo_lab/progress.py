@@ -64,9 +64,9 @@ class Heartbeat:
     `say` for `every_s` seconds: a long step or evaluation of a large model still shows signs of
     life. `doing` names the current activity; `say` logs a line and restarts the clock."""
 
-    def __init__(self, every_s: float = 25.0, prefix: str = ""):
+    def __init__(self, every_s: float = 25.0, prefix: str = "", doing: str = "starting"):
         self.every_s, self.prefix = every_s, prefix  # prefix: whose line, in a sweep's shared console
-        self.doing = "starting"
+        self.doing = doing
         self._since = self._last = time.monotonic()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="grpo-lab-heartbeat", daemon=True)
@@ -89,6 +89,12 @@ class Heartbeat:
     def close(self) -> None:
         self._stop.set()
         self._thread.join()
+
+    def __enter__(self) -> Heartbeat:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
 
 def run_summary(run_dir: Path, seconds: float) -> str:
