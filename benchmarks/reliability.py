@@ -152,7 +152,7 @@ def duplicate_and_changed(work: Path) -> list[tuple[str, bool, str]]:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
     second = subprocess.run([sys.executable, "-m", "experiments.train", "max_steps=1", f"hydra.run.dir={run}"],
                             capture_output=True, text=True, cwd=ROOT, env=env)
-    lines = second.stderr.strip().splitlines()
+    lines = [ln for ln in second.stderr.strip().splitlines() if not ln.startswith("[")]  # progress log lines aside
     ok = second.returncode != 0 and len(lines) == 1 and f"being written by pid {first.pid}" in lines[0]
     first.send_signal(signal.SIGKILL)
     first.wait()
