@@ -5,6 +5,7 @@ and exact resume mid-run."""
 import itertools
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
@@ -163,12 +164,11 @@ def test_resume_mid_run_restores_the_sampler_exactly(tmp_path, sampler):
     (killed / "checkpoints" / "step-000003").rename(killed / "checkpoints" / ".gone")
     cfg.max_steps = 4
     train(cfg)
-    for table in ("groups", "steps"):
-        a = read_table(full, table).drop_columns(["run_id", "t_rollout", "t_update", "t_total"] if table == "steps"
-                                                 else ["run_id"]).to_pylist()
-        b = read_table(killed, table).drop_columns(["run_id", "t_rollout", "t_update", "t_total"] if table == "steps"
-                                                   else ["run_id"]).to_pylist()
-        assert len(a) > 0 and a == b
+    for table, drop in (("groups", ["run_id"]), ("steps", ["run_id", "t_rollout", "t_update", "t_total"])):
+        a = read_table(full, table).drop_columns(drop).to_pandas()
+        b = read_table(killed, table).drop_columns(drop).to_pandas()
+        assert len(a) > 0
+        pd.testing.assert_frame_equal(a, b)  # NaN (a step with nothing to learn has no grad_norm) equals NaN
 
 
 @pytest.mark.parametrize("sampler,least,most", [("reinforce_ada", 4 * 4, 4 * 12), ("knapsack", 16, 16),
