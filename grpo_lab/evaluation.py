@@ -78,7 +78,8 @@ def label_by_pass_rate(task: Task, model, tokenizer, *, n: int, temperature: flo
     def relabel(problems):
         return tuple(dataclasses.replace(p, difficulty=label[p.prompt_id]) for p in problems)
 
-    return dataclasses.replace(task, train=relabel(task.train), held_out=relabel(task.held_out))
+    return dataclasses.replace(task, train=relabel(task.train), held_out=relabel(task.held_out),
+                               difficulty_labels={})  # the bins name themselves
 
 
 def accuracy_by_difficulty(rows: list[dict]) -> dict[str, float]:

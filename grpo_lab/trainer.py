@@ -7,6 +7,7 @@ import json
 import logging
 import os
 import platform
+import subprocess
 import time
 import traceback
 import uuid
@@ -15,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+import transformers
 
 from grpo_lab import __version__
 from grpo_lab.batching import training_units
@@ -60,6 +62,8 @@ class RunRecord:
             "machine": describe_machine(),
             "pid": os.getpid(),  # who writes it: the next start names them if this run.json stays `running`
             "host": platform.node(),
+            "transformers": transformers.__version__,
+            "git": git_state(),  # the code that ran: {"commit", "dirty"}, None outside a checkout
         }
 
     @property
@@ -94,6 +98,20 @@ def describe_machine() -> str:
     if torch.cuda.is_available():
         text += f", {torch.cuda.get_device_name()}"
     return text
+
+
+def git_state() -> dict | None:
+    """The commit of the checkout this package runs from and whether it had uncommitted changes."""
+    here = Path(__file__).resolve().parent
+    try:
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True, timeout=10)
+        status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=here,
+                                capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if commit.returncode != 0 or status.returncode != 0:
+        return None
+    return {"commit": commit.stdout.strip(), "dirty": bool(status.stdout.strip())}
 
 
 def _now() -> str:
@@ -218,7 +236,7 @@ class Trainer:
         task, self.model, self.tokenizer, self.end_ids = load_task_and_policy(cfg)
         self.task = task
         self.device = next(self.model.parameters()).device
-        record.update(device=str(self.device))
+        record.update(device=str(self.device), difficulty_labels=task.difficulty_labels)
         with self.amp():  # under bf16 autocast the reference is stored in bf16: it only ever runs in it
             self.ref = frozen_copy(self.model, autocast_dtype(self.device)) if cfg.algo.beta != 0 else None
         if cfg.model.gradient_checkpointing:

@@ -73,4 +73,6 @@ class ArithmeticTask:
             rng = random.Random(f"{seed}-{level}")  # per-level stream: adding a level changes no other
             train += _distinct(rng, level, train_per_level, False, "task.train_per_level")
             held_out += _distinct(rng, level, eval_per_level, True, "task.eval_per_level")
-        return Task(name="arithmetic", train=tuple(train), held_out=tuple(held_out), answer_kind="integer")
+        names = {str(lv): f"{LEVELS[lv][0]}+{LEVELS[lv][1]} digits" for lv in levels}
+        return Task(name="arithmetic", train=tuple(train), held_out=tuple(held_out), answer_kind="integer",
+                    difficulty_labels=names)

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
@@ -24,6 +24,8 @@ class Task:
     train: tuple[Problem, ...]
     held_out: tuple[Problem, ...]
     answer_kind: str
+    # what each difficulty label is, for the report's figures ("1": "1+1 digits"); {} when the labels say it
+    difficulty_labels: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.train:
