@@ -71,16 +71,19 @@ def code(text: str, max_chars: int = MAX_CHARS) -> str:
     return f"{fence}{pad}{shown}{pad}{fence}"
 
 
-def examples_markdown(completions: pd.DataFrame, per_kind: int = 1, max_chars: int = MAX_CHARS) -> str:
+def examples_markdown(completions: pd.DataFrame, per_kind: int = 1, max_chars: int = MAX_CHARS,
+                      names: dict[str, str] | None = None) -> str:
     """Markdown: per difficulty, a mixed group, an all-correct and an all-wrong tie (whichever were
-    kept), each with its prompt and every kept completion with its reward."""
+    kept), each with its prompt and every kept completion with its reward. `names`: what each
+    difficulty label is ("1" -> "1+1 digits"), shown beside it."""
     if completions.empty:
         return "No completions were kept (train with `log_completions=N` to keep N a step)."
     picked = pick_groups(completions, per_kind=per_kind)
     by_group = completions.groupby(["job", "step", "group"], sort=False)
     out = []
     for difficulty in natural_sorted(picked["difficulty"].unique()):
-        out.append(f"#### Difficulty {difficulty}")
+        name = (names or {}).get(str(difficulty))
+        out.append(f"#### Difficulty {difficulty}" + (f" ({name})" if name else ""))
         for g in picked[picked["difficulty"] == difficulty].itertuples(index=False):
             rows = by_group.get_group((g.job, g.step, g.group)).sort_values("sample")
             size = int(rows["group_size"].iloc[0])

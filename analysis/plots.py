@@ -13,21 +13,26 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from matplotlib import rc_context
 from matplotlib.artist import Artist
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.patches import Patch
 from matplotlib.ticker import EngFormatter
 
 from analysis.arms import arm_label
 from analysis.budget import BASE, FINAL
 from analysis.labels import natural_sorted
 
-BUDGET_METRICS = {"wasted_frac": "wasted fraction of samples drawn",
-                  "train_accuracy_round0": "training accuracy, first rounds (window)"}
-AT_K_COLUMNS = 6  # difficulties side by side in the pass@k / cons@k figure before it wraps
-LEGEND_ROW = 0.22  # inches per legend row (fontsize "small")
-CHAR_WIDTH = 0.065  # inches per legend character (fontsize "small"), for laying out its columns
+# the training accuracy panel is left out: the training-health figure's reward panel shows the same
+BUDGET_METRICS = {"wasted_frac": "wasted fraction of samples drawn"}
+DPI = 150  # sharp at GitHub's page width
+STYLE = {"font.size": 12, "axes.titlesize": 12, "axes.labelsize": 12, "xtick.labelsize": 11,
+         "ytick.labelsize": 11}  # readable when GitHub scales a wide figure down
+AT_K_COLUMNS = 5  # difficulties side by side in the pass@k / cons@k figure before it wraps
+LEGEND_ROW = 0.27  # inches per legend row (fontsize "small" at STYLE's 12 pt)
+CHAR_WIDTH = 0.078  # inches per legend character (fontsize "small"), for laying out its columns
 HANDLE_WIDTH = 0.75  # inches a legend entry takes besides its text
 UNIT_Y = (-0.03, 1.03)  # y limits of a fraction: 0 and 1 stay clear of the frame
 
@@ -44,7 +49,8 @@ def _legend_shape(labels: Sequence[str], width: float, title: bool = False) -> t
 
 
 def _figure(panels: int, width: float = 4.2, height: float = 3.2, columns: int = 3,
-            legend: Sequence[str] = (), legend_title: str | None = None) -> tuple[Figure, list[Axes]]:
+            legend: Sequence[str] = (), legend_title: str | None = None, top: float = 0.35
+            ) -> tuple[Figure, list[Axes]]:
     """A figure of `panels` axes, `columns` to a row, each panel `width` x `height` inches, with
     room below the panels for a legend of the `legend` labels (see `_legend_below`)."""
     cols = min(panels, columns)
@@ -57,7 +63,7 @@ def _figure(panels: int, width: float = 4.2, height: float = 3.2, columns: int =
     FigureCanvasAgg(fig)
     # fixed margins in inches rather than a layout engine: half the drawing time on a large report
     fig.subplots_adjust(left=0.7 / fig_width, right=1 - 0.15 / fig_width, bottom=(0.55 + below) / fig_height,
-                        top=1 - 0.35 / fig_height, wspace=0.3, hspace=0.5)
+                        top=1 - top / fig_height, wspace=0.3, hspace=0.5)
     axes = fig.subplots(rows, cols, squeeze=False).ravel()
     for ax in axes[panels:]:
         ax.set_visible(False)
@@ -86,63 +92,112 @@ def _arms(frame: pd.DataFrame, by: Sequence[str]) -> Iterator[tuple[str, pd.Data
 
 def _save(fig: Figure, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=100, pil_kwargs={"compress_level": 1})  # fast zlib: the figures stay small
+    fig.savefig(path, dpi=DPI, pil_kwargs={"compress_level": 1})  # fast zlib: the figures stay small
     return path
 
 
-def ties_by_difficulty(ties: pd.DataFrame, path: Path, by: Sequence[str]) -> Path:
-    """Observed tie fraction per difficulty with its interval (points), predicted (dashed line), a
-    colour per arm; the legend names each arm once and the two marks once."""
+def _styled(draw):
+    """Draw under STYLE (fonts are fixed when artists are made, so the whole function runs inside it)."""
+    def wrapped(*args, **kwargs):
+        with rc_context(STYLE):
+            return draw(*args, **kwargs)
+    wrapped.__doc__, wrapped.__name__ = draw.__doc__, draw.__name__
+    return wrapped
+
+
+def level_label(level: str, names: dict[str, str] | None) -> str:
+    """A difficulty as a tick label: "2" and what it is ("2+1 digits") when the task said."""
+    name = (names or {}).get(str(level))
+    return f"{level}\n{name}" if name else str(level)
+
+
+@_styled
+def ties_by_difficulty(ties: pd.DataFrame, path: Path, by: Sequence[str], names: dict[str, str] | None = None) -> Path:
+    """First-round ties per difficulty, a bar per arm: all-correct (solid) under all-wrong (hatched),
+    the 95% interval of their sum (black bar with caps) and the prediction p^G + (1-p)^G (a hollow
+    diamond). `names`: what each difficulty label is, for the tick labels."""
     levels = natural_sorted(ties["difficulty"].astype(str).unique())
     arms = list(_arms(ties, by))
-    marks = ["observed (95% interval)", "predicted p^G + (1-p)^G"]
-    labels = [label for label, _ in arms] + marks
-    columns = 2 if len(arms) > 4 else 1  # many arms: a wider figure, so the legend takes two columns
-    width = max(6.4, 0.9 * len(levels), columns * (HANDLE_WIDTH + CHAR_WIDTH * max(map(len, labels))) + 0.3)
-    fig, (ax,) = _figure(1, width=width, height=4.0, legend=labels)
-    entries: dict[str, Artist] = {}
-    for i, (label, rows) in enumerate(arms):
-        x = np.array([levels.index(d) for d in rows["difficulty"].astype(str)])
-        shift = (i - (len(arms) - 1) / 2) * min(0.08, 0.6 / len(arms))  # side by side, so the bars stay apart
+    entries: dict[str, Artist] = {label: Patch(color=_colour(i)) for i, (label, _) in enumerate(arms)}
+    entries |= {"all-correct tie": Patch(facecolor="0.55", edgecolor="0.3"),
+                "all-wrong tie": Patch(facecolor="0.9", edgecolor="0.3", hatch="///"),
+                "tie fraction, 95% interval": None, "predicted p^G + (1-p)^G": None}
+    width = max(7.0, 1.5 * len(levels) * max(1, len(arms)) ** 0.5)
+    fig, (ax,) = _figure(1, width=width, height=4.4, legend=list(entries))
+    bar = min(0.8 / max(len(arms), 1), 0.35)
+    for i, (_, rows) in enumerate(arms):
+        x = np.array([levels.index(d) for d in rows["difficulty"].astype(str)]) + (i - (len(arms) - 1) / 2) * bar
+        correct, wrong = rows["all_correct_frac"].to_numpy(float), rows["all_wrong_frac"].to_numpy(float)
+        ax.bar(x, correct, bar * 0.92, color=_colour(i), edgecolor="0.2", linewidth=0.6)
+        ax.bar(x, wrong, bar * 0.92, bottom=correct, color=_colour(i), alpha=0.35, hatch="///", edgecolor="0.2",
+               linewidth=0.6)
         err = np.vstack([rows["tie_frac"] - rows["ci_low"], rows["ci_high"] - rows["tie_frac"]])
-        entries[label] = ax.errorbar(x + shift, rows["tie_frac"], yerr=err, fmt="o", capsize=3, color=_colour(i))
-        ax.plot(x + shift, rows["predicted_tie_frac"], "--", color=_colour(i))
-    entries[marks[0]] = ax.errorbar([], [], yerr=[], fmt="o", capsize=3, color="k")
-    entries[marks[1]], = ax.plot([], [], "--", color="k")
-    ax.set(xticks=range(len(levels)), xlabel="difficulty", ylabel="tie fraction", ylim=UNIT_Y)
-    long = max((len(s) for s in levels), default=0) > 4
-    ax.set_xticklabels(levels, rotation=30 if long else 0, ha="right" if long else "center")
-    ax.grid(alpha=0.3)
+        entries["tie fraction, 95% interval"] = ax.errorbar(x, rows["tie_frac"], yerr=err, fmt="none", ecolor="k",
+                                                            elinewidth=1.6, capsize=5, capthick=1.6, zorder=4)
+        entries["predicted p^G + (1-p)^G"], = ax.plot(x + bar * 0.25, rows["predicted_tie_frac"], "D", color="k",
+                                                      markerfacecolor="white", markersize=7, zorder=5,
+                                                      linestyle="none")
+    entries = {k: v for k, v in entries.items() if v is not None}
+    ax.set(xticks=range(len(levels)), xlabel="difficulty", ylabel="fraction of first-round groups tied", ylim=UNIT_Y)
+    ax.set_xticklabels([level_label(level, names) for level in levels])
+    ax.grid(alpha=0.3, axis="y")
+    ax.set_axisbelow(True)
     _legend_below(fig, entries)
     return _save(fig, path)
 
 
-def ties_over_steps(ties: pd.DataFrame, path: Path, by: Sequence[str]) -> Path:
-    """Tie fraction per step window, one line per difficulty with its interval and its prediction
-    (dashed), one panel per arm."""
-    arms = list(_arms(ties, by))
+@_styled
+def ties_over_samples(ties: pd.DataFrame, path: Path, by: Sequence[str], names: dict[str, str] | None = None
+                      ) -> Path:
+    """First-round tie fractions over training against samples drawn (`samples_drawn`: the mean over
+    an arm's jobs of the samples drawn by the end of each step window), one column per difficulty;
+    rows: all-correct ties, all-wrong ties (learning moves ties from one to the other; collapse
+    fills the second), and all ties beside the prediction (markers). A colour per arm; bands: 95%
+    intervals."""
     levels = natural_sorted(ties["difficulty"].astype(str).unique())
-    fig, axes = _figure(len(arms), legend=levels, legend_title="difficulty")
+    arms = list(_arms(ties, by))
+    rows_shown = [("all_correct_frac", "all_correct_ci", "all-correct ties"),
+                  ("all_wrong_frac", "all_wrong_ci", "all-wrong ties"),
+                  ("tie_frac", "ci", "all ties")]
+    labels = [label for label, _ in arms] + ["predicted p^G + (1-p)^G"]
+    fig, axes = _figure(len(rows_shown) * len(levels), width=3.4, height=2.6, columns=len(levels), legend=labels)
     entries: dict[str, Artist] = {}
-    for ax, (label, rows) in zip(axes, arms):
-        for i, level in enumerate(levels):  # a difficulty keeps its colour in every panel
-            r = rows[rows["difficulty"].astype(str) == level]
-            if r.empty:
-                continue
-            entries[level], = ax.plot(r["step_window"], r["tie_frac"], color=_colour(i))
-            ax.fill_between(r["step_window"], r["ci_low"], r["ci_high"], color=_colour(i), alpha=0.12, linewidth=0)
-            ax.plot(r["step_window"], r["predicted_tie_frac"], "x--", color=_colour(i), linewidth=1, markersize=4)
-        ax.set(title=label, xlabel="step (window start)", ylabel="tie fraction", ylim=UNIT_Y)
-        ax.title.set_fontsize("small")
-        ax.grid(alpha=0.3)
-    _legend_below(fig, {level: entries[level] for level in levels if level in entries}, title="difficulty")
+    for r, (column, ci, title) in enumerate(rows_shown):
+        for c, level in enumerate(levels):
+            ax = axes[r * len(levels) + c]
+            for i, (label, rows) in enumerate(arms):
+                part = rows[rows["difficulty"].astype(str) == level].sort_values("samples_drawn")
+                if part.empty:
+                    continue
+                entries[label], = ax.plot(part["samples_drawn"], part[column], color=_colour(i), marker="o",
+                                          markersize=3)
+                ax.fill_between(part["samples_drawn"], part[f"{ci}_low"], part[f"{ci}_high"], color=_colour(i),
+                                alpha=0.15, linewidth=0)
+                if column == "tie_frac":
+                    entries[labels[-1]], = ax.plot(part["samples_drawn"], part["predicted_tie_frac"], "D",
+                                                   color=_colour(i), markerfacecolor="white", markersize=5,
+                                                   linestyle="none")
+            name = (names or {}).get(level)
+            ax.set_title(f"{title}, difficulty {level}" + (f" ({name})" if name else ""), fontsize="small")
+            ax.set_ylim(*UNIT_Y)
+            ax.xaxis.set_major_formatter(EngFormatter(sep=""))
+            ax.grid(alpha=0.3)
+            if c == 0:
+                ax.set_ylabel("fraction of groups")
+            else:
+                ax.tick_params(labelleft=False)
+            if r == len(rows_shown) - 1:
+                ax.set_xlabel("samples drawn")
+    _legend_below(fig, {k: entries[k] for k in labels if k in entries})
     return _save(fig, path)
 
 
+@_styled
 def budget_curves(bands: pd.DataFrame, path: Path, arm: Sequence[str], budget: str) -> Path:
     """Each metric against the budget: the mean over seeds per arm, the band from lowest to highest seed."""
     arms = list(_arms(bands, arm))
-    fig, axes = _figure(len(BUDGET_METRICS), legend=[label for label, _ in arms])
+    fig, axes = _figure(len(BUDGET_METRICS), width=6.4 if len(BUDGET_METRICS) == 1 else 4.2, height=3.6,
+                        legend=[label for label, _ in arms])
     entries: dict[str, Artist] = {}
     for i, (label, rows) in enumerate(arms):
         for ax, metric in zip(axes, BUDGET_METRICS):
@@ -150,14 +205,14 @@ def budget_curves(bands: pd.DataFrame, path: Path, arm: Sequence[str], budget: s
             low, high = rows[f"{metric}_low"], rows[f"{metric}_high"]
             ax.fill_between(rows["budget"], low, high, color=_colour(i), alpha=0.2, linewidth=0)
     for ax, title in zip(axes, BUDGET_METRICS.values()):
-        ax.set(xlabel=f"{budget} drawn", title=title)
-        ax.title.set_fontsize("small")
+        ax.set(xlabel=f"{budget} drawn", ylabel=title.split(" of ")[0], title=title)
         ax.xaxis.set_major_formatter(EngFormatter(sep=""))  # 40k, 1.2M: short tick labels at any budget
         ax.grid(alpha=0.3)
     _legend_below(fig, entries)
     return _save(fig, path)
 
 
+@_styled
 def heldout(bands: pd.DataFrame, path: Path, arm: Sequence[str]) -> Path:
     """Held-out scores against samples drawn, one panel per (metric, k): per arm the mean over seeds
     at each checkpoint (points joined by lines), the band from the lowest to the highest seed."""
@@ -171,8 +226,8 @@ def heldout(bands: pd.DataFrame, path: Path, arm: Sequence[str]) -> Path:
             entries[label], = ax.plot(r["samples"], r["mean"], "o-", color=_colour(i), markersize=3)
             ax.fill_between(r["samples"], r["low"], r["high"], color=_colour(i), alpha=0.2, linewidth=0)
     for ax, (metric, k) in zip(axes, panels):
-        ax.set(xlabel="samples drawn", title=f"held-out {metric.replace('@k', f'@{k}')}")
-        ax.title.set_fontsize("small")
+        ax.set(xlabel="samples drawn", ylabel="mean over prompts",
+               title=f"held-out {metric.replace('@k', f'@{k}')}")
         ax.xaxis.set_major_formatter(EngFormatter(sep=""))
         ax.grid(alpha=0.3)
     _legend_below(fig, entries)
@@ -192,13 +247,23 @@ def _same_curves(a: pd.DataFrame, b: pd.DataFrame) -> bool:
     return a.index.equals(b.index) and np.allclose(a.to_numpy(), b.to_numpy(), rtol=0, atol=1e-9)  # summed in another order
 
 
-def at_k(curves: pd.DataFrame, path: Path, by: Sequence[str]) -> Path:
+@_styled
+def saturated(curves: pd.DataFrame, margin: float = 0.05) -> list[str]:
+    """Difficulties whose every at-k mean (any arm, checkpoint, metric, k) is within `margin` of 0 or
+    of 1: their panels would be flat lines on a frame's edge."""
+    by_level = curves[curves["difficulty"].astype(str) != "all"].groupby(curves["difficulty"].astype(str))["mean"]
+    flat = by_level.agg(lambda m: bool((m >= 1 - margin).all() or (m <= margin).all()))
+    return natural_sorted(flat.index[flat])
+
+
+def at_k(curves: pd.DataFrame, path: Path, by: Sequence[str], names: dict[str, str] | None = None) -> Path:
     """pass@k (top row) and cons@k (bottom row) against k, one column of panels per difficulty and one
     for all prompts pooled ("all"); a colour per arm, dashed at base and solid at final, with their
     intervals (one black base line when every arm's base is the same). More than AT_K_COLUMNS
     difficulties wrap onto further pairs of rows."""
     shown = curves[curves["checkpoint"].isin([BASE, FINAL])]
-    levels = natural_sorted(d for d in shown["difficulty"].astype(str).unique() if d != "all")
+    flat = set(saturated(shown))
+    levels = natural_sorted(d for d in shown["difficulty"].astype(str).unique() if d != "all" and d not in flat)
     levels += ["all"] if (shown["difficulty"] == "all").any() else []
     arms = list(_arms(shown, by))
     base = [rows[rows["checkpoint"] == BASE] for _, rows in arms]
@@ -216,7 +281,8 @@ def at_k(curves: pd.DataFrame, path: Path, by: Sequence[str]) -> Path:
                               part))
     columns = min(len(levels), AT_K_COLUMNS)
     bands = math.ceil(len(levels) / columns)
-    fig, axes = _figure(2 * bands * columns, width=3.0, height=2.6, columns=columns, legend=[s for s, *_ in lines])
+    fig, axes = _figure(2 * bands * columns, width=3.0, height=2.6, columns=columns, legend=[s for s, *_ in lines],
+                        top=0.7)  # two-line titles
     ks = sorted(shown["k"].unique())
     entries: dict[str, Artist] = {}
     for j, level in enumerate(levels):
@@ -231,15 +297,18 @@ def at_k(curves: pd.DataFrame, path: Path, by: Sequence[str]) -> Path:
                 entries[label], = ax.plot(r["k"], r["mean"], color=colour, linestyle="-" if final else "--",
                                           marker="o" if final else "s", markersize=4 if final else 3,
                                           markerfacecolor=colour if final else "none")
-                ax.fill_between(r["k"], r["ci_low"], r["ci_high"], color=colour, alpha=0.12 if final else 0.06,
-                                linewidth=0)
+                if final:  # the base band would only blur the finals' (the differences are in the forest plot)
+                    ax.fill_between(r["k"], r["ci_low"], r["ci_high"], color=colour, alpha=0.12, linewidth=0)
             ax.set_xscale("log", base=2)
             ax.set_xticks(ks, labels=[str(k) for k in ks])
             ax.minorticks_off()
             ax.set_ylim(*UNIT_Y)
             ax.set_yticks([0, 0.25, 0.5, 0.75, 1])
             ax.grid(alpha=0.3)
-            ax.set_title(f"{metric}, {'all prompts' if level == 'all' else f'difficulty {level}'}", fontsize="small")
+            name = (names or {}).get(level)
+            where = "all prompts" if level == "all" else f"difficulty {level}" + (f" ({name})" if name else "")
+            if row == 0:
+                ax.set_title(where.replace(" (", "\n("))
             if col == 0:
                 ax.set_ylabel(metric)
             else:
@@ -251,4 +320,33 @@ def at_k(curves: pd.DataFrame, path: Path, by: Sequence[str]) -> Path:
         for row in (0, 1):
             axes[(2 * band + row) * columns + col].set_visible(False)
     _legend_below(fig, entries)
+    return _save(fig, path)
+
+
+@_styled
+def forest(tests: pd.DataFrame, path: Path, detectable: Sequence[bool]) -> Path:
+    """Arm differences b − a with their 95% intervals, one row per comparison of the report's tests
+    table (metric, a, b, difference, ci_low, ci_high, p_holm); a filled dot where the comparison is a
+    detectable difference (`detectable`, as the findings decide), hollow where not; 0 dashed."""
+    pairs = tests[["a", "b"]].astype(str).drop_duplicates()
+    labels = [f"{m}" if len(pairs) == 1 else f"{m}\n{b} − {a}"
+              for m, a, b in zip(tests["metric"], tests["a"].astype(str), tests["b"].astype(str))]
+    height = 0.55 * len(tests) * (1 if len(pairs) == 1 else 1.6) + 1.2
+    fig = Figure(figsize=(9.0, height))
+    FigureCanvasAgg(fig)
+    fig.subplots_adjust(left=0.34, right=0.8, top=1 - 0.35 / height, bottom=0.75 / height)
+    ax = fig.subplots()
+    y = np.arange(len(tests))[::-1]
+    for yi, (_, row), strong in zip(y, tests.iterrows(), detectable):
+        ax.plot([row["ci_low"], row["ci_high"]], [yi, yi], color="k", linewidth=2.2, solid_capstyle="butt")
+        ax.plot(row["difference"], yi, "o", color="k", markersize=8, markerfacecolor="k" if strong else "white",
+                zorder=3)
+        ax.annotate(f"Holm p = {row['p_holm']:.2g}" if pd.notna(row["p_holm"]) else "no test",
+                    (1.02, yi), xycoords=("axes fraction", "data"), va="center", fontsize="small")
+    ax.axvline(0, color="0.4", linestyle="--", linewidth=1)
+    ax.set_yticks(y, labels)
+    ax.set_ylim(-0.6, len(tests) - 0.4)
+    pair = f": {pairs['b'].iloc[0]} − {pairs['a'].iloc[0]}" if len(pairs) == 1 else ""
+    ax.set_xlabel(f"difference b − a{pair}\n(filled: detectable; hollow: not)")
+    ax.grid(alpha=0.3, axis="x")
     return _save(fig, path)

@@ -11,15 +11,21 @@ from pathlib import Path
 import pandas as pd
 
 from analysis import markdown, plots
-from analysis.arms import arm_keys, job_arms, varying_keys
-from analysis.budget import (ARM_TEST, METRICS, at_k_curves, attach_samples, checkpoint_comparisons, checkpoint_rank,
+from analysis.arms import arm_keys, iter_arms, job_arms, varying_keys
+from analysis.budget import (ARM_TEST, BASE, FINAL, METRICS, at_k_curves, attach_samples, checkpoint_comparisons, checkpoint_rank,
                              job_checkpoints)
 from analysis.config import launch_command
-from analysis.findings import findings
+from analysis.coverage import coverage_section
+from analysis.examples import examples_markdown, read_completions
+from analysis.findings import findings, verdict
+from analysis.group_size import group_size_section
+from analysis.health import health_figure
 from analysis.heldout import seed_bands, seed_scores
 from analysis.informative import sample_counts
 from analysis.labels import natural_sorted, sort_naturally
 from analysis.load import Tables, load
+from analysis.persistence import persistence_section, transitions, visits
+from analysis.provenance import difficulty_names, experiment_name, provenance, relative
 from analysis.resampling import across_seeds, budget_curves, per_job_spend, spend
 from analysis.seeds import ALPHA, SEED_TEST, compare_arms_by_seed, compare_values, with_holm
 from analysis.ties import ASSUMPTION, predict_ties, tie_fractions
@@ -66,7 +72,8 @@ def build_report(path: str | Path, out_dir: str | Path | None = None, command: s
     writer = _Writer(Path(out_dir) if out_dir is not None else root / "report")
     for old in (*writer.out.glob("figures/*.png"), *writer.out.glob("tables/*.csv")):
         old.unlink()  # a figure or table this build does not make would otherwise outlive its data
-    tables = load(root, tables=("groups", "eval"))
+    tables = load(root, tables=("groups", "eval", "steps"))
+    names = difficulty_names(tables.jobs)  # what each difficulty label is, as the task recorded it
     arm = arm_keys(tables.jobs, tables.config_columns) if len(tables.jobs) else []
     groups = tables.groups
     eval = attach_samples(tables.eval, groups) if not tables.eval.empty else tables.eval
@@ -76,24 +83,67 @@ def build_report(path: str | Path, out_dir: str | Path | None = None, command: s
     if eval.empty:
         held.append("## Held-out results\n\nNo eval tables were found: no pass@k or cons@k.")
     else:
-        held += _heldout(tables, eval, arm, writer, family)
+        held += _heldout(tables, eval, arm, writer, family, names)
     if groups.empty:
         trained.append("No group tables were found: no tie or equal-budget analysis.")
     else:
         trained.append(_trained(tables, arm, writer, family))
-        ties.append(_ties(tables, arm, writer, family, calibration))
+        ties.append(_ties(tables, arm, writer, family, calibration, names))
         tokens.append(_equal_budget(groups, arm, "tokens", writer))
     tests = with_holm(pd.concat(family, ignore_index=True)) if family else pd.DataFrame(columns=FAMILY_COLUMNS)
-    parts = [_header(root, tables, arm, command or launch_command(root)),
-             findings(tests, calibration, _unit_weight(tables.jobs)), *held, *trained,
-             _tests(tests, writer), *ties, *tokens, _jobs(tables, writer)]
+    if not eval.empty and _base_and_trained(eval):
+        held.append(coverage_section(eval, arm))
+    if not groups.empty:
+        if not transitions(visits(groups, arm)).empty:
+            ties.append(persistence_section(groups, arm))
+        ties.append(group_size_section(groups, eval))
+    health = [_health(tables, arm, writer)] if not tables.steps.empty else []
+    completions = read_completions(root)
+    examples = [_examples(completions, names)] if not completions.empty else []
+    parts = [_header(root, tables, arm), findings(tests, calibration, _unit_weight(tables.jobs)),
+             provenance(tables, arm, writer.out, command or launch_command(root)), *held, *trained,
+             _tests(tests, writer), *ties, *tokens, *health, *examples, _jobs(tables, writer)]
     report = writer.out / "REPORT.md"
-    report.write_text("\n\n".join(parts) + "\n")
+    report.write_text(_relative_paths("\n\n".join(parts) + "\n", root, writer.out))
     return report
 
 
 UNIT_WEIGHTS = {"prompt": "a unit of several rounds weighs in the loss as one prompt (the paper's mean over prompts)",
                 "sample": "every sample weighs the same in the loss, so a unit of r rounds weighs r groups"}
+
+
+def _relative_paths(text: str, root: Path, out: Path) -> str:
+    """The report's text with the sweep's absolute path (as given and resolved) replaced by its path
+    relative to the report, so no machine's folders are named (error messages quote them)."""
+    for absolute in sorted({str(root.absolute()), str(root.resolve())}, key=len, reverse=True):
+        text = text.replace(absolute, relative(root, out))
+    return text
+
+
+def _base_and_trained(eval: pd.DataFrame) -> bool:
+    """Whether some job was evaluated both at the base model (step 0) and after training."""
+    steps = eval.groupby("job", observed=True)["step"].agg(["min", "max"])
+    return bool(((steps["min"] == 0) & (steps["max"] > 0)).any())
+
+
+def _health(tables: Tables, arm: Sequence[str], writer: _Writer) -> str:
+    return "\n".join([
+        "## Training health", "",
+        "From the steps table: reward, KL to the reference, clip fraction, gradient norm (NaN on steps with no "
+        "update, left out) and tie fraction of each step's groups, against samples drawn; one colour per arm, one "
+        "line per job, each a rolling mean over 1/25 of its steps.", "",
+        writer.figure("health", lambda p: health_figure(tables.steps, arm, p)),
+    ])
+
+
+def _examples(completions: pd.DataFrame, names: dict[str, str]) -> str:
+    return "\n".join([
+        "## Example completions", "",
+        "Kept by `log_completions=N` (the first N completions of each step, whole groups): per difficulty the "
+        "latest mixed group, all-correct tie and all-wrong tie, with every kept completion and its reward. "
+        "Completions are untrusted model output, shown as code, cut at 60 characters.", "",
+        examples_markdown(completions, names=names),
+    ])
 
 
 def _unit_weight(jobs: pd.DataFrame) -> str:
@@ -104,24 +154,16 @@ def _unit_weight(jobs: pd.DataFrame) -> str:
     return "; ".join(f"`algo.unit_weight={v}`: {UNIT_WEIGHTS.get(v, 'unknown')}" for v in values)
 
 
-def _header(root: Path, tables: Tables, arm: Sequence[str], command: str | None) -> str:
+def _header(root: Path, tables: Tables, arm: Sequence[str]) -> str:
+    """The title (the experiment's name) and one line on what was compared."""
+    arms = list(dict.fromkeys(label for label, _ in iter_arms(tables.jobs, arm))) if len(tables.jobs) else []
+    seeds = tables.jobs["seed"].nunique() if "seed" in tables.jobs else 1
+    compared = " vs ".join(arms) if 1 < len(arms) <= 4 else f"{len(arms)} arm{'s' * (len(arms) != 1)}"
     return "\n".join([
-        f"# Report: {root.resolve().name}", "",
-        f"- Source: `{root.resolve()}`",
-        f"- Command: `{command}`" if command else "- Command: not recorded (no multirun.yaml or .hydra/hydra.yaml)",
-        f"- Jobs: {len(tables.jobs)} loaded, {len(tables.skipped)} jobs or parts skipped",
-        f"- Made on: {_machines(tables.jobs)}",
-        f"- Arms are told apart by: {', '.join(f'`{k}`' for k in arm) or '–'} (seeds are replicates)",
+        f"# Report: {experiment_name(root, tables.jobs)}", "",
+        f"{compared}; {len(tables.jobs)} jobs ({seeds} seed{'s' * (seeds != 1)} per arm). Findings first; the "
+        "command, code, packages, machine and config are in the collapsed block below them.",
     ])
-
-
-def _machines(jobs: pd.DataFrame) -> str:
-    """Where the jobs ran, from their run.json (machine and torch device)."""
-    if jobs.empty or "machine" not in jobs:
-        return "not recorded"
-    hosts = (jobs["machine"].fillna("unknown machine").astype(str) + " (device " +
-             jobs["device"].fillna("unknown").astype(str) + ")")
-    return "; ".join(f"{h}: {n} job{'s' * (n > 1)}" for h, n in hosts.value_counts().items())
 
 
 def _jobs(tables: Tables, writer: _Writer) -> str:
@@ -166,16 +208,27 @@ def _trained(tables: Tables, arm: Sequence[str], writer: _Writer, family: list[p
         writer.table("budget_by_arm", by_arm), "",
         "Per arm and difficulty:", "",
         writer.table("budget_by_difficulty", by_difficulty), "",
-        f"Against samples drawn ({BUDGET_POINTS} equal budgets up to the common budget, the most samples every job "
-        "drew). Lines: mean over seeds; bands: lowest to highest seed. `train_accuracy_round0`, a secondary "
-        "measure on *training* prompts, is the fraction correct of the first-round samples drawn in each window "
-        "(redraws go to prompts that just tied, so they are left out); held-out results above come first.", "",
+        f"The wasted fraction against samples drawn ({BUDGET_POINTS} equal budgets up to the common budget, the most "
+        "samples every job drew). Lines: mean over seeds; bands: lowest to highest seed. The CSV adds "
+        "`train_accuracy_round0`, a secondary measure on *training* prompts: the fraction correct of the "
+        "first-round samples drawn in each window (redraws go to prompts that just tied, so they are left out; "
+        "the training-health figure's reward shows the same trend); held-out results above come first.", "",
         writer.figure("budget_samples", lambda p: plots.budget_curves(bands, p, arm, "samples")), "",
         f"Per job and budget point: {writer.csv('budget_curves_samples', curves)}",
     ])
 
 
-def _ties(tables: Tables, arm: Sequence[str], writer: _Writer, family: list[pd.DataFrame], calibration: dict) -> str:
+def _samples_by_window(groups: pd.DataFrame, by: Sequence[str], window: int) -> pd.DataFrame:
+    """Per `by` and step window: samples_drawn, the mean over the jobs of the samples each had drawn by
+    the window's last group (where arms draw at different rates, steps are not comparable; this is)."""
+    frame = groups[["job", *by, "samples_total"]].assign(step_window=groups["step"].to_numpy() // window * window)
+    per_job = frame.groupby(["job", *by, "step_window"], observed=True)["samples_total"].max().reset_index()
+    out = per_job.groupby([*by, "step_window"], observed=True)["samples_total"].mean().rename("samples_drawn")
+    return out.reset_index()
+
+
+def _ties(tables: Tables, arm: Sequence[str], writer: _Writer, family: list[pd.DataFrame], calibration: dict,
+          names: dict[str, str]) -> str:
     groups = tables.groups
     by = ["group_size", "sampler", *(k for k in arm if k not in ("group_size", "sampler"))]
     window = max(1, math.ceil((int(groups["step"].max()) + 1) / STEP_WINDOWS))
@@ -184,6 +237,7 @@ def _ties(tables: Tables, arm: Sequence[str], writer: _Writer, family: list[pd.D
     round0, redraws = groups[first], groups[~first]
     by_difficulty = tie_fractions(round0, by, predicted=predicted[first])
     by_step = tie_fractions(round0, by, window=window, predicted=predicted[first])
+    by_step = by_step.merge(_samples_by_window(round0, by, window), on=[*by, "step_window"], how="left")
     seed = ["seed"] if "seed" in round0 and "seed" not in arm else []
     per_job = round0.groupby("job", observed=True).agg(tie_frac=("tie", "mean")).join(
         job_arms(round0, [*arm, *seed])).reset_index()
@@ -206,31 +260,54 @@ def _ties(tables: Tables, arm: Sequence[str], writer: _Writer, family: list[pd.D
         "seen at exactly two steps of a window adds nothing to the mean gap (each of its groups predicts the "
         "other), so the check has power only where prompts recur three times or more per window.", "",
         "### First-round ties by difficulty", "",
-        writer.figure("ties_by_difficulty", lambda p: plots.ties_by_difficulty(by_difficulty, p, by)), "",
+        "Each bar is an arm's first-round groups at one difficulty, pooled over training: all-correct ties "
+        "(solid) under all-wrong ties (hatched); the black bar is the 95% interval of their sum (the tie fraction) "
+        "and the hollow diamond the prediction p^G + (1−p)^G. Pooled over training, a level whose pass rate moves "
+        "shows its average; the next figure follows it over samples drawn.", "",
+        writer.figure("ties_by_difficulty", lambda p: plots.ties_by_difficulty(by_difficulty, p, by, names)), "",
         writer.table("ties_by_difficulty", by_difficulty, [*TIE_COLUMNS, *by[2:]]), "",
         "### Redraws (rounds after a tie), apart", "",
         redraw_text, "",
         "### Observed against predicted over training", "",
-        f"First-round groups per {window}-step window (`step_window` is its first step): observed tie fraction "
-        "and its interval (solid, band), the prediction (dashed), and observed − predicted with its interval. "
-        "Within one arm only: arms reach a step at different samples drawn.", "",
-        writer.figure("ties_over_steps", lambda p: plots.ties_over_steps(by_step, p, by)), "",
-        writer.table("ties_by_step", by_step, ["difficulty", *by[1:], "step_window", "groups", "tie_frac", "ci_low",
+        f"First-round groups per {window}-step window (`step_window` is its first step), placed at the samples "
+        "the arm's jobs had drawn by the window's end (`samples_drawn`, mean over jobs), so arms that draw at "
+        "different rates line up. Columns: difficulties; rows: all-correct ties, all-wrong ties (learning moves "
+        "groups from the second to the first; collapse fills the second) and all ties with the prediction "
+        "(diamonds). Bands: 95% intervals clustered by prompt. The table adds observed − predicted with its "
+        "interval.", "",
+        writer.figure("ties_over_samples", lambda p: plots.ties_over_samples(by_step, p, by, names)), "",
+        writer.table("ties_by_step", by_step, ["difficulty", *by[1:], "step_window", "samples_drawn", "groups",
+                                                "all_correct_frac", "all_wrong_frac", "tie_frac", "ci_low",
                                                 "ci_high", "predicted_tie_frac", "observed_minus_predicted",
                                                 "diff_ci_low", "diff_ci_high"]),
     ])
+
+
+TOKENS_SAME = 0.05  # arms whose tokens per sample differ by less than this (relative) get no tokens figure
+
+
+def _tokens_per_sample(groups: pd.DataFrame, arm: Sequence[str]) -> pd.Series:
+    """Each arm's tokens generated per sample drawn, over all its jobs."""
+    per_job = groups.groupby("job", observed=True)[["samples_total", "tokens_total"]].max().join(job_arms(groups, arm))
+    sums = per_job.groupby(list(arm), observed=True)[["samples_total", "tokens_total"]].sum()
+    return sums["tokens_total"] / sums["samples_total"]
 
 
 def _equal_budget(groups: pd.DataFrame, arm: Sequence[str], budget: str, writer: _Writer) -> str:
     curves = budget_curves(groups, arm, budget, BUDGET_POINTS)
     bands = across_seeds(curves, arm)
     final = bands[bands["budget"] == bands["budget"].max()]
+    rate = _tokens_per_sample(groups, arm)
+    same = budget == "tokens" and rate.max() <= rate.min() * (1 + TOKENS_SAME)
+    shown = (f"Every arm generated about the same tokens per sample ({markdown.cell(rate.min(), 3)} to "
+             f"{markdown.cell(rate.max(), 3)}), so its curves against tokens repeat those against samples: no figure."
+             if same else writer.figure(f"budget_{budget}", lambda p: plots.budget_curves(bands, p, arm, budget)))
     return "\n".join([
         f"## At equal {budget}", "",
         f"The measures of the section on what trained, at {BUDGET_POINTS} equal budgets of {budget} up to the most "
         f"every job drew ({markdown.cell(final['budget'].iloc[0])}). Lines: mean over seeds; bands: lowest to "
         "highest seed.", "",
-        writer.figure(f"budget_{budget}", lambda p: plots.budget_curves(bands, p, arm, budget)), "",
+        shown, "",
         writer.table(f"common_budget_{budget}", final.drop(columns="budget")), "",
         f"Per job and budget point: {writer.csv(f'budget_curves_{budget}', curves)}",
     ])
@@ -249,12 +326,17 @@ def _tests(tests: pd.DataFrame, writer: _Writer) -> str:
         "with these seeds (at or above α nothing can be detected, however large); `mde` is the minimum detectable "
         "effect, the difference found with 80% power at α by the t approximation from the spread of per-seed "
         "differences (inf: not reachable with these seeds).", "",
-        writer.table("tests", tests[list(FAMILY_COLUMNS)]),
+        writer.table("tests", tests[list(FAMILY_COLUMNS)]), "",
+        "The same differences with their 95% intervals (dashed: no difference); a filled dot where the findings "
+        "call it a detectable difference. Signs differ in meaning: higher is better for held-out scores, lower for "
+        "wasted_frac.", "",
+        writer.figure("differences", lambda p: plots.forest(
+            tests, p, [verdict(row) == "a detectable difference" for _, row in tests.iterrows()])),
     ])
 
 
 def _heldout(tables: Tables, eval: pd.DataFrame, arm: Sequence[str], writer: _Writer,
-             family: list[pd.DataFrame]) -> list[str]:
+             family: list[pd.DataFrame], names: dict[str, str]) -> list[str]:
     """The held-out sections: scores against samples drawn with the arm comparisons, then pass@k and
     cons@k against k."""
     k_max = int(eval.groupby(["job", "step", "prompt_id"], observed=True).size().min())
@@ -297,10 +379,10 @@ def _heldout(tables: Tables, eval: pd.DataFrame, arm: Sequence[str], writer: _Wr
         "",
         f"Each seed's difference: {writer.csv('at_k_per_seed', per_seed)}",
     ])
-    return [heldout, _at_k(tables, eval, arm, writer)]
+    return [heldout, _at_k(tables, eval, arm, writer, names)]
 
 
-def _at_k(tables: Tables, eval: pd.DataFrame, arm: Sequence[str], writer: _Writer) -> str:
+def _at_k(tables: Tables, eval: pd.DataFrame, arm: Sequence[str], writer: _Writer, names: dict[str, str]) -> str:
     curves = at_k_curves(eval, arm)
     pooled = curves[curves["difficulty"] == "all"].drop(columns="difficulty")
     jobs = _job_checkpoints(tables, arm)
@@ -330,12 +412,23 @@ def _at_k(tables: Tables, eval: pd.DataFrame, arm: Sequence[str], writer: _Write
         "### Curves per difficulty", "",
         "pass@k (top row) and cons@k (bottom row) against k, one column per difficulty and one for all prompts "
         "pooled. A colour per arm; solid: final (the legend gives each job's step); dashed: base, one black line "
-        "when every arm's base scores the same (one base model); bands: the 95% intervals.", "",
-        writer.figure("at_k", lambda p: plots.at_k(curves, p, arm)), "",
+        "when every arm's base scores the same (one base model); bands: the finals' 95% intervals. Arm "
+        "differences at equal k, with intervals, are in the tables below and the forest plot under the tests.", "",
+        _saturated_note(curves, names),
+        writer.figure("at_k", lambda p: plots.at_k(curves, p, arm, names)), "",
         "All difficulties pooled:", "",
         markdown.table(_by_k(pooled, arm)), "",
         f"As CSV: {writer.csv('at_k', curves)}, per difficulty and pooled (`all`).",
     ])
+
+
+def _saturated_note(curves: pd.DataFrame, names: dict[str, str]) -> str:
+    flat = plots.saturated(curves[curves["checkpoint"].isin([BASE, FINAL])])
+    if not flat:
+        return ""
+    shown = ", ".join(f"{d} ({names[d]})" if d in names else str(d) for d in flat)
+    return (f"Difficulties left out of the figure (every score within 0.05 of 0 or 1 at every k, base and final): "
+            f"{shown}; their numbers are in the CSV.\n")
 
 
 def _job_checkpoints(tables: Tables, arm: Sequence[str]) -> pd.DataFrame:
