@@ -7,6 +7,7 @@ import sys
 
 import pandas as pd
 import pytest
+import yaml
 
 from analysis.__main__ import main
 from analysis.load import SkippedWarning
@@ -59,8 +60,8 @@ def test_report_names_command_configs_budgets_and_skipped_jobs(built):
 def test_report_writes_figures_and_tables(built):
     root, report = built
     figures = sorted(p.name for p in (report.parent / "figures").iterdir())
-    assert figures == ["at_k.png", "budget_samples.png", "budget_tokens.png", "heldout.png", "ties_by_difficulty.png",
-                       "ties_over_steps.png"]
+    assert figures == ["at_k.png", "budget_samples.png", "differences.png", "health.png", "heldout.png",
+                       "ties_by_difficulty.png", "ties_over_samples.png"]
     assert all(f"(figures/{name})" in report.read_text() for name in figures)
     ties = pd.read_csv(report.parent / "tables" / "ties_by_difficulty.csv")
     assert list(ties.columns[: len(TIE_COLUMNS)]) == TIE_COLUMNS
@@ -73,7 +74,7 @@ def test_report_writes_figures_and_tables(built):
 def test_findings_come_from_the_tests_table(built):
     root, report = built
     text = report.read_text()
-    findings = text[text.index("## Findings"):text.index("## Held-out")]
+    findings = text[text.index("## Findings"):text.index("<details>")]  # the provenance block follows
     sentences = [line for line in findings.splitlines() if line.startswith("- ")]
     assert 3 <= len(sentences) <= 6
     tests = pd.read_csv(report.parent / "tables" / "tests.csv")
@@ -115,7 +116,9 @@ def test_held_out_checkpoints_are_aligned_by_samples_drawn(built):
 def test_every_shown_number_comes_from_a_table(built):
     root, report = built
     spent = pd.read_csv(report.parent / "tables" / "budget_by_arm.csv").set_index("sampler")
-    row = next(line for line in report.read_text().splitlines() if line.startswith("| fixed | 2 |"))
+    text = report.read_text()
+    trained = text[text.index("## What trained"):]  # other sections' tables start with an arm too
+    row = next(line for line in trained.splitlines() if line.startswith("| fixed | 2 |"))
     assert row.split(" | ")[3] == str(spent.loc["fixed", "samples"])
 
 
@@ -126,6 +129,8 @@ def test_command_line_with_only_group_tables(tmp_path, capsys):
     text = (tmp_path / "out" / "REPORT.md").read_text()
     assert "`python train.py -m seed=0,1`" in text and "No eval tables were found" in text
     assert not (tmp_path / "out" / "figures" / "at_k.png").exists()
+    assert "## Coverage after RL" not in text  # no eval rows: no base and trained models to compare
+    assert "## Tie persistence" in text and "## Training health" in text
 
 
 def test_analysis_never_imports_torch_or_grpo_lab():
@@ -141,3 +146,73 @@ def test_report_flags_a_job_whose_final_checkpoint_is_not_the_end_of_its_budget(
     assert "**Not at the end of its budget**: `2` (last eval at step 7, trained to step 10, status done)" in text
     table = pd.read_csv(root / "report" / "tables" / "at_k_comparisons.csv", dtype=str)
     assert set(table.loc[table["checkpoint"] == "final", "steps_b"]) == {"7, 11"}
+
+
+def raw_groups(root):
+    """Every job's groups, read part by part with pandas (not through analysis.load)."""
+    frames = [pd.read_parquet(p).assign(job=p.parent.parent.name) for p in sorted(root.glob("*/groups/part-*.parquet"))]
+    return pd.concat(frames, ignore_index=True)
+
+
+def test_front_matter_names_the_experiment_and_holds_provenance_with_relative_paths_only(built, tmp_path):
+    root, report = built
+    text = report.read_text()
+    assert text.startswith("# Report: sweep\n")  # no experiment= override: the folder's name
+    assert text.index("## Findings") < text.index("<details>") < text.index("</details>") < text.index("## Held-out")
+    block = text[text.index("<details>"):text.index("</details>")]
+    assert "- Source: `..` (relative to this report)" in block
+    assert "- Packages: grpo-lab 0.1.0, torch none, transformers not recorded" in block
+    assert "- Code: git not recorded" in block
+    assert block.count("| 1h00m00s |") == 4  # started 00:00, finished 01:00 in every synthetic run.json
+    assert "- `sampler`: fixed, resample_on_tie" in block and "| max_steps | 100 |" in block
+    assert "| sampler.name |" not in block  # shown once, as the varying `sampler`
+    assert str(root.parent) not in text and str(tmp_path.parent) not in text  # no absolute paths anywhere
+    # the title from an `experiment=` override, and error text quoting the sweep's path made relative
+    copy = small_sweep(tmp_path / "sweep")
+    hydra = yaml.safe_load((copy / "multirun.yaml").read_text())
+    hydra["hydra"]["overrides"]["task"].append("experiment=main")
+    (copy / "multirun.yaml").write_text(yaml.safe_dump(hydra))
+    shutil.copytree(copy / "3", copy / "4")
+    (copy / "4" / "run.json").write_text(json.dumps({"status": "failed", "error": f"OSError: {copy}/4/x is full"}))
+    with pytest.warns(SkippedWarning):
+        text = build_report(copy).read_text()
+    assert text.startswith("# Report: main\n")
+    assert "- `4`: failed (OSError: ../4/x is full)" in text and str(copy) not in text
+
+
+def test_sections_appear_when_their_data_exists(built):
+    root, report = built
+    text = report.read_text()
+    for heading in ("## Coverage after RL", "## Tie persistence", "## Group size", "## Training health"):
+        assert heading + "\n" in text
+    assert "## Example completions" not in text  # no job kept completions
+    assert text.index("## pass@k and cons@k") < text.index("## Coverage after RL") < text.index("## What trained")
+    assert "(figures/health.png)" in text and "(figures/differences.png)" in text
+
+
+def test_ties_over_training_sit_at_the_samples_drawn_by_each_window(built):
+    root, report = built
+    by_step = pd.read_csv(report.parent / "tables" / "ties_by_step.csv")
+    groups = raw_groups(root)
+    first = groups[groups["round"] == 0]
+    window = int(sorted(by_step["step_window"].unique())[1])
+    sampler = {"0": "fixed", "1": "fixed", "2": "resample_on_tie", "3": "resample_on_tie"}
+    for row in by_step.itertuples(index=False):
+        drawn = []
+        for job, name in sampler.items():
+            mine = first[(first["job"] == job) & (first["step"] // window * window == row.step_window)]
+            if name == row.sampler and len(mine):
+                drawn.append(mine["samples_total"].max())
+        assert row.samples_drawn == pytest.approx(sum(drawn) / len(drawn))
+
+
+def test_no_tokens_figure_when_every_arm_draws_the_same_tokens_per_sample(built):
+    root, report = built
+    groups = raw_groups(root)
+    per_job = groups.groupby("job")[["samples_total", "tokens_total"]].max()
+    rates = [per_job.loc[jobs, "tokens_total"].sum() / per_job.loc[jobs, "samples_total"].sum()
+             for jobs in (["0", "1"], ["2", "3"])]
+    text = report.read_text()
+    same = max(rates) <= min(rates) * 1.05
+    assert same == ("its curves against tokens repeat those against samples: no figure" in text)
+    assert same == (not (report.parent / "figures" / "budget_tokens.png").exists())
