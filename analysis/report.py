@@ -15,16 +15,16 @@ from analysis.arms import arm_keys, iter_arms, job_arms, varying_keys
 from analysis.budget import (ARM_TEST, BASE, FINAL, METRICS, at_k_curves, attach_samples, checkpoint_comparisons, checkpoint_rank,
                              job_checkpoints)
 from analysis.config import launch_command
-from analysis.coverage import coverage_section
+from analysis.coverage import coverage, coverage_section
 from analysis.examples import examples_markdown, read_completions
 from analysis.findings import findings, verdict
-from analysis.group_size import group_size_section
+from analysis.group_size import best_sizes, expected_by_size, group_size_section, prompt_pass_rates
 from analysis.health import health_figure
 from analysis.heldout import seed_bands, seed_scores
 from analysis.informative import sample_counts
 from analysis.labels import natural_sorted, sort_naturally
 from analysis.load import Tables, load
-from analysis.persistence import persistence_section, transitions, visits
+from analysis.persistence import persistence, persistence_section, transitions, visits
 from analysis.provenance import difficulty_names, experiment_name, provenance, relative
 from analysis.resampling import across_seeds, budget_curves, per_job_spend, spend
 from analysis.seeds import ALPHA, SEED_TEST, compare_arms_by_seed, compare_values, with_holm
@@ -92,11 +92,16 @@ def build_report(path: str | Path, out_dir: str | Path | None = None, command: s
         tokens.append(_equal_budget(groups, arm, "tokens", writer))
     tests = with_holm(pd.concat(family, ignore_index=True)) if family else pd.DataFrame(columns=FAMILY_COLUMNS)
     if not eval.empty and _base_and_trained(eval):
-        held.append(coverage_section(eval, arm))
+        curves, crossings = coverage(eval, arm)
+        held.append(f"{coverage_section(eval, arm)}\n\nAs CSV: {writer.csv('coverage_crossings', crossings)}, "
+                    f"every k: {writer.csv('coverage', curves)}")
     if not groups.empty:
         if not transitions(visits(groups, arm)).empty:
-            ties.append(persistence_section(groups, arm))
-        ties.append(group_size_section(groups, eval))
+            ties.append(f"{persistence_section(groups, arm)}\n\nAs CSV: "
+                        f"{writer.csv('persistence', persistence(groups, arm))}")
+        rates = prompt_pass_rates(groups, eval)
+        ties.append(f"{group_size_section(groups, eval)}\n\nAs CSV: {writer.csv('group_size', expected_by_size(rates))}"
+                    f", {writer.csv('group_size_best', best_sizes(rates))}")
     health = [_health(tables, arm, writer)] if not tables.steps.empty else []
     completions = read_completions(root)
     examples = [_examples(completions, names)] if not completions.empty else []

@@ -2,6 +2,7 @@
 pool=all, evaluated at equal samples drawn. Its numbers are recounted from the raw tables."""
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -21,6 +22,7 @@ def sweep(tmp_path_factory):
     args = ["-m", "experiment=fixed_vs_adaptive", f"max_samples={BUDGET}", "prompts_per_step=4",
             "sampler.group_size=4", "sampler.max_rounds=3", "sampler.pool=all", "task.levels=[2,3]",
             "task.train_per_level=8", "task.eval_per_level=2", "eval.n=4", f"eval.every_samples={EVERY}", "seed=0",
+            "log_completions=4",
             f"hydra.sweep.dir={root}"]
     out = subprocess.run([sys.executable, "-m", "experiments.train", *args], cwd=ROOT, text=True, capture_output=True,
                          timeout=600, env={**os.environ, "OMP_NUM_THREADS": "1"})
@@ -74,3 +76,25 @@ def test_held_out_checkpoints_sit_at_equal_samples_drawn(sweep):
     assert len(between) and not table["checkpoint"].str.startswith("step").any()
     text = (sweep / "report" / "REPORT.md").read_text()
     assert text.index("## Findings") < text.index("## Held-out results") < text.index("## What trained")
+
+
+def test_front_matter_records_the_code_packages_and_what_each_difficulty_is(sweep):
+    import json
+
+    import transformers
+
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+    for path in sweep.glob("*/run.json"):
+        record = json.loads(path.read_text())
+        assert record["difficulty_labels"] == {"2": "2+1 digits", "3": "2+2 digits"}  # task.levels=[2,3]
+        assert record["transformers"] == transformers.__version__
+        assert record["git"] is None if head.returncode else record["git"]["commit"] == head.stdout.strip()
+    text = (sweep / "report" / "REPORT.md").read_text()
+    assert text.startswith("# Report: fixed_vs_adaptive\n")
+    assert f"transformers {transformers.__version__}" in text
+    assert str(sweep) not in text and "/tmp" not in text
+    examples = text[text.index("## Example completions"):text.index("## Jobs")]
+    assert "#### Difficulty 2 (2+1 digits)" in examples and "#### Difficulty 3 (2+2 digits)" in examples
+    shown = set(re.findall(r"prompt `([^`]+)`", examples))
+    kept = set(raw(sweep, "completions")["prompt_id"])
+    assert shown and shown <= kept  # every example is a kept completion's group
