@@ -44,6 +44,8 @@ def test_markdown_shows_every_kept_completion_with_its_reward():
     assert "1 of the 2 kept of 4 correct" in text
     assert "| 3 | `3` | 0 | no |" in text
     assert examples_markdown(pd.DataFrame()).startswith("No completions were kept")
+    named = examples_markdown(_frame(), names={"2": "2+1 digits"})
+    assert "#### Difficulty 2 (2+1 digits)\n" in named and "#### Difficulty 10\n" in named
 
 
 def test_untrusted_text_stays_inside_its_cell():

@@ -8,10 +8,13 @@ import sys
 import pandas as pd
 import pytest
 import yaml
+from PIL import Image
 
+from analysis import plots
 from analysis.__main__ import main
 from analysis.load import SkippedWarning
 from analysis.markdown import cell
+from analysis.provenance import experiment_name
 from analysis.report import build_report
 from analysis.synthetic import job_config, prompt_pool, write_sweep
 
@@ -35,7 +38,8 @@ def small_sweep(root, eval_prompts=True):
 def built(tmp_path_factory):
     root = small_sweep(tmp_path_factory.mktemp("report") / "sweep")
     shutil.copytree(root / "3", root / "4")
-    (root / "4" / "run.json").write_text(json.dumps({"run_id": "run-4", "status": "failed", "error": "killed"}))
+    (root / "4" / "run.json").write_text(json.dumps({"run_id": "run-4", "status": "failed",
+                                                     "error": f"killed while writing {root}/4/x"}))
     with pytest.warns(SkippedWarning, match="skipped 4: failed"):
         return root, build_report(root)
 
@@ -46,7 +50,7 @@ def test_report_names_command_configs_budgets_and_skipped_jobs(built):
     text = report.read_text()
     assert "`train -m sampler=fixed,resample_on_tie seed=0,1`" in text
     assert "- `sampler`: fixed, resample_on_tie" in text and "- `seed`: 0, 1" in text
-    assert "- `4`: failed (killed)" in text
+    assert "- `4`: failed (killed while writing ../4/x)" in text  # the sweep's path, relative to the report
     headings = ["## Findings", "## Held-out results at equal samples drawn", "### Arms compared at equal samples",
                 "## pass@k and cons@k", "## What trained: informative and wasted samples", "## Tests across seeds",
                 "## Ties", "### First-round ties by difficulty", "### Redraws (rounds after a tie), apart",
@@ -63,6 +67,9 @@ def test_report_writes_figures_and_tables(built):
     assert figures == ["at_k.png", "budget_samples.png", "differences.png", "health.png", "heldout.png",
                        "ties_by_difficulty.png", "ties_over_samples.png"]
     assert all(f"(figures/{name})" in report.read_text() for name in figures)
+    for name in figures:  # sharp at GitHub's page width
+        with Image.open(report.parent / "figures" / name) as image:
+            assert image.info["dpi"][0] >= 150, name
     ties = pd.read_csv(report.parent / "tables" / "ties_by_difficulty.csv")
     assert list(ties.columns[: len(TIE_COLUMNS)]) == TIE_COLUMNS
     redraws = pd.read_csv(report.parent / "tables" / "ties_redraws.csv")
@@ -167,17 +174,11 @@ def test_front_matter_names_the_experiment_and_holds_provenance_with_relative_pa
     assert "- `sampler`: fixed, resample_on_tie" in block and "| max_steps | 100 |" in block
     assert "| sampler.name |" not in block  # shown once, as the varying `sampler`
     assert str(root.parent) not in text and str(tmp_path.parent) not in text  # no absolute paths anywhere
-    # the title from an `experiment=` override, and error text quoting the sweep's path made relative
-    copy = small_sweep(tmp_path / "sweep")
-    hydra = yaml.safe_load((copy / "multirun.yaml").read_text())
+    # the title from the sweep's `experiment=` override
+    hydra = yaml.safe_load((root / "multirun.yaml").read_text())
     hydra["hydra"]["overrides"]["task"].append("experiment=main")
-    (copy / "multirun.yaml").write_text(yaml.safe_dump(hydra))
-    shutil.copytree(copy / "3", copy / "4")
-    (copy / "4" / "run.json").write_text(json.dumps({"status": "failed", "error": f"OSError: {copy}/4/x is full"}))
-    with pytest.warns(SkippedWarning):
-        text = build_report(copy).read_text()
-    assert text.startswith("# Report: main\n")
-    assert "- `4`: failed (OSError: ../4/x is full)" in text and str(copy) not in text
+    (tmp_path / "multirun.yaml").write_text(yaml.safe_dump(hydra))
+    assert experiment_name(tmp_path, pd.DataFrame({"path": []})) == "main"
 
 
 def test_sections_appear_when_their_data_exists(built):
@@ -188,6 +189,10 @@ def test_sections_appear_when_their_data_exists(built):
     assert "## Example completions" not in text  # no job kept completions
     assert text.index("## pass@k and cons@k") < text.index("## Coverage after RL") < text.index("## What trained")
     assert "(figures/health.png)" in text and "(figures/differences.png)" in text
+    persistence = pd.read_csv(report.parent / "tables" / "persistence.csv")
+    for row in persistence[(persistence["difficulty"] == "all") & (persistence["kind"] != "mixed")].itertuples():
+        assert f"- sampler={row.sampler}: {row.kind} visits were tied again at the next visit in " \
+               f"{row.tied_again_frac:.1%} of {row.pairs} cases" in text  # the CSV holds what the section says
 
 
 def test_ties_over_training_sit_at_the_samples_drawn_by_each_window(built):
@@ -216,3 +221,9 @@ def test_no_tokens_figure_when_every_arm_draws_the_same_tokens_per_sample(built)
     same = max(rates) <= min(rates) * 1.05
     assert same == ("its curves against tokens repeat those against samples: no figure" in text)
     assert same == (not (report.parent / "figures" / "budget_tokens.png").exists())
+
+
+def test_saturated_difficulties_are_those_at_an_edge_at_every_k():
+    curves = pd.DataFrame({"difficulty": ["1", "1", "2", "2", "3", "3", "all", "all"],
+                           "mean": [0.97, 1.0, 0.5, 0.99, 0.0, 0.04, 1.0, 1.0]})
+    assert plots.saturated(curves) == ["1", "3"]  # "2" moves, "all" is never left out
