@@ -18,6 +18,7 @@ from matplotlib.artist import Artist
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import EngFormatter
 
@@ -174,9 +175,10 @@ def ties_over_samples(ties: pd.DataFrame, path: Path, by: Sequence[str], names: 
                 ax.fill_between(part["samples_drawn"], part[f"{ci}_low"], part[f"{ci}_high"], color=_colour(i),
                                 alpha=0.15, linewidth=0)
                 if column == "tie_frac":
-                    entries[labels[-1]], = ax.plot(part["samples_drawn"], part["predicted_tie_frac"], "D",
-                                                   color=_colour(i), markerfacecolor="white", markersize=5,
-                                                   linestyle="none")
+                    ax.plot(part["samples_drawn"], part["predicted_tie_frac"], "D", color=_colour(i),
+                            markerfacecolor="white", markersize=5, linestyle="none")
+                    entries[labels[-1]] = Line2D([], [], marker="D", color="k", markerfacecolor="white",
+                                                 markersize=5, linestyle="none")  # the arm's colour in the panels
             name = (names or {}).get(level)
             ax.set_title(f"{title}, difficulty {level}" + (f" ({name})" if name else ""), fontsize="small")
             ax.set_ylim(*UNIT_Y)
@@ -331,10 +333,12 @@ def forest(tests: pd.DataFrame, path: Path, detectable: Sequence[bool]) -> Path:
     pairs = tests[["a", "b"]].astype(str).drop_duplicates()
     labels = [f"{m}" if len(pairs) == 1 else f"{m}\n{b} − {a}"
               for m, a, b in zip(tests["metric"], tests["a"].astype(str), tests["b"].astype(str))]
-    height = 0.55 * len(tests) * (1 if len(pairs) == 1 else 1.6) + 1.2
-    fig = Figure(figsize=(9.0, height))
+    height = 0.55 * len(tests) * (1 if len(pairs) == 1 else 1.3) + 1.2
+    left = 0.4 + 0.08 * max(len(line) for label in labels for line in label.split("\n"))  # inches for the labels
+    width = left + 5.0 + 1.5  # labels, the axis, the Holm p column
+    fig = Figure(figsize=(width, height))
     FigureCanvasAgg(fig)
-    fig.subplots_adjust(left=0.34, right=0.8, top=1 - 0.35 / height, bottom=0.75 / height)
+    fig.subplots_adjust(left=left / width, right=1 - 1.5 / width, top=1 - 0.35 / height, bottom=0.75 / height)
     ax = fig.subplots()
     y = np.arange(len(tests))[::-1]
     for yi, (_, row), strong in zip(y, tests.iterrows(), detectable):

@@ -35,6 +35,7 @@ TIE_COLUMNS = ("difficulty", "group_size", "sampler", "groups", "prompts", "tie_
                "diff_ci_high")
 FAMILY_COLUMNS = ("metric", "a", "b", "paired", "seeds_a", "seeds_b", "mean_a", "mean_b", "difference", "ci_low",
                   "ci_high", "interval", "p_value", "p_holm", "smallest_p", "mde")
+FOREST_PAIRS = 6  # arm pairs the forest plot shows in full; more: only those with the first arm
 STEP_WINDOWS = 10  # windows over training: points per line in the ties-over-steps figure
 BUDGET_POINTS = 20  # equal-budget points per curve
 
@@ -321,6 +322,12 @@ def _equal_budget(groups: pd.DataFrame, arm: Sequence[str], budget: str, writer:
 def _tests(tests: pd.DataFrame, writer: _Writer) -> str:
     if tests.empty:
         return "## Tests across seeds\n\nOnly one arm: nothing to compare."
+    pairs = tests[["a", "b"]].astype(str).drop_duplicates()
+    forest, shown_note = tests, ""
+    if len(pairs) > FOREST_PAIRS:  # one row per pair and metric would run off the page: against one arm
+        first = str(tests["a"].iloc[0])
+        forest = tests[(tests["a"].astype(str) == first) | (tests["b"].astype(str) == first)]
+        shown_note = f" With {len(pairs)} pairs of arms, the figure shows those with {first} only; the table has all."
     return "\n".join([
         "## Tests across seeds", "",
         "The family of comparisons: every pair of arms at the end of the budget, on held-out pass@1, pass@k and "
@@ -334,9 +341,9 @@ def _tests(tests: pd.DataFrame, writer: _Writer) -> str:
         writer.table("tests", tests[list(FAMILY_COLUMNS)]), "",
         "The same differences with their 95% intervals (dashed: no difference); a filled dot where the findings "
         "call it a detectable difference. Signs differ in meaning: higher is better for held-out scores, lower for "
-        "wasted_frac.", "",
+        f"wasted_frac.{shown_note}", "",
         writer.figure("differences", lambda p: plots.forest(
-            tests, p, [verdict(row) == "a detectable difference" for _, row in tests.iterrows()])),
+            forest, p, [verdict(row) == "a detectable difference" for _, row in forest.iterrows()])),
     ])
 
 
