@@ -20,6 +20,8 @@ from analysis.config import ALIASES, job_overrides
 from analysis.labels import natural_sorted
 from analysis.load import RUN_FILES, Tables
 
+# keys the entry point sets at run time: Hydra's config.yaml holds a placeholder for them
+RUNTIME = {"out_dir": "each job's own folder (the entry point sets it to Hydra's output directory)"}
 PACKAGES = {"version": "grpo-lab", "torch": "torch", "transformers": "transformers"}  # run.json key -> name
 
 
@@ -125,8 +127,8 @@ def provenance(tables: Tables, arm: Sequence[str], report_dir: Path, command: st
     times = wall_times(jobs, arm)
     vary = [f"- `{k}`: {', '.join(_value(v, tables.root, report_dir) for v in natural_sorted(jobs[k].astype(str).unique()))}"
             for k in varying]
-    constant = pd.DataFrame({"key": fixed, "value": [_value(jobs[k].dropna().iloc[0], tables.root, report_dir)
-                                                      for k in fixed]})
+    constant = pd.DataFrame({"key": fixed, "value": [RUNTIME.get(k) or _value(jobs[k].dropna().iloc[0], tables.root,
+                                                                              report_dir) for k in fixed]})
     return "\n".join([
         "<details>", "<summary>Config and provenance (command, code, packages, machine, wall time, resolved "
         "config)</summary>", "",

@@ -311,8 +311,8 @@ def _equal_budget(groups: pd.DataFrame, arm: Sequence[str], budget: str, writer:
     return "\n".join([
         f"## At equal {budget}", "",
         f"The measures of the section on what trained, at {BUDGET_POINTS} equal budgets of {budget} up to the most "
-        f"every job drew ({markdown.cell(final['budget'].iloc[0])}). Lines: mean over seeds; bands: lowest to "
-        "highest seed.", "",
+        f"every job drew ({markdown.cell(final['budget'].iloc[0])})."
+        + ("" if same else " Lines: mean over seeds; bands: lowest to highest seed."), "",
         shown, "",
         writer.table(f"common_budget_{budget}", final.drop(columns="budget")), "",
         f"Per job and budget point: {writer.csv(f'budget_curves_{budget}', curves)}",
