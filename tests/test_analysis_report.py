@@ -227,3 +227,20 @@ def test_saturated_difficulties_are_those_at_an_edge_at_every_k():
     curves = pd.DataFrame({"difficulty": ["1", "1", "2", "2", "3", "3", "all", "all"],
                            "mean": [0.97, 1.0, 0.5, 0.99, 0.0, 0.04, 1.0, 1.0]})
     assert plots.saturated(curves) == ["1", "3"]  # "2" moves, "all" is never left out
+
+
+def test_forest_plot_keeps_to_pairs_with_the_first_arm_when_there_are_many(tmp_path):
+    from itertools import combinations
+
+    from analysis.report import FAMILY_COLUMNS, FOREST_PAIRS, _tests, _Writer
+
+    arms = [f"sampler=s{i}" for i in range(5)]  # 10 pairs
+    rows = [dict.fromkeys(FAMILY_COLUMNS, 0.0) | {"metric": "wasted_frac", "a": a, "b": b, "ci_low": -0.1,
+                                                  "ci_high": 0.1, "p_holm": 1.0, "seeds_a": 2, "seeds_b": 2}
+            for a, b in combinations(arms, 2)]
+    text = _tests(pd.DataFrame(rows), _Writer(tmp_path))
+    assert len(rows) > FOREST_PAIRS
+    assert "With 10 pairs of arms, the figure shows those with sampler=s0 only; the table has all." in text
+    assert len(pd.read_csv(tmp_path / "tables" / "tests.csv")) == 10
+    with Image.open(tmp_path / "figures" / "differences.png") as image:
+        assert image.size[1] < 1000  # four rows (s0 against each other arm): about 610 px; ten would be 1400
