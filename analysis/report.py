@@ -167,7 +167,8 @@ def _header(root: Path, tables: Tables, arm: Sequence[str]) -> str:
     compared = " vs ".join(arms) if 1 < len(arms) <= 4 else f"{len(arms)} arm{'s' * (len(arms) != 1)}"
     return "\n".join([
         f"# Report: {experiment_name(root, tables.jobs)}", "",
-        f"{compared}; {len(tables.jobs)} jobs ({seeds} seed{'s' * (seeds != 1)} per arm). Findings first; the "
+        f"{compared}; {len(tables.jobs)} job{'s' * (len(tables.jobs) != 1)} ({seeds} seed{'s' * (seeds != 1)} per "
+        "arm). Findings first; the "
         "command, code, packages, machine and config are in the collapsed block below them.",
     ])
 
