@@ -93,10 +93,11 @@ def crossing_k(gain: np.ndarray, ks: np.ndarray) -> float:
     return float(ks[at[0]]) if at.size else float("nan")
 
 
-def coverage_section(eval: pd.DataFrame, by: Sequence[str] = ("sampler",), shown_ks: Sequence[int] = (1, 4, 16, 64)
-                     ) -> str:
-    """The report's markdown section on coverage after RL, findings in words."""
-    curves, crossings = coverage(eval, by)
+def coverage_section(eval: pd.DataFrame, by: Sequence[str] = ("sampler",), shown_ks: Sequence[int] = (1, 4, 16, 64),
+                     computed: tuple[pd.DataFrame, pd.DataFrame] | None = None) -> str:
+    """The report's markdown section on coverage after RL, findings in words (`computed`: `coverage(eval,
+    by)` when the caller already has it)."""
+    curves, crossings = coverage(eval, by) if computed is None else computed
     lines = ["## Coverage after RL", "",
              "pass@k of the base model (step 0) and the trained one (each job's last evaluation) on the held-out "
              "prompts, for k up to the eval's n (Yue et al. 2025 ask whether RL's pass@1 gain holds at large k). "

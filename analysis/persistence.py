@@ -84,9 +84,11 @@ def persistence(groups: pd.DataFrame, by: Sequence[str] = ("sampler",), n_boot: 
     return sort_naturally(pd.DataFrame(rows, columns=columns), [*by, "difficulty", "kind"])
 
 
-def persistence_section(groups: pd.DataFrame, by: Sequence[str] = ("sampler",)) -> str:
-    """The report's markdown section on tie persistence."""
-    table = persistence(groups, by)
+def persistence_section(groups: pd.DataFrame, by: Sequence[str] = ("sampler",),
+                        table: pd.DataFrame | None = None) -> str:
+    """The report's markdown section on tie persistence (`table`: `persistence(groups, by)` when the
+    caller already has it)."""
+    table = persistence(groups, by) if table is None else table
     tied = table[(table["kind"] != "mixed") & (table["difficulty"] == "all")]
     lines = ["## Tie persistence", "",
              "A visit is one prompt at one step (all its groups then, pooled); of the prompts tied at one visit, "

@@ -94,12 +94,13 @@ def build_report(path: str | Path, out_dir: str | Path | None = None, command: s
     tests = with_holm(pd.concat(family, ignore_index=True)) if family else pd.DataFrame(columns=FAMILY_COLUMNS)
     if not eval.empty and _base_and_trained(eval):
         curves, crossings = coverage(eval, arm)
-        held.append(f"{coverage_section(eval, arm)}\n\nAs CSV: {writer.csv('coverage_crossings', crossings)}, "
+        held.append(f"{coverage_section(eval, arm, computed=(curves, crossings))}\n\nAs CSV: "
+                    f"{writer.csv('coverage_crossings', crossings)}, "
                     f"every k: {writer.csv('coverage', curves)}")
     if not groups.empty:
         if not transitions(visits(groups, arm)).empty:
-            ties.append(f"{persistence_section(groups, arm)}\n\nAs CSV: "
-                        f"{writer.csv('persistence', persistence(groups, arm))}")
+            table = persistence(groups, arm)
+            ties.append(f"{persistence_section(groups, arm, table)}\n\nAs CSV: {writer.csv('persistence', table)}")
         rates = prompt_pass_rates(groups, eval)
         ties.append(f"{group_size_section(groups, eval)}\n\nAs CSV: {writer.csv('group_size', expected_by_size(rates))}"
                     f", {writer.csv('group_size_best', best_sizes(rates))}")
