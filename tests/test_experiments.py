@@ -40,6 +40,8 @@ INVALID = [  # (override, the key the error must name)
     ("model=local model.path=/nonexistent/model", "model.path"),
     ("max_steps=1.5", "max_steps"),
     ("prompts_per_step=0", "prompts_per_step"),
+    ("dist.backend=mpi", "dist.backend"),
+    ("dist.timeout_s=0", "dist.timeout_s"),
     ("eval.every_samples=-1", "eval.every_samples"),
     ("model.dtype=float16", "model.dtype"),  # no loss scaling: refused, not silently unstable
     ("algo.micro_batch_groups=0", "algo.micro_batch_groups"),
