@@ -302,7 +302,8 @@ class Trainer:
         every rank, so all ranks run the same rounds and the same collectives."""
         cfg = self.cfg
         rank, world = distributed.rank(), distributed.world()
-        mine = problems[rank::world]
+        owner = _owners(problems, world)
+        mine = [p for p, r in zip(problems, owner) if r == rank]
         groups, timeouts = [], 0
         if mine:
             ro = sample_groups(self.model, self.tokenizer, [p.prompt for p in mine], size or cfg.sampler.group_size,
@@ -318,9 +319,9 @@ class Trainer:
             return groups
         scores = distributed.gather_objects(([(g.rewards, g.correct, g.tie, g.tokens) for g in groups], timeouts))
         self.score_timeouts += sum(t for _, t in scores)
-        out = []
-        for i, p in enumerate(problems):  # problem i was drawn by rank i % W, as its (i // W)-th
-            r, k = i % world, i // world
+        out, taken = [], [0] * world
+        for p, r in zip(problems, owner):  # in the problems' order: each rank's groups come in its own order
+            k, taken[r] = taken[r], taken[r] + 1
             rewards, correct, tie, tokens = scores[r][0][k]
             out.append(groups[k] if r == rank else Group(p, rnd, None, rewards, correct, tie, rank=r, tokens=tokens))
         return out
@@ -431,6 +432,17 @@ class Trainer:
         """After a finished run: drop the last checkpoint's optimizer state if asked."""
         if self.cfg.checkpoint.final_weights_only and self.last_step and distributed.is_main():
             drop_state(self.run_dir, self.last_step)
+
+
+def _owners(problems: list[Problem], world: int) -> list[int]:
+    """The rank that samples each listed problem: runs of one problem listed side by side (a
+    sampler's chunks of one prompt) stay on one rank; run j goes to rank j mod W (problems r, r+W, ...)."""
+    out, run = [], -1
+    for i, p in enumerate(problems):
+        if i == 0 or p.prompt_id != problems[i - 1].prompt_id:
+            run += 1
+        out.append(run % world)
+    return out
 
 
 def _mean(values) -> float:
