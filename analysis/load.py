@@ -30,7 +30,7 @@ TABLES = ("groups", "steps", "eval")
 # `rewards` and `correct` (lists) are most of a groups part's bytes, and no analysis needs them
 GROUP_COLUMNS = (
     "run_id", "step", "prompt_id", "difficulty", "round", "group_size", "reward_mean", "reward_std",
-    "n_correct", "tie", "tie_kind", "used", "tokens", "samples_total", "tokens_total", "unit", "n_informative",
+    "n_correct", "tie", "tie_kind", "used", "tokens", "samples_total", "tokens_total", "unit", "n_informative", "rank",
 )
 DEFAULT_COLUMNS: dict[str, Sequence[str] | None] = {"groups": GROUP_COLUMNS, "steps": None, "eval": None}
 # repeated strings, read as dictionaries: quicker to read than plain strings, and they arrive as

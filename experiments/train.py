@@ -2,6 +2,7 @@
 
     python -m experiments.train max_steps=50 sampler.group_size=4
     python -m experiments.train -m experiment=fixed_vs_adaptive seed=0,1
+    torchrun --standalone --nproc_per_node 8 -m experiments.train hydra.run.dir=runs/big
 """
 
 from __future__ import annotations
@@ -9,13 +10,15 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from datetime import datetime
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
 from omegaconf import DictConfig
 
 from experiments.common import preflight, register_configs, to_train_config
-from grpo_lab.config import InputError
+from grpo_lab.config import InputError, TrainConfig
 from grpo_lab.progress import Heartbeat
 
 register_configs()
@@ -28,14 +31,43 @@ INSPECT_FLAGS = {"--help", "-h", "--hydra-help", "--cfg", "-c", "--info", "-i", 
 def run(cfg: DictConfig) -> None:
     log.info("job %s: loading torch and transformers", HydraConfig.get().job.get("num", 0))
     with Heartbeat(doing="loading torch and transformers"):  # slow on a busy machine: keep saying so
+        import torch
+
+        from grpo_lab import distributed
         from grpo_lab.trainer import train
 
+    job = to_train_config(cfg)
+    hc = HydraConfig.get()
+    if hc.mode == RunMode.MULTIRUN and not distributed.under_torchrun():
+        job = on_sweep_gpu(job, hc.job.num, torch.cuda.device_count())
     try:
-        run_dir = train(to_train_config(cfg))
+        run_dir = train(job)
     except InputError as e:  # a busy or mismatched run directory, a bad data file: one line, no traceback
         sys.exit(f"error: {e}")
     shown = os.path.relpath(run_dir) if not os.path.relpath(run_dir).startswith("..") else run_dir
     log.info("report: python -m analysis %s", shown)
+
+
+def on_sweep_gpu(job: TrainConfig, job_num: int, n_gpus: int) -> TrainConfig:
+    """A sweep's job k runs on GPU k mod n when the machine has several (parallel joblib jobs would
+    otherwise all land on GPU 0); an explicit model.device is left alone."""
+    from grpo_lab.distributed import job_gpu
+
+    if job.model.device == "auto" and n_gpus > 1:
+        job.model.device = f"cuda:{job_gpu(job_num, n_gpus)}"
+    return job
+
+
+def shared_run_dir(args: list[str], first: TrainConfig) -> list[str]:
+    """Under torchrun every rank must write into one run directory, but Hydra names it by each
+    process's clock: unless hydra.run.dir is given, rank 0's name is broadcast to all."""
+    from grpo_lab import distributed
+
+    if any(a.startswith("hydra.run.dir=") for a in args):
+        return args
+    distributed.setup(first.dist.backend, first.dist.timeout_s)
+    stamp = distributed.broadcast_object(datetime.now().strftime("%Y-%m-%d/%H-%M-%S"))
+    return [*args, f"hydra.run.dir=runs/{stamp}"]
 
 
 def main() -> None:
@@ -43,15 +75,25 @@ def main() -> None:
     if error:
         sys.exit(f"config error: {error}")
     inspecting = any(a.split("=")[0] in INSPECT_FLAGS for a in sys.argv[1:])  # prints a config or help, runs nothing
+    torchrun = "RANK" in os.environ and "WORLD_SIZE" in os.environ  # as grpo_lab.distributed reads it
+    if torchrun and not inspecting and any(a in ("-m", "--multirun") for a in sys.argv[1:]):
+        sys.exit("config error: -m under torchrun: a sweep starts its own jobs; run torchrun once per job, "
+                 "or sweep with launcher=slurm")
     if not inspecting:
         # Until Hydra sets up each job's logging: these lines and the model build's go to stderr
         logging.basicConfig(level=logging.INFO, format="[%(asctime)s][%(name)s][%(levelname)s] - %(message)s")
         log.info("config checked; loading torch and transformers")
+        if torchrun:
+            sys.argv[1:] = shared_run_dir(sys.argv[1:], jobs[0])
         if any(job.model.name == "tiny" for job in jobs):
             with Heartbeat(doing="loading torch and transformers"):
                 from grpo_lab.policy import build_tiny
             build_tiny()  # once, with every core, before parallel jobs would each build it on one thread
     run()
+    if torchrun:
+        from grpo_lab import distributed
+
+        distributed.teardown()
 
 
 if __name__ == "__main__":

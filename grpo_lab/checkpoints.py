@@ -14,6 +14,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from grpo_lab.config import InputError
+
 _STEP = re.compile(r"step-(\d{6})$")
 
 
@@ -21,8 +23,23 @@ def checkpoint_dir(run_dir: Path, step: int) -> Path:
     return Path(run_dir) / "checkpoints" / f"step-{step:06d}"
 
 
-def save_checkpoint(run_dir: Path, step: int, model, optimizer, generator: torch.Generator, counters: dict) -> Path:
-    """Write checkpoints/step-NNNNNN/ (HF model folder + state.pt), atomically via rename."""
+def rng_state(generator: torch.Generator) -> dict:
+    """Every random stream a process draws from: its sampling generator, torch's, Python's, numpy's."""
+    return {"generator": generator.get_state(), "torch_rng": torch.get_rng_state(), "python_rng": random.getstate(),
+            "numpy_rng": np.random.get_state()}
+
+
+def set_rng_state(generator: torch.Generator, state: dict) -> None:
+    generator.set_state(state["generator"])
+    torch.set_rng_state(state["torch_rng"])
+    random.setstate(state["python_rng"])
+    np.random.set_state(state["numpy_rng"])
+
+
+def save_checkpoint(run_dir: Path, step: int, model, optimizer, generator: torch.Generator, counters: dict,
+                    ranks_rng: list[dict] | None = None) -> Path:
+    """Write checkpoints/step-NNNNNN/ (HF model folder + state.pt), atomically via rename.
+    `ranks_rng`: every rank's `rng_state`, in rank order, when the run spans several processes."""
     final = checkpoint_dir(run_dir, step)
     tmp = final.with_name(f".{final.name}.{os.getpid()}.tmp")  # unique per process; a killed one's is cleaned
     shutil.rmtree(tmp, ignore_errors=True)
@@ -31,11 +48,10 @@ def save_checkpoint(run_dir: Path, step: int, model, optimizer, generator: torch
     torch.save({
         "step": step,
         "optimizer": optimizer.state_dict(),
-        "generator": generator.get_state(),
-        "torch_rng": torch.get_rng_state(),
-        "python_rng": random.getstate(),
-        "numpy_rng": np.random.get_state(),
+        **rng_state(generator),  # rank 0's (the only one in a single process)
         "counters": counters,
+        "world_size": len(ranks_rng) if ranks_rng else 1,
+        "ranks_rng": ranks_rng,
     }, tmp / "state.pt")
     if final.exists():  # set aside, not deleted in place: a kill mid-delete must not leave half a checkpoint
         old = final.with_name(f".{final.name}.{os.getpid()}.old.tmp")
@@ -91,13 +107,27 @@ def load_weights(path: Path, model) -> None:
         raise RuntimeError(f"{path}: weights do not match the model (missing {missing[:3]}, unexpected {unexpected[:3]})")
 
 
-def load_checkpoint(path: Path, model, optimizer, generator: torch.Generator) -> tuple[int, dict]:
-    """Restore everything save_checkpoint wrote; returns (step, counters)."""
-    load_weights(path, model)
+class WorldSizeChanged(InputError):
+    """A checkpoint saved by a run of one number of processes, resumed with another."""
+
+
+def check_world_size(path: Path, world: int) -> None:
+    """Raise WorldSizeChanged, in one line, when the checkpoint at `path` was saved by a run of
+    another number of processes (read lazily: the optimizer state stays on disk)."""
+    saved = torch.load(path / "state.pt", weights_only=False, mmap=True).get("world_size", 1)
+    if saved != world:
+        raise WorldSizeChanged(
+            f"resume: {path} was saved by {saved} process(es), this run has {world}; resume with the same "
+            f"number (torchrun --nproc_per_node {saved}): each rank's random stream is restored exactly")
+
+
+def load_checkpoint(path: Path, model, optimizer, generator: torch.Generator, rank: int = 0,
+                    world: int = 1) -> tuple[int, dict]:
+    """Restore everything save_checkpoint wrote, `rank`'s random streams included; returns (step, counters).
+    Raises WorldSizeChanged (before touching anything) when `world` is not the saved run's."""
+    check_world_size(path, world)
     state = torch.load(path / "state.pt", weights_only=False)
+    load_weights(path, model)
     optimizer.load_state_dict(state["optimizer"])
-    generator.set_state(state["generator"])
-    torch.set_rng_state(state["torch_rng"])
-    random.setstate(state["python_rng"])
-    np.random.set_state(state["numpy_rng"])
+    set_rng_state(generator, state["ranks_rng"][rank] if state.get("ranks_rng") else state)
     return state["step"], state["counters"]

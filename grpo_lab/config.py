@@ -127,6 +127,12 @@ class LoggerConfig:
 
 
 @dataclass
+class DistConfig:
+    backend: str = "auto"  # torch.distributed backend under torchrun: auto (nccl on CUDA, gloo on CPU) | gloo | nccl
+    timeout_s: float = 600.0  # a collective waiting longer (a stuck rank) fails the run instead of hanging it
+
+
+@dataclass
 class TrainConfig:
     out_dir: str = "runs/default"  # the run directory (Hydra sets it to the job's folder)
     seed: int = 0
@@ -149,6 +155,7 @@ class TrainConfig:
     # auto: continue the run in out_dir when its saved config matches (else refuse, naming the keys);
     # never: delete that run's tables, checkpoints and run.json, then start over
     resume: str = "auto"
+    dist: DistConfig = field(default_factory=DistConfig)  # several processes (torchrun); ignored in one
 
 
 class InputError(ValueError):
@@ -249,6 +256,10 @@ def validate(cfg: TrainConfig) -> None:
     _require(cfg.reward.workers >= 1, "reward.workers", cfg.reward.workers, "must be >= 1")
     _require(cfg.reward.answer_timeout_s > 0, "reward.answer_timeout_s", cfg.reward.answer_timeout_s, "must be > 0")
     _require(cfg.reward.step_budget_s > 0, "reward.step_budget_s", cfg.reward.step_budget_s, "must be > 0")
+    # data parallel (torchrun)
+    _require(cfg.dist.backend in ("auto", "gloo", "nccl"), "dist.backend", cfg.dist.backend,
+             "must be one of 'auto', 'gloo', 'nccl'")
+    _require(cfg.dist.timeout_s > 0, "dist.timeout_s", cfg.dist.timeout_s, "must be > 0 (seconds)")
     if cfg.model.name == "hf":
         _require(model_files_present(cfg.model.path), "model.path", cfg.model.path,
                  "the folder has no model/tokenizer (needs config.json, weights and tokenizer files)")

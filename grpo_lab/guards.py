@@ -46,6 +46,7 @@ MAY_DIFFER: dict[str, str] = {
     "resume": "how this start treats the directory",
     "reward.workers": "processes that check LaTeX answers: the same verdicts, sooner",
     "log_completions": "completions kept for reading (completions/); training draws and learns the same",
+    "dist.timeout_s": "how long a collective waits for a stuck rank before failing the run",
 }
 # Key prefixes that may differ, for whole groups that only report (tracking/logging backends).
 MAY_DIFFER_PREFIXES: tuple[str, ...] = ("logger.", "logging.", "tracking.")

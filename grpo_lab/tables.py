@@ -36,6 +36,7 @@ GROUPS = pa.schema([
     ("unit", pa.int32()),
     ("n_informative", pa.int16()),
     ("n_trained", pa.int16()),  # samples of this group that entered the gradient (reinforce_ada trains a subset)
+    ("rank", pa.int16()),  # the process that drew the group (0 in a single-process run)
 ])
 
 STEPS = pa.schema(

@@ -3,6 +3,8 @@ k3 KL to the frozen reference -> group and step tables, checkpoints, exact resum
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import json
 import logging
 import os
@@ -18,15 +20,15 @@ import numpy as np
 import torch
 import transformers
 
-from grpo_lab import __version__
+from grpo_lab import __version__, distributed
 from grpo_lab.batching import training_units
-from grpo_lab.checkpoints import (checkpoint_steps, drop_state, latest_checkpoint, load_checkpoint,
-                                  prune_checkpoints, save_checkpoint)
+from grpo_lab.checkpoints import (check_world_size, checkpoint_steps, drop_state, latest_checkpoint, load_checkpoint,
+                                  prune_checkpoints, rng_state, save_checkpoint)
 from grpo_lab.completions import completion_rows
-from grpo_lab.config import TrainConfig, validate
+from grpo_lab.config import InputError, TrainConfig, validate
 from grpo_lab.evaluation import evaluate, load_task_and_policy
 from grpo_lab.microbatch import MicroBatch, micro_batches
-from grpo_lab.objective import group_advantages, grpo_loss, loss_normalisers, sequence_weights
+from grpo_lab.objective import Normalisers, group_advantages, grpo_loss, loss_normalisers, sequence_weights
 from grpo_lab.policy import amp, frozen_copy
 from grpo_lab.progress import run_summary
 from grpo_lab.guards import RunLock, prepare
@@ -37,16 +39,17 @@ from grpo_lab.rollout import Rollout, sample_groups, split_groups
 from grpo_lab.samplers import Draw, Group, PromptStream, build_sampler
 from grpo_lab.tables import parts, read_table, remove_parts_after, write_part
 from grpo_lab.tasks import Problem
-from grpo_lab.tracking import build_tracker, eval_metrics, step_metrics
+from grpo_lab.tracking import Tracker, build_tracker, eval_metrics, step_metrics
 
 log = logging.getLogger(__name__)
 
 
 class RunRecord:
-    """run.json: identity and status of one job, rewritten atomically on every change."""
+    """run.json: identity and status of one job, rewritten atomically on every change (by rank 0 only)."""
 
     def __init__(self, run_dir: Path, seed: int):
         self.path = run_dir / "run.json"
+        self.writes = distributed.is_main()
         old = _read_record(self.path)
         self.data = {
             "run_id": old.get("run_id") or f"{datetime.now(timezone.utc):%Y%m%d-%H%M%S}-{uuid.uuid4().hex[:6]}",
@@ -64,7 +67,9 @@ class RunRecord:
             "host": platform.node(),
             "transformers": transformers.__version__,
             "git": git_state(),  # the code that ran: {"commit", "dirty"}, None outside a checkout
+            "world_size": distributed.world(),  # processes of the run (torchrun); 1 without
         }
+        self.data["run_id"] = distributed.broadcast_object(self.data["run_id"])  # rank 0's, on every rank
 
     @property
     def run_id(self) -> str:
@@ -72,6 +77,8 @@ class RunRecord:
 
     def update(self, **fields) -> None:
         self.data.update(fields)
+        if not self.writes:
+            return
         tmp = self.path.with_name(f".run.json.{os.getpid()}.tmp")
         tmp.write_text(json.dumps(self.data, indent=2))
         os.replace(tmp, self.path)
@@ -132,7 +139,7 @@ def group_rows(run_id: str, step: int, groups: list[Group], counters: dict,
         unit, n_informative = trained.get(id(grp), (None, 0))
         g = len(grp.rewards)
         n_correct = int(grp.correct.sum())
-        tokens = int(grp.samples.lengths.sum())
+        tokens = grp.tokens if grp.samples is None else int(grp.samples.lengths.sum())
         counters["samples_total"] += g
         counters["tokens_total"] += tokens
         kind = None
@@ -144,7 +151,7 @@ def group_rows(run_id: str, step: int, groups: list[Group], counters: dict,
             reward_mean=float(grp.rewards.mean(dtype=np.float64)), reward_std=float(grp.rewards.std(dtype=np.float64)),
             n_correct=n_correct,
             tie=grp.tie, tie_kind=kind, used=grp.used, tokens=tokens, **counters,
-            unit=unit, n_informative=n_informative, n_trained=grp.n_trained,
+            unit=unit, n_informative=n_informative, n_trained=grp.n_trained, rank=grp.rank,
         ))
     return rows
 
@@ -186,13 +193,20 @@ def update(model, ref, optimizer, micro: list[MicroBatch], advantages: torch.Ten
     """mu optimizer updates on one batch of samples, each accumulating the gradients of its micro-batches;
     returns the step's loss statistics (means over mu) and `informative`, the samples whose advantage is
     nonzero. With none, the policy gradient is exactly zero: no optimizer step is taken (Adam would turn the
-    KL term's near-zero gradient into a full-size step) and the statistics come from one pass without grad."""
+    KL term's near-zero gradient into a full-size step) and the statistics come from one pass without grad.
+
+    Across processes `micro` holds this rank's share of the batch (possibly none): the normalisers and
+    `informative` are summed over ranks, and so are the gradients after accumulation, before clipping,
+    so every rank takes the step one process would take on the whole batch."""
     a = cfg.algo
     temp = cfg.rollout.temperature or 1.0
     chunk = cfg.model.logprob_chunk
-    lengths = torch.cat([mb.rollout.lengths for mb in micro])  # (N,)
-    norm = loss_normalisers(lengths, seq_weight, a.loss_agg, cfg.rollout.max_new_tokens)  # the whole batch's
-    informative = int((advantages != 0).sum())
+    lengths = torch.cat([mb.rollout.lengths for mb in micro]) if micro else torch.zeros(0, dtype=torch.long, device=seq_weight.device)  # (N,)
+    norm = loss_normalisers(lengths, seq_weight, a.loss_agg, cfg.rollout.max_new_tokens)  # this rank's part
+    device = seq_weight.device
+    norm = Normalisers(loss=distributed.global_sum(norm.loss).to(device),  # the whole batch's, over ranks
+                       tokens=distributed.global_sum(norm.tokens).to(device))
+    informative = int(distributed.global_sum(int((advantages != 0).sum())))
     ref_logp = [None] * len(micro)
     if a.beta != 0:
         with torch.inference_mode():
@@ -217,8 +231,10 @@ def update(model, ref, optimizer, micro: list[MicroBatch], advantages: torch.Ten
                 if informative:
                     loss.backward()  # gradients accumulate: each micro-batch's loss is its share of the batch's
             sums += (st.loss, st.pg_loss, st.kl, st.clip_frac)
+        sums = distributed.all_reduce_(torch.from_numpy(sums)).numpy()  # every rank's share of the batch's
         grad_norm = float("nan")  # no gradient taken
         if informative:
+            distributed.sum_gradients([p for p in model.parameters() if p.requires_grad])  # one process: nothing
             grad_norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), a.max_grad_norm))
             optimizer.step()
         stats.append((*sums, grad_norm))
@@ -237,6 +253,7 @@ class Trainer:
         self.task = task
         self.device = next(self.model.parameters()).device
         record.update(device=str(self.device), difficulty_labels=task.difficulty_labels)
+        distributed.broadcast_parameters(self.model)  # as DDP does: every rank starts from rank 0's weights
         with self.amp():  # under bf16 autocast the reference is stored in bf16: it only ever runs in it
             self.ref = frozen_copy(self.model, autocast_dtype(self.device)) if cfg.algo.beta != 0 else None
         if cfg.model.gradient_checkpointing:
@@ -244,7 +261,7 @@ class Trainer:
         self.model.train()
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=cfg.algo.lr, weight_decay=cfg.algo.weight_decay,
                                            fused=self.device.type in ("cpu", "cuda"))
-        self.generator = torch.Generator(device=self.device).manual_seed(cfg.seed)
+        self.generator = torch.Generator(device=self.device).manual_seed(distributed.rank_seed(cfg.seed))
         self.weights = RewardWeights(cfg.reward.accuracy, cfg.reward.format)
         r = cfg.reward
         self.scorer = Scorer(r.workers, r.answer_timeout_s, r.step_budget_s)  # closed by train()
@@ -252,17 +269,26 @@ class Trainer:
         self.sampler = build_sampler(cfg.sampler, PromptStream(task.train, cfg.seed))
         self.counters = {"samples_total": 0, "tokens_total": 0}
         self.last_step = 0
-        ckpt = latest_checkpoint(self.run_dir)
+        ckpt = distributed.broadcast_object(latest_checkpoint(self.run_dir))  # rank 0's view: one choice for all
         if ckpt is None and checkpoint_steps(self.run_dir, resumable=False):
             raise RuntimeError(f"out_dir: {self.run_dir} holds a finished run whose checkpoints keep weights only "
                                "(checkpoint.final_weights_only): it cannot resume; use a new out_dir")
         if ckpt is not None:
-            self.last_step, state = load_checkpoint(ckpt, self.model, self.optimizer, self.generator)
+            self.last_step, state = load_checkpoint(ckpt, self.model, self.optimizer, self.generator,
+                                                    distributed.rank(), distributed.world())
             self.counters = {k: state[k] for k in self.counters}
             self.sampler.load_state_dict(state["sampler"])
             log.info("resuming %s from step %d", self.run_dir, self.last_step)
-        remove_parts_after(self.run_dir, self.last_step)  # rows past the checkpoint are redrawn identically
-        self.tracker = build_tracker(cfg, self.run_dir, record.run_id, first_step=self.last_step + 1)
+        if distributed.is_main():  # rank 0 writes every table; the other ranks' rows reach it by gathers
+            remove_parts_after(self.run_dir, self.last_step)  # rows past the checkpoint are redrawn identically
+            self.tracker = build_tracker(cfg, self.run_dir, record.run_id, first_step=self.last_step + 1)
+        else:
+            self.tracker = Tracker([])
+        distributed.barrier()  # no rank reads the tables before rank 0 has cut them back to the checkpoint
+
+    def _write(self, table: str, step: int, rows: list[dict]) -> None:
+        if distributed.is_main():
+            write_part(self.run_dir, table, step, rows)
 
     def amp(self):
         """The context every model pass runs in: bf16 autocast on CUDA, nothing on CPU."""
@@ -272,28 +298,51 @@ class Trainer:
         """Eval rows for the current model (step 0: the base model) on the held-out pool."""
         cfg = self.cfg
         if cfg.eval.n and self.task.held_out:
+            mine = self.task.held_out[distributed.rank()::distributed.world()]  # each rank a share of the prompts
             with self.amp():
-                rows = evaluate(self.model, self.tokenizer, self.task.held_out, n=cfg.eval.n,
+                rows = evaluate(self.model, self.tokenizer, mine, n=cfg.eval.n,
                                 temperature=cfg.eval.temperature, max_new_tokens=cfg.rollout.max_new_tokens,
-                                end_ids=self.end_ids, answer_kind=self.task.answer_kind, seed=cfg.seed,
-                                run_id=self.record.run_id, step=step, max_rows=cfg.rollout.max_rows_per_call,
-                                scorer=self.scorer)
+                                end_ids=self.end_ids, answer_kind=self.task.answer_kind,
+                                seed=distributed.rank_seed(cfg.seed), run_id=self.record.run_id, step=step,
+                                max_rows=cfg.rollout.max_rows_per_call, scorer=self.scorer)
+            order = {p.prompt_id: i for i, p in enumerate(self.task.held_out)}
+            rows = sorted((r for part in distributed.gather_objects(rows) for r in part),
+                          key=lambda r: order[r["prompt_id"]])  # stable: each prompt's samples stay in order
             for row in rows:  # so checkpoints align by samples drawn, not by step
                 row["samples_total"] = self.counters["samples_total"]
-            write_part(self.run_dir, "eval", step, rows)
+            self._write("eval", step, rows)
             self.tracker.log(eval_metrics(rows), step)
 
     def _draw_round(self, problems: list[Problem], rnd: int, size: int | None = None) -> list[Group]:
-        """Sample and score `size` (default G) completions for each problem (one batched rollout)."""
+        """Sample and score `size` (default G) completions for each problem (one batched rollout). Across processes,
+        rank r samples problems r, r+W, ... and every rank gets every group's scores (the samples
+        stay where they were drawn): samplers then decide from the global round, identically on
+        every rank, so all ranks run the same rounds and the same collectives."""
         cfg = self.cfg
-        ro = sample_groups(self.model, self.tokenizer, [p.prompt for p in problems], size or cfg.sampler.group_size,
-                           max_new_tokens=cfg.rollout.max_new_tokens, temperature=cfg.rollout.temperature,
-                           generator=self.generator, end_ids=self.end_ids, max_rows=cfg.rollout.max_rows_per_call)
-        rewards, correct, timeouts = score_rollout(ro, problems, self.task.answer_kind, self.weights, self.scorer)
-        self.score_timeouts += timeouts
-        ties = rewards.astype(np.float64).std(axis=1) <= cfg.algo.std_eps  # population std in float64, as eq. 3
-        return [Group(p, rnd, chunk, rewards[i], correct[i], bool(ties[i]))
-                for i, (p, chunk) in enumerate(zip(problems, split_groups(ro)))]
+        rank, world = distributed.rank(), distributed.world()
+        owner = _owners(problems, world)
+        mine = [p for p, r in zip(problems, owner) if r == rank]
+        groups, timeouts = [], 0
+        if mine:
+            ro = sample_groups(self.model, self.tokenizer, [p.prompt for p in mine], size or cfg.sampler.group_size,
+                               max_new_tokens=cfg.rollout.max_new_tokens, temperature=cfg.rollout.temperature,
+                               generator=self.generator, end_ids=self.end_ids, max_rows=cfg.rollout.max_rows_per_call)
+            rewards, correct, timeouts = score_rollout(ro, mine, self.task.answer_kind, self.weights, self.scorer)
+            ties = rewards.astype(np.float64).std(axis=1) <= cfg.algo.std_eps  # population std in float64, as eq. 3
+            groups = [Group(p, rnd, chunk, rewards[i], correct[i], bool(ties[i]), rank=rank,
+                            tokens=int(chunk.lengths.sum()))
+                      for i, (p, chunk) in enumerate(zip(mine, split_groups(ro)))]
+        if world == 1:
+            self.score_timeouts += timeouts
+            return groups
+        scores = distributed.gather_objects(([(g.rewards, g.correct, g.tie, g.tokens) for g in groups], timeouts))
+        self.score_timeouts += sum(t for _, t in scores)
+        out, taken = [], [0] * world
+        for p, r in zip(problems, owner):  # in the problems' order: each rank's groups come in its own order
+            k, taken[r] = taken[r], taken[r] + 1
+            rewards, correct, tie, tokens = scores[r][0][k]
+            out.append(groups[k] if r == rank else Group(p, rnd, None, rewards, correct, tie, rank=r, tokens=tokens))
+        return out
 
     def step(self) -> dict:
         """Draw, score and learn from one batch; write its groups and steps parts. Returns the step row."""
@@ -307,18 +356,23 @@ class Trainer:
         losses = dict.fromkeys(("loss", "pg_loss", "kl", "clip_frac", "grad_norm"), float("nan"))  # no update
         losses["informative"] = 0
         trained = {}
-        if draw.units:
+        if draw.units:  # the same on every rank: samplers decide from global rounds
             a = cfg.algo
-            pieces, trains = training_units(draw.units, self.tokenizer.pad_token_id)  # trains: (N_pooled,) bool
+            local = [[g for g in u if g.samples is not None] for u in draw.units]  # this rank's share
+            pieces, _ = training_units([u for u in local if u], self.tokenizer.pad_token_id)
+            trains = np.concatenate([np.ones(len(g.rewards), bool) if g.train is None else g.train
+                                     for u in draw.units for g in u])  # (N_pooled,) every rank's samples
+            here = np.array([g.samples is not None for u in draw.units for g in u for _ in g.rewards])  # (N_pooled,)
             adv = unit_advantages(draw.units, a.std, a.std_eps, self.device)  # (N_pooled,)
             keep = torch.from_numpy(trains).to(adv.device)
             trained = unit_columns(draw.units, adv * keep)  # informative: a nonzero advantage on a sample that trains
+            mine = torch.from_numpy(here[trains]).to(adv.device)  # (N,) the training rows this rank holds
             adv = adv[keep]  # (N,) baselines from every sample of a unit, rows of those that train
             micro = micro_batches(pieces, self.tokenizer.pad_token_id, a.micro_batch_groups, a.micro_batch_tokens)
-            sizes = [sum(len(ro.texts) for ro in unit) for unit in pieces]  # samples that train, per unit
+            sizes = [n for u in draw.units if (n := sum(g.n_trained for g in u))]  # samples that train, per unit
             weight = sequence_weights(sizes, cfg.sampler.group_size, a.unit_weight).to(self.device)  # (N,)
-            with self.amp():
-                losses = update(self.model, self.ref, self.optimizer, micro, adv, weight, cfg)
+            with self.amp():  # this rank's rows, in the micro-batches' order (units, then groups)
+                losses = update(self.model, self.ref, self.optimizer, micro, adv[mine], weight[mine], cfg)
         t2 = time.perf_counter()
 
         run_id = self.record.run_id
@@ -330,10 +384,12 @@ class Trainer:
                    samples=int(correct.size), **self.counters, skipped_prompts=draw.skipped,
                    t_rollout=t1 - t0, t_update=t2 - t1, t_total=time.perf_counter() - t0,
                    score_timeouts=self.score_timeouts)
-        write_part(self.run_dir, "groups", step, groups)
-        write_part(self.run_dir, "steps", step, [row])
-        if cfg.log_completions:
-            write_part(self.run_dir, "completions", step, completion_rows(draw.groups, groups, cfg.log_completions))
+        self._write("groups", step, groups)
+        self._write("steps", step, [row])
+        if cfg.log_completions:  # across processes: rank 0's own groups (the texts stay where they were drawn)
+            mine = [(g, r) for g, r in zip(draw.groups, groups) if g.samples is not None]
+            self._write("completions", step, completion_rows([g for g, _ in mine], [r for _, r in mine],
+                                                             cfg.log_completions))
         self.tracker.log(step_metrics(row, groups), step)
         self.last_step = step
         if draw.exhausted:
@@ -342,7 +398,10 @@ class Trainer:
 
     def checkpoint(self) -> None:
         state = {**self.counters, "sampler": self.sampler.state_dict()}
-        save_checkpoint(self.run_dir, self.last_step, self.model, self.optimizer, self.generator, state)
+        ranks_rng = distributed.gather_objects(rng_state(self.generator)) if distributed.world() > 1 else None
+        if not distributed.is_main():  # the model, optimizer and sampler are the same on every rank
+            return
+        save_checkpoint(self.run_dir, self.last_step, self.model, self.optimizer, self.generator, state, ranks_rng)
         c = self.cfg.checkpoint
         evaluated = {s for s, _ in parts(self.run_dir, "eval")} if c.keep_eval else set()
         prune_checkpoints(self.run_dir, c.keep_last, set(c.keep_steps), evaluated)
@@ -389,8 +448,19 @@ class Trainer:
 
     def finish(self) -> None:
         """After a finished run: drop the last checkpoint's optimizer state if asked."""
-        if self.cfg.checkpoint.final_weights_only and self.last_step:
+        if self.cfg.checkpoint.final_weights_only and self.last_step and distributed.is_main():
             drop_state(self.run_dir, self.last_step)
+
+
+def _owners(problems: list[Problem], world: int) -> list[int]:
+    """The rank that samples each listed problem: runs of one problem listed side by side (a
+    sampler's chunks of one prompt) stay on one rank; run j goes to rank j mod W (problems r, r+W, ...)."""
+    out, run = [], -1
+    for i, p in enumerate(problems):
+        if i == 0 or p.prompt_id != problems[i - 1].prompt_id:
+            run += 1
+        out.append(run % world)
+    return out
 
 
 def _mean(values) -> float:
@@ -404,12 +474,25 @@ def train(cfg: TrainConfig) -> Path:
     (grpo_lab.guards). When the job fails, run.json records why and the original error is raised,
     even if run.json itself can no longer be written (a full or read-only disk)."""
     validate(cfg)
+    distributed.setup(cfg.dist.backend, cfg.dist.timeout_s)  # under torchrun: join the other ranks
     run_dir = Path(cfg.out_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
-    with RunLock(run_dir):
-        prepare(run_dir, cfg)
+    with contextlib.ExitStack() as held:
+        error = None
+        if distributed.is_main():  # one writer: rank 0 holds the lock and checks the directory
+            try:
+                held.enter_context(RunLock(run_dir))
+                prepare(run_dir, cfg)
+            except InputError as e:
+                error = e
+        error = distributed.broadcast_object(error)  # every rank stops with rank 0's one-line reason
+        if error is not None:
+            raise error
+        if (ckpt := latest_checkpoint(run_dir)) is not None:
+            check_world_size(ckpt, distributed.world())  # before run.json changes: a finished run stays finished
+        cfg = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, device=distributed.device(cfg.model.device)))
         record = RunRecord(run_dir, cfg.seed)
         record.update()
         log.info("run %s in %s: loading the model", record.run_id, run_dir)

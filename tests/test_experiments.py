@@ -40,6 +40,8 @@ INVALID = [  # (override, the key the error must name)
     ("model=local model.path=/nonexistent/model", "model.path"),
     ("max_steps=1.5", "max_steps"),
     ("prompts_per_step=0", "prompts_per_step"),
+    ("dist.backend=mpi", "dist.backend"),
+    ("dist.timeout_s=0", "dist.timeout_s"),
     ("eval.every_samples=-1", "eval.every_samples"),
     ("model.dtype=float16", "model.dtype"),  # no loss scaling: refused, not silently unstable
     ("algo.micro_batch_groups=0", "algo.micro_batch_groups"),
@@ -131,3 +133,31 @@ def test_standalone_evaluation_of_base_and_checkpoints(tmp_path):
     bad = subprocess.run([sys.executable, "-m", "experiments.evaluate", f"run_dir={run}", "steps=[7]"], cwd=ROOT,
                          env=env, text=True, capture_output=True, timeout=600)
     assert bad.returncode != 0 and "steps: no checkpoint for step 7" in bad.stderr
+
+
+def test_submitit_local_sweep_writes_its_report(tmp_path):
+    """launcher=submitit_local: the submitit path of launcher=slurm, as local processes."""
+    sweep = tmp_path / "sweep"
+    out = _cli(["-m", "launcher=submitit_local", "seed=0,1", "max_steps=2", "prompts_per_step=2", "sampler.group_size=2",
+                "task.levels=[1,2]", "task.train_per_level=4", "task.eval_per_level=2", "eval.n=2",
+                f"hydra.sweep.dir={sweep}"], ROOT)
+    assert out.returncode == 0, out.stderr[-3000:]
+    jobs = sorted(p for p in sweep.iterdir() if (p / "run.json").exists())
+    assert [j.name for j in jobs] == ["0", "1"]
+    for job in jobs:
+        assert json.loads((job / "run.json").read_text())["status"] == "done"
+        assert read_table(job, "steps").num_rows == 2
+    assert (sweep / ".submitit").is_dir()  # it went through submitit
+    assert (sweep / "report" / "REPORT.md").exists()
+
+
+def test_sweep_job_k_runs_on_gpu_k_mod_n():
+    from experiments.train import on_sweep_gpu
+    from grpo_lab.config import TrainConfig
+
+    assert [on_sweep_gpu(TrainConfig(), k, 3).model.device for k in range(5)] == [
+        "cuda:0", "cuda:1", "cuda:2", "cuda:0", "cuda:1"]
+    assert on_sweep_gpu(TrainConfig(), 3, 1).model.device == "auto"  # one GPU (or none): left to "auto"
+    pinned = TrainConfig()
+    pinned.model.device = "cpu"
+    assert on_sweep_gpu(pinned, 1, 4).model.device == "cpu"  # an explicit device is kept

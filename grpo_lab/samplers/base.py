@@ -20,7 +20,7 @@ class Group:
 
     problem: Problem
     round: int  # 0 = first draw of this prompt this step; k = k-th redraw after a tie
-    samples: Rollout  # the G completions (one prompt)
+    samples: Rollout | None  # the G completions (one prompt); None where another rank drew them
     rewards: np.ndarray  # (G,) float32
     correct: np.ndarray  # (G,) bool
     tie: bool  # reward std <= eps: zero advantage for every member
@@ -28,6 +28,8 @@ class Group:
     # which samples enter the gradient when used (None: all). The unit's baseline still pools every sample:
     # reinforce_ada trains a fixed-size subset of a prompt's answers against the mean of all of them
     train: np.ndarray | None = None  # (G,) bool
+    rank: int = 0  # the process that drew it (data parallel): it holds the samples and trains on them
+    tokens: int = 0  # tokens generated for this group
 
     @property
     def n_trained(self) -> int:

@@ -96,8 +96,10 @@ def merge_groups(groups: list[Group]) -> Group:
     rewards = np.concatenate([g.rewards for g in groups])
     correct = np.concatenate([g.correct for g in groups])
     tie = all(g.tie for g in groups) and len({float(g.rewards[0]) for g in groups}) == 1
-    samples = join_rollouts([g.samples for g in groups], pad_id=0)  # chunks of one rollout: nothing to pad
-    return Group(first.problem, first.round, samples, rewards, correct, tie)
+    # chunks of one rollout: nothing to pad. Across processes they were drawn on one rank (None elsewhere)
+    samples = join_rollouts([g.samples for g in groups], pad_id=0) if first.samples is not None else None
+    return Group(first.problem, first.round, samples, rewards, correct, tie, rank=first.rank,
+                 tokens=sum(g.tokens for g in groups))
 
 
 class KnapsackSampler(Sampler):

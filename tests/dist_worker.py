@@ -1,0 +1,83 @@
+"""Run by tests/test_distributed.py, under torchrun or in one process (no collectives then).
+
+    update IN OUT: this rank's share of fixed rollouts (IN, written by the test) through
+        trainer.update, for every loss aggregation and two ways of splitting the groups over
+        ranks; rank 0 saves the weights, gradients and statistics after each to OUT.
+    stuck TIMEOUT_S: rank 1 never joins the second collective; rank 0 must fail within TIMEOUT_S.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import torch
+
+from grpo_lab import distributed
+from grpo_lab.config import TrainConfig
+from grpo_lab.objective import AGG_MODES
+from grpo_lab.policy import frozen_copy, load_policy
+from grpo_lab.microbatch import micro_batches
+from grpo_lab.trainer import update
+
+# which groups (of 4) each rank trains on, and in micro-batches of how many groups (None: all at once):
+# split evenly; evenly with gradient accumulation over one-group micro-batches; all on rank 0 (rank 1 none)
+SPLITS = {"even": (lambda i, r, w: i % w == r, None), "even-micro": (lambda i, r, w: i % w == r, 1),
+          "lopsided": (lambda i, r, w: r == 0, None)}
+
+
+def update_config(agg: str) -> TrainConfig:
+    cfg = TrainConfig()
+    cfg.algo.loss_agg, cfg.algo.mu, cfg.algo.beta = agg, 2, 0.04
+    return cfg
+
+
+def apply_update(base: dict, groups: list, advantages: list[torch.Tensor], agg: str, pad_id: int,
+                 micro_groups: int | None = None) -> dict:
+    """A fresh copy of the base model and optimizer, one `update` on these groups (this rank's
+    share); returns the weights, the last mu-step's gradients and the step's statistics."""
+    cfg = update_config(agg)
+    model, _ = load_policy("tiny", None, "cpu", "float32")
+    model.load_state_dict(base)
+    ref = frozen_copy(model)
+    model.train()
+    # SGD, not the trainer's AdamW: Adam's g / (|g| + eps) turns float32 rounding of near-zero gradient
+    # elements into steps of up to lr, which would hide what is compared here (the same gradient)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    micro = micro_batches([[g] for g in groups], pad_id, micro_groups)  # units of one group each
+    adv = torch.cat(advantages) if advantages else torch.zeros(0)  # (N,)
+    stats = update(model, ref, optimizer, micro, adv, torch.ones(adv.shape[0]), cfg)
+    return {"weights": torch.cat([p.detach().reshape(-1) for p in model.parameters()]),
+            "grads": torch.cat([p.grad.reshape(-1) for p in model.parameters()]), "stats": stats}
+
+
+def run_update(src: str, dst: str) -> None:
+    data = torch.load(src, weights_only=False)
+    rank, world = distributed.rank(), distributed.world()
+    out = {}
+    for agg in AGG_MODES:
+        for split, (mine, micro_groups) in SPLITS.items():
+            keep = [i for i in range(len(data["groups"])) if mine(i, rank, world)]
+            out[agg, split] = apply_update(data["base"], [data["groups"][i] for i in keep],
+                                           [data["advantages"][i] for i in keep], agg, data["pad_id"], micro_groups)
+    if distributed.is_main():
+        torch.save(out, dst)
+
+
+def run_stuck(timeout_s: float) -> None:
+    distributed.all_reduce_(torch.ones(1))  # both ranks are up
+    if distributed.rank() == 1:
+        time.sleep(timeout_s * 20)  # alive but never joins: only the timeout can end rank 0's wait
+        return
+    distributed.all_reduce_(torch.ones(1))
+
+
+if __name__ == "__main__":
+    torch.set_num_threads(1)
+    mode = sys.argv[1]
+    distributed.setup("gloo", float(sys.argv[2]) if mode == "stuck" else 120)
+    if mode == "update":
+        run_update(sys.argv[2], sys.argv[3])
+    else:
+        run_stuck(float(sys.argv[2]))
+    distributed.teardown()

@@ -1,0 +1,179 @@
+"""Data parallel under a real torchrun (gloo on CPU, one thread a rank): the update of 2 ranks equals
+one process's on the combined batch; whole runs; a dead or stuck rank fails the run; resume."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from dist_worker import SPLITS, apply_update
+from grpo_lab.objective import AGG_MODES, group_advantages
+from grpo_lab.policy import eos_ids, load_policy
+from grpo_lab.rollout import sample_groups, split_groups
+from grpo_lab.samplers import PromptStream
+from grpo_lab.tables import read_table
+from grpo_lab.tasks import build_task
+from grpo_lab.trainer import train
+
+ROOT = Path(__file__).resolve().parent.parent
+WORKER = Path(__file__).resolve().parent / "dist_worker.py"
+ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+
+
+def torchrun(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--standalone",
+                           *args], cwd=ROOT, env=ENV, text=True, capture_output=True, timeout=timeout)
+
+
+def test_two_rank_update_equals_one_process_on_the_combined_batch(tmp_path):
+    model, tokenizer = load_policy("tiny", None, "cpu", "float32")
+    prompts = ["12+34=", "7+5=", "305+117=", "1+2="]  # prompts of different lengths: re-padding differs per rank
+    ro = sample_groups(model, tokenizer, prompts, 4, max_new_tokens=6, temperature=1.0,
+                       generator=torch.Generator().manual_seed(0), end_ids=eos_ids(model, tokenizer))
+    groups = split_groups(ro)
+    rewards = torch.tensor([[1, 0, 0, 1], [1, 1, 1, 0], [0, 0, 0, 1], [1, 1, 1, 1]], dtype=torch.float32)  # one tie
+    advantages = list(group_advantages(rewards))  # (4,) per group
+    data = {"base": model.state_dict(), "groups": groups, "advantages": advantages, "pad_id": tokenizer.pad_token_id}
+    torch.save(data, tmp_path / "batch.pt")
+
+    out = torchrun(str(WORKER), "update", str(tmp_path / "batch.pt"), str(tmp_path / "two.pt"))
+    assert out.returncode == 0, out.stderr[-3000:]
+    two = torch.load(tmp_path / "two.pt", weights_only=False)
+    base = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+    for agg in AGG_MODES:
+        one = apply_update(data["base"], groups, advantages, agg, tokenizer.pad_token_id)
+        assert (one["weights"] - base).abs().max() > 1e-4  # the step moved the weights
+        for split in SPLITS:
+            got = two[agg, split]
+            # weights after mu=2 SGD steps, and the last step's clipped gradient, element by element
+            assert (got["weights"] - one["weights"]).abs().max() <= 1e-6, (agg, split)
+            # (measured: <= 2.3e-7, float32 rounding of differently padded shards; a local normaliser is off by ~50%)
+            assert (got["grads"] - one["grads"]).abs().max() <= 1e-6, (agg, split)
+            for key, value in one["stats"].items():
+                assert got["stats"][key] == pytest.approx(value, rel=1e-6, abs=1e-6), (agg, split, key)
+        assert one["stats"]["grad_norm"] > 0 and one["stats"]["kl"] > 0  # a real step: mu=2 moved the policy
+
+
+def test_a_stuck_rank_fails_the_run_after_the_timeout():
+    out = torchrun(str(WORKER), "stuck", "3")
+    assert out.returncode != 0
+    assert "Timed out" in out.stdout + out.stderr  # gloo's collective timeout, from dist.timeout_s
+
+
+def _train_cmd(run: Path, *overrides: str, levels: str = "1,4") -> list[str]:
+    return ["-m", "experiments.train", "prompts_per_step=5", "sampler.group_size=4", f"task.levels=[{levels}]",
+            "task.train_per_level=8", "task.eval_per_level=3", "eval.n=4", "threads=1", f"hydra.run.dir={run}",
+            *overrides]
+
+
+# levels 1 and 4 tie often (resample_on_tie resamples); dynamic needs untied groups to fill its batch
+@pytest.mark.parametrize("sampler,levels", [("fixed", "1,4"), ("resample_on_tie", "1,4"), ("dynamic", "2,3")])
+def test_two_rank_run_tables(tmp_path, sampler, levels):
+    run = tmp_path / "run"
+    out = torchrun(*_train_cmd(run, "max_steps=3", f"sampler={sampler}", "sampler.max_rounds=3", levels=levels))
+    assert out.returncode == 0, out.stderr[-3000:]
+    meta = json.loads((run / "run.json").read_text())
+    assert meta["status"] == "done" and meta["world_size"] == 2
+    g = read_table(run, "groups").to_pandas()
+    steps = read_table(run, "steps").to_pandas()
+    last = 3 if not meta["stopped"] else steps["step"].max()  # dynamic may hit its cap: a global stop
+    assert steps["step"].tolist() == list(range(1, last + 1))  # one row a step
+    # every draw of fresh prompts takes the single-process stream's next 5, once each, rank r drawing r, r+2, ...
+    from grpo_lab.config import TaskConfig
+
+    task = TaskConfig(levels=[int(x) for x in levels.split(",")], train_per_level=8, eval_per_level=3)
+    stream = PromptStream(build_task(task).train, seed=0)
+    for step, rows in g.groupby("step"):
+        first = rows[rows["round"] == 0]
+        takes = len(first) // 5  # dynamic draws up to max_rounds batches of fresh prompts; the others one
+        assert len(first) == 5 * takes and 1 <= takes <= (3 if sampler == "dynamic" else 1), step
+        assert first["prompt_id"].tolist() == [p.prompt_id for p in stream.take(5 * takes)], step
+        assert first["rank"].tolist() == [0, 1, 0, 1, 0] * takes
+        assert sampler == "dynamic" or first["prompt_id"].is_unique  # 15 draws from a pool of 16: no epoch wraps
+    assert g["samples_total"].tolist() == g["group_size"].cumsum().tolist()  # counted once, globally
+    assert steps["samples_total"].tolist() == g.groupby("step")["samples_total"].max().tolist()
+    assert steps["groups"].tolist() == g.groupby("step").size().tolist()
+    if sampler == "resample_on_tie":
+        assert (g["round"] > 0).any() and set(g.loc[g["round"] > 0, "rank"]) == {0, 1}
+    if sampler == "dynamic":  # a full batch of untied groups trains, or the cap stopped the run
+        used = g[g["used"]].groupby("step").size().reindex(steps["step"], fill_value=0)
+        assert (~g.loc[g["used"], "tie"]).all() and set(used.iloc[:-1]) <= {5}
+    ev = read_table(run, "eval").to_pandas()
+    assert sorted(set(ev["step"])) == [0, last]
+    assert (ev.groupby(["step", "prompt_id"])["sample"].apply(list) == [[0, 1, 2, 3]] * 12).all()  # 6 prompts x 2
+    assert np.isfinite(steps["loss"].iloc[:-1]).all()
+
+
+def _children(pid: int) -> list[int]:
+    kids = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            kids.append(int(stat.parent.name))
+    return kids
+
+
+def _rank_of(pid: int) -> int | None:
+    try:
+        env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:
+        return None
+    return next((int(e[5:]) for e in env if e.startswith(b"RANK=")), None)
+
+
+def test_killed_rank_fails_the_run_and_the_same_command_resumes(tmp_path):
+    run = tmp_path / "run"
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--standalone",
+           *_train_cmd(run, "max_steps=12", "checkpoint_every=2", "eval=none")]
+    agent = subprocess.Popen(cmd, cwd=ROOT, env=ENV, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        while not (run / "checkpoints" / "step-000002").exists() and agent.poll() is None:
+            time.sleep(0.01)
+        rank1 = [p for p in _children(agent.pid) if _rank_of(p) == 1]
+        assert rank1, "rank 1 not found"
+        os.kill(rank1[0], signal.SIGKILL)
+        _, err = agent.communicate(timeout=300)  # rank 0 must not hang: it fails, torchrun reports it
+    finally:
+        if agent.poll() is None:
+            agent.kill()
+    assert agent.returncode != 0
+    meta = json.loads((run / "run.json").read_text())
+    assert meta["status"] == "failed" and meta["error"], meta
+    assert read_table(run, "steps").num_rows < 12
+
+    again = subprocess.run(cmd, cwd=ROOT, env=ENV, text=True, capture_output=True, timeout=600)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert json.loads((run / "run.json").read_text())["status"] == "done"
+    steps = read_table(run, "steps").to_pandas()
+    assert steps["step"].tolist() == list(range(1, 13))
+    g = read_table(run, "groups").to_pandas()
+    assert g["samples_total"].tolist() == g["group_size"].cumsum().tolist()  # no step lost or counted twice
+    full = tmp_path / "full"  # the same run, never interrupted: the resumed one redrew exactly its rows
+    whole = torchrun(*_train_cmd(full, "max_steps=12", "checkpoint_every=2", "eval=none"))
+    assert whole.returncode == 0, whole.stderr[-3000:]
+    assert (read_table(run, "groups").drop_columns(["run_id"]).to_pylist()
+            == read_table(full, "groups").drop_columns(["run_id"]).to_pylist())
+
+    one = subprocess.run([sys.executable, *_train_cmd(run, "max_steps=14", "checkpoint_every=2", "eval=none")],
+                         cwd=ROOT, env=ENV, text=True, capture_output=True, timeout=600)
+    assert one.returncode != 0
+    assert "saved by 2 process(es), this run has 1; resume with the same number" in one.stderr
+    assert json.loads((run / "run.json").read_text())["status"] == "done"  # the finished run is left as it was
+
+
+def test_world_size_one_is_unchanged(tiny_cfg):
+    """One process: rank 0's seed is the run's seed and every group's rank is 0."""
+    tiny_cfg.max_steps = 1
+    run = train(tiny_cfg)
+    g = read_table(run, "groups").to_pandas()
+    assert set(g["rank"]) == {0} and json.loads((run / "run.json").read_text())["world_size"] == 1
