@@ -5,6 +5,7 @@ largest part: the optimizer's moments are twice the weights) can only be evaluat
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import re
@@ -53,6 +54,9 @@ def save_checkpoint(run_dir: Path, step: int, model, optimizer, generator: torch
         "world_size": len(ranks_rng) if ranks_rng else 1,
         "ranks_rng": ranks_rng,
     }, tmp / "state.pt")
+    # the run's totals at this step, readable without torch and kept when state.pt is pruned away
+    totals = {k: counters[k] for k in ("samples_total", "tokens_total") if k in counters}
+    (tmp / "counters.json").write_text(json.dumps(totals))
     if final.exists():  # set aside, not deleted in place: a kill mid-delete must not leave half a checkpoint
         old = final.with_name(f".{final.name}.{os.getpid()}.old.tmp")
         final.rename(old)
@@ -105,6 +109,15 @@ def load_weights(path: Path, model) -> None:
     tied = {"lm_head.weight"} if getattr(model.config, "tie_word_embeddings", False) else set()  # stored once
     if unexpected or set(missing) - tied:
         raise RuntimeError(f"{path}: weights do not match the model (missing {missing[:3]}, unexpected {unexpected[:3]})")
+
+
+def checkpoint_totals(path: Path) -> dict:
+    """samples_total and tokens_total at a checkpoint, full or weights-only ({} if not recorded)."""
+    if (path / "counters.json").exists():
+        return json.loads((path / "counters.json").read_text())
+    if (path / "state.pt").exists():  # a checkpoint written before counters.json
+        return torch.load(path / "state.pt", weights_only=False, map_location="cpu").get("counters", {})
+    return {}
 
 
 class WorldSizeChanged(InputError):

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import torch
 
-from grpo_lab.checkpoints import checkpoint_dir, checkpoint_steps, load_weights
+from grpo_lab.checkpoints import checkpoint_dir, checkpoint_steps, checkpoint_totals, load_weights
 from grpo_lab.policy import amp, eos_ids, load_policy
 from grpo_lab.guards import RunLock
 from grpo_lab.rewards import RewardWeights, Scorer, score_all
@@ -138,9 +138,6 @@ def evaluate_checkpoints(cfg, run_dir: Path, *, n: int, temperature: float, step
 
 
 def _samples_drawn(checkpoint: Path) -> int | None:
-    """Samples the run had drawn at a checkpoint (its saved counters); None when not recorded (a pruned,
-    weights-only checkpoint has no state.pt)."""
-    if not (checkpoint / "state.pt").exists():
-        return None
-    state = torch.load(checkpoint / "state.pt", weights_only=False, map_location="cpu")
-    return state.get("counters", {}).get("samples_total")
+    """Samples the run had drawn at a checkpoint (counters.json, kept when a pruned checkpoint loses its
+    state.pt; else state.pt's counters); None when not recorded."""
+    return checkpoint_totals(checkpoint).get("samples_total")

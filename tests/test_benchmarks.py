@@ -34,3 +34,9 @@ def test_samplers_benchmark_smoke():
     out = _run("benchmarks/samplers.py", "--smoke")
     assert out.returncode == 0, out.stderr[-2000:]
     assert "| greso |" in out.stdout and "| 256 |" in out.stdout
+
+
+def test_speed_regression_benchmark_smoke():
+    out = _run("benchmarks/regression.py", "--baseline", ".", "--blocks", "1", "--steps-per-block", "1")
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1].startswith("this tree / baseline: ")

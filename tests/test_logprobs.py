@@ -93,3 +93,31 @@ def test_checkpointing_keeps_the_prompt_logprobs_and_gradients_equal(chunk):
     hf.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
     broken = completion_logprobs(hf, ro, 1.0, chunk=chunk).detach()
     assert not torch.allclose(broken, off[0], atol=1e-3)
+
+
+def test_kv_cache_stores_the_autocast_dtype_and_that_changes_no_result(monkeypatch):
+    from grpo_lab import logprobs
+    from grpo_lab.kvcache import PromptCache
+    from grpo_lab.rollout import prefill
+
+    model, ro = random_model("qwen2"), hand_rollout()
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        cache = PromptCache(model.config, dtype=logprobs.autocast_dtype(torch.device("cpu")))
+        prefill(model, ro.prompt_ids, ro.prompt_mask, ro.group_size, cache)
+        plain = PromptCache(model.config)
+        prefill(model, ro.prompt_ids, ro.prompt_mask, ro.group_size, plain)
+        assert cache.layers[0].keys.dtype == torch.bfloat16 and plain.layers[0].keys.dtype == torch.float32
+        cast = completion_logprobs(model, ro, 1.0, chunk=0)
+        monkeypatch.setattr(logprobs, "autocast_dtype", lambda device: None)  # the cache keeps fp32 keys
+        uncast = completion_logprobs(model, ro, 1.0, chunk=0)
+    assert torch.equal(cast, uncast)  # attention reads keys and values in bf16 under autocast anyway
+
+
+def test_bf16_reference_keeps_fp32_buffers():
+    from grpo_lab.policy import frozen_copy
+
+    model = random_model("qwen2")
+    ref = frozen_copy(model, torch.bfloat16)
+    assert all(p.dtype == torch.bfloat16 and not p.requires_grad for p in ref.parameters())
+    assert all(b.dtype == torch.float32 for b in ref.buffers() if b.is_floating_point())  # rotary inv_freq
+    assert next(model.parameters()).dtype == torch.float32  # the policy is untouched
