@@ -148,11 +148,15 @@ def test_killed_rank_fails_the_run_and_the_same_command_resumes(tmp_path):
             agent.kill()
     assert agent.returncode != 0
     meta = json.loads((run / "run.json").read_text())
-    assert meta["status"] == "failed" and meta["error"], meta
+    # Rank 0 records `failed` when its SIGTERM lands in Python; when it is stuck in a gloo call past
+    # torchrun's grace period it is SIGKILLed unrecorded, and the next start says so (grpo_lab.guards).
+    assert meta["status"] in ("failed", "running"), meta
     assert read_table(run, "steps").num_rows < 12
 
     again = subprocess.run(cmd, cwd=ROOT, env=ENV, text=True, capture_output=True, timeout=600)
     assert again.returncode == 0, again.stderr[-3000:]
+    if meta["status"] == "running":
+        assert "ended without recording how" in again.stderr
     assert json.loads((run / "run.json").read_text())["status"] == "done"
     steps = read_table(run, "steps").to_pandas()
     assert steps["step"].tolist() == list(range(1, 13))
