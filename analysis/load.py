@@ -31,6 +31,7 @@ TABLES = ("groups", "steps", "eval")
 GROUP_COLUMNS = (
     "run_id", "step", "prompt_id", "difficulty", "round", "group_size", "reward_mean", "reward_std",
     "n_correct", "tie", "tie_kind", "used", "tokens", "samples_total", "tokens_total", "unit", "n_informative", "rank",
+    "truncated",
 )
 DEFAULT_COLUMNS: dict[str, Sequence[str] | None] = {"groups": GROUP_COLUMNS, "steps": None, "eval": None}
 # repeated strings, read as dictionaries: quicker to read than plain strings, and they arrive as

@@ -179,6 +179,9 @@ def _jobs(tables: Tables, writer: _Writer) -> str:
     varying = varying_keys(jobs, tables.config_columns) if len(jobs) else []
     rows = {name: jobs["job"].map(frame["job"].value_counts()).fillna(0).astype(int)
             for name, frame in (("groups", tables.groups), ("eval_rows", tables.eval))}
+    if "truncated" in tables.groups:  # samples cut at max_new_tokens (runs before the column have none counted)
+        cut = tables.groups.groupby("job", observed=True)["truncated"].sum()
+        rows["truncated"] = jobs["job"].map(cut).fillna(0).astype(int)
     listing = jobs[["job", "status", *varying]].assign(**rows)
     vary = [f"- `{k}`: {', '.join(map(str, natural_sorted(jobs[k].astype(str).unique())))}" for k in varying]
     skipped = [f"- `{s.name}`: {s.reason}" for s in tables.skipped]

@@ -6,6 +6,9 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
+from grpo_lab.model_files import check_model_files, resolve_model_path
+from grpo_lab.rewards import ANSWER_FORMATS
+
 
 @dataclass
 class ModelConfig:
@@ -17,6 +20,7 @@ class ModelConfig:
     # (N, T, V) at once); at V = 151,936, 512 positions are 311 MB, and memory no longer grows with N x T
     logprob_chunk: int = 512
     gradient_checkpointing: bool = False  # recompute each layer in the backward pass (prompt cache kept)
+    gguf_file: str | None = None  # a GGUF file inside model.path to load (dequantized) instead of safetensors
 
 
 @dataclass
@@ -30,6 +34,9 @@ class TaskConfig:
     eval_path: str | None = None  # mathset: held-out file (else a stable 20% hash split)
     difficulty: str = "level"  # level: the task's own label; pass_rate: a bin of the base model's pass rate
     difficulty_samples: int = 16  # pass_rate: samples per prompt to measure the base model
+    answer_format: str = "bare"  # arithmetic: how the prompt asks for the answer and where it is read (ANSWER_FORMATS)
+    chat_template: bool = False  # render prompts with the tokenizer's chat template (instruct models)
+    system_prompt: str | None = None  # chat_template: a system message first (None: the template's default)
 
 
 @dataclass
@@ -47,6 +54,7 @@ class AlgoConfig:
     micro_batch_groups: int | None = None  # training units per backward pass (accumulated); None: the whole batch
     micro_batch_tokens: int | None = None  # and at most this many padded positions per micro-batch; None: no cap
     unit_weight: str = "prompt"  # prompt: a pooled unit weighs as one prompt (the paper); sample: as its samples
+    mask_truncated: bool = False  # keep completions cut at max_new_tokens out of the loss (DAPO's overlong filter)
 
 
 SAMPLER_NAMES = ("fixed", "resample_on_tie", "dynamic", "band", "reinforce_ada", "knapsack", "greso")
@@ -83,6 +91,7 @@ class RolloutConfig:
     temperature: float = 1.0
     max_new_tokens: int = 6  # arithmetic answers are <= 4 digits + the end token
     max_rows_per_call: int | None = None  # rows (prompts x samples) per generation call, here and in eval; None: all
+    stop: list[str] = field(default_factory=list)  # strings that end a completion (cut before them, as vLLM)
 
 
 @dataclass
@@ -175,8 +184,8 @@ def _require(ok: bool, key: str, value: object, allowed: str) -> None:
 def validate(cfg: TrainConfig) -> None:
     """One pass over every key, before any model loads. Raises ConfigError naming the first bad key."""
     _require(cfg.model.name in ("tiny", "hf"), "model.name", cfg.model.name, "must be one of 'tiny', 'hf'")
-    _require(cfg.model.name != "hf" or (bool(cfg.model.path) and os.path.isdir(cfg.model.path)), "model.path",
-             cfg.model.path, "model.name=hf needs an existing local model folder (nothing is downloaded)")
+    _require(cfg.model.name != "hf" or bool(cfg.model.path), "model.path", cfg.model.path,
+             "model.name=hf needs a local model folder or pkg:NAME (nothing is downloaded)")
     _require(cfg.model.dtype in ("auto", "float32", "bfloat16", "float16"), "model.dtype", cfg.model.dtype,
              "must be one of 'auto', 'float32', 'bfloat16', 'float16'")
     _require(cfg.task.name in ("arithmetic", "mathset"), "task.name", cfg.task.name, "must be one of 'arithmetic', 'mathset'")
@@ -260,9 +269,6 @@ def validate(cfg: TrainConfig) -> None:
     _require(cfg.dist.backend in ("auto", "gloo", "nccl"), "dist.backend", cfg.dist.backend,
              "must be one of 'auto', 'gloo', 'nccl'")
     _require(cfg.dist.timeout_s > 0, "dist.timeout_s", cfg.dist.timeout_s, "must be > 0 (seconds)")
-    if cfg.model.name == "hf":
-        _require(model_files_present(cfg.model.path), "model.path", cfg.model.path,
-                 "the folder has no model/tokenizer (needs config.json, weights and tokenizer files)")
     if cfg.task.name == "mathset":
         from grpo_lab.tasks.mathset import check_math_file  # reads the file once per (path, size, mtime)
 
@@ -298,6 +304,27 @@ def validate(cfg: TrainConfig) -> None:
     _require(s.greso_step >= 0, "sampler.greso_step", s.greso_step, "must be >= 0")
     _require(s.greso_min_keep > 0, "sampler.greso_min_keep", s.greso_min_keep,
              "must be > 0 (a prompt that can never be drawn again is never re-measured)")
+    # real models: local files, chat prompts, answer formats, stop strings, truncation
+    if cfg.model.name == "hf":
+        try:
+            check_model_files(cfg.model.path, cfg.model.gguf_file)
+        except FileNotFoundError as e:
+            raise ConfigError(str(e)) from None
+        if cfg.model.gguf_file is None:  # a GGUF file holds config, weights and tokenizer in one
+            _require(model_files_present(str(resolve_model_path(cfg.model.path))), "model.path", cfg.model.path,
+                     "the folder has no model/tokenizer (needs config.json, weights and tokenizer files)")
+    _require(cfg.model.gguf_file is None or cfg.model.name == "hf", "model.gguf_file", cfg.model.gguf_file,
+             "needs model.name=hf (model=local)")
+    _require(cfg.task.answer_format in ANSWER_FORMATS, "task.answer_format", cfg.task.answer_format,
+             f"must be one of {', '.join(map(repr, ANSWER_FORMATS))}")
+    _require(cfg.task.answer_format == "bare" or cfg.task.name == "arithmetic", "task.answer_format",
+             cfg.task.answer_format, "applies to task=arithmetic (mathset answers are always \\boxed{})")
+    _require(cfg.task.system_prompt is None or cfg.task.chat_template, "task.system_prompt", cfg.task.system_prompt,
+             "needs task.chat_template=true")
+    _require(cfg.task.chat_template is False or cfg.model.name == "hf", "task.chat_template", cfg.task.chat_template,
+             "needs an instruct model (model=local or model=smollm2); the built-in model has no chat template")
+    _require(all(isinstance(s, str) and s for s in cfg.rollout.stop), "rollout.stop", cfg.rollout.stop,
+             "must be a list of non-empty strings")
 
 
 def model_files_present(path: str) -> bool:

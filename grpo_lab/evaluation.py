@@ -11,6 +11,7 @@ import torch
 from grpo_lab.checkpoints import checkpoint_dir, checkpoint_steps, checkpoint_totals, load_weights
 from grpo_lab.policy import amp, eos_ids, load_policy
 from grpo_lab.guards import RunLock
+from grpo_lab.prompts import end_of_turn_ids, render_task
 from grpo_lab.rewards import RewardWeights, Scorer, score_all
 from grpo_lab.rollout import sample_groups
 from grpo_lab.tables import write_part
@@ -34,6 +35,8 @@ def evaluate(
     prompts_per_batch: int = 64,
     max_rows: int | None = None,
     scorer: Scorer | None = None,
+    answer_format: str = "bare",
+    stop: list[str] | tuple[str, ...] = (),
 ) -> list[dict]:
     """Sample n completions for each problem and score them. A generator of its own, seeded by
     (seed, step), keeps evaluation from moving the training run's random stream. max_rows: rows per
@@ -45,10 +48,12 @@ def evaluate(
     for start in range(0, len(problems), prompts_per_batch):
         batch = problems[start:start + prompts_per_batch]
         ro = sample_groups(model, tokenizer, [p.prompt for p in batch], n, max_new_tokens=max_new_tokens,
-                           temperature=temperature, generator=generator, end_ids=end_ids, max_rows=max_rows)
+                           temperature=temperature, generator=generator, end_ids=end_ids, max_rows=max_rows,
+                           stop=stop)
         lengths = ro.lengths.tolist()
         golds = [p.answer for p in batch for _ in range(n)]
-        scored = score_all(ro.texts, (~ro.truncated).tolist(), golds, answer_kind, RewardWeights(), scorer)
+        scored = score_all(ro.texts, (~ro.truncated).tolist(), golds, answer_kind, RewardWeights(), scorer,
+                           answer_format=answer_format)
         for k, s in enumerate(scored):
             p = batch[k // n]
             rows.append(dict(run_id=run_id, step=step, prompt_id=p.prompt_id, difficulty=p.difficulty,
@@ -64,12 +69,13 @@ def pass_rate_bin(p: float, bins: int = 5) -> str:
 
 
 def label_by_pass_rate(task: Task, model, tokenizer, *, n: int, temperature: float, max_new_tokens: int,
-                       end_ids: list[int], seed: int, max_rows: int | None = None) -> Task:
+                       end_ids: list[int], seed: int, max_rows: int | None = None,
+                       stop: list[str] | tuple[str, ...] = ()) -> Task:
     """The task with every problem's difficulty replaced by a bin of `model`'s measured pass rate
     (n samples each; seeded, so training and later evaluations agree on the labels)."""
     rows = evaluate(model, tokenizer, task.train + task.held_out, n=n, temperature=temperature,
                     max_new_tokens=max_new_tokens, end_ids=end_ids, answer_kind=task.answer_kind, seed=seed,
-                    run_id="", step=0, max_rows=max_rows)
+                    run_id="", step=0, max_rows=max_rows, answer_format=task.answer_format, stop=stop)
     right: dict[str, int] = {}
     for r in rows:
         right[r["prompt_id"]] = right.get(r["prompt_id"], 0) + int(r["correct"])
@@ -92,17 +98,23 @@ def accuracy_by_difficulty(rows: list[dict]) -> dict[str, float]:
     return {d: c / n for d, (c, n) in sorted(totals.items())}
 
 
-def load_task_and_policy(cfg):
+def load_task_and_policy(cfg, policy: tuple | None = None):
     """What both training and evaluation start from: the task (difficulty relabelled by the base
-    model's pass rate when task.difficulty=pass_rate), the policy, its tokenizer and end-token ids."""
+    model's pass rate when task.difficulty=pass_rate), the policy, its tokenizer and end-token ids.
+    policy: an already loaded (model, tokenizer) of cfg.model, to skip loading it again."""
     task = build_task(cfg.task)
-    model, tokenizer = load_policy(cfg.model.name, cfg.model.path, cfg.model.device, cfg.model.dtype)
+    model, tokenizer = policy or load_policy(cfg.model.name, cfg.model.path, cfg.model.device, cfg.model.dtype,
+                                             gguf_file=cfg.model.gguf_file)
     end_ids = eos_ids(model, tokenizer)
+    if cfg.task.chat_template:  # as the model's users run it: chat-rendered prompts, turns end at end-of-turn
+        task = render_task(task, tokenizer, cfg.task.system_prompt)
+        end_ids = sorted(set(end_ids) | set(end_of_turn_ids(tokenizer)))
     if cfg.task.difficulty == "pass_rate":
         with amp(cfg.model.dtype, next(model.parameters()).device):
             task = label_by_pass_rate(task, model, tokenizer, n=cfg.task.difficulty_samples,
                                       temperature=cfg.eval.temperature, max_new_tokens=cfg.rollout.max_new_tokens,
-                                      end_ids=end_ids, seed=cfg.seed, max_rows=cfg.rollout.max_rows_per_call)
+                                      end_ids=end_ids, seed=cfg.seed, max_rows=cfg.rollout.max_rows_per_call,
+                                      stop=cfg.rollout.stop)
     return task, model, tokenizer, end_ids
 
 
@@ -129,7 +141,8 @@ def evaluate_checkpoints(cfg, run_dir: Path, *, n: int, temperature: float, step
                 rows = evaluate(model, tokenizer, task.held_out, n=n, temperature=temperature,
                                 max_new_tokens=cfg.rollout.max_new_tokens, end_ids=end_ids,
                                 answer_kind=task.answer_kind, seed=cfg.seed, run_id=run_id, step=step,
-                                max_rows=cfg.rollout.max_rows_per_call)
+                                max_rows=cfg.rollout.max_rows_per_call, answer_format=task.answer_format,
+                                stop=cfg.rollout.stop)
                 drawn = 0 if step == 0 else _samples_drawn(checkpoint_dir(run_dir, step))
                 for row in rows:
                     row["samples_total"] = drawn

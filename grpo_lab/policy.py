@@ -21,6 +21,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig, LlamaForCausalLM
 from transformers.utils import logging as hf_logging
 
+from grpo_lab.model_files import check_model_files, resolve_model_path
 from grpo_lab.progress import iterate
 from grpo_lab.tasks.arithmetic import LEVELS, held_out_only, sample_problem
 from grpo_lab.tokenizer import CharTokenizer
@@ -180,8 +181,10 @@ def _build_tiny(spec: TinySpec, target: Path) -> Path:
     return target
 
 
-def load_policy(name: str, path: str | None, device: str = "auto", dtype: str = "auto", spec: TinySpec = TinySpec()):
-    """Returns (model, tokenizer) on the chosen device. name: "tiny" or "hf" (a local path)."""
+def load_policy(name: str, path: str | None, device: str = "auto", dtype: str = "auto", spec: TinySpec = TinySpec(),
+                gguf_file: str | None = None):
+    """Returns (model, tokenizer) on the chosen device. name: "tiny" or "hf" (a local folder or pkg:NAME,
+    see model_files; with gguf_file, that GGUF file in it, dequantized by transformers)."""
     dev = pick_device(device)
     dt = pick_dtype(dtype, dev)
     hf_logging.disable_progress_bar()  # one bar per shard per job floods sweep logs
@@ -189,22 +192,37 @@ def load_policy(name: str, path: str | None, device: str = "auto", dtype: str = 
         folder = build_tiny(spec)
         tokenizer = CharTokenizer.from_pretrained(folder)
     elif name == "hf":
-        if not path or not Path(path).exists():
-            raise FileNotFoundError(f"model.path: no local model folder at {path!r} (nothing is downloaded)")
-        folder = Path(path)
-        if _tokenizer_class(folder) == CharTokenizer.__name__:
+        check_model_files(path, gguf_file)
+        folder = resolve_model_path(path, gguf_file)
+        if gguf_file is None and _tokenizer_class(folder) == CharTokenizer.__name__:
             tokenizer = CharTokenizer.from_pretrained(folder)  # a model folder written by grpo-lab itself
         else:
-            tokenizer = AutoTokenizer.from_pretrained(folder, padding_side="left")
+            tokenizer = AutoTokenizer.from_pretrained(folder, padding_side="left", gguf_file=gguf_file)
         if tokenizer.pad_token_id is None:
             tokenizer.pad_token = tokenizer.eos_token
     else:
         raise ValueError(f"model.name={name!r} is not supported. Must be one of 'tiny', 'hf'.")
     # Eager attention: at a few dozen tokens it beats SDPA's dispatch overhead on CPU.
     attn = "eager" if dev.type == "cpu" else "sdpa"
-    model = AutoModelForCausalLM.from_pretrained(folder, dtype=dt, attn_implementation=attn).to(dev)
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=dt, attn_implementation=attn,
+                                                 gguf_file=gguf_file if name == "hf" else None).to(dev)
+    if gguf_file is not None:
+        _drop_gguf_quantizer(model, gguf_file)
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     return model, tokenizer
+
+
+def _drop_gguf_quantizer(model, gguf_file: str) -> None:
+    """transformers dequantizes GGUF weights into plain floats on this path, yet keeps its GGUF quantizer
+    attached, which refuses save_pretrained (so every checkpoint). The weights are an ordinary model's:
+    detach the quantizer so they train and save as one."""
+    quantizer = getattr(model, "hf_quantizer", None)
+    if quantizer is None:
+        return
+    if not all(p.is_floating_point() for p in model.parameters()):
+        raise ValueError(f"model.gguf_file={gguf_file!r}: transformers kept quantized GGUF blocks; grpo-lab trains "
+                         "dequantized weights only")
+    quantizer.remove_quantization_config(model)
 
 
 def _tokenizer_class(folder: Path) -> str | None:

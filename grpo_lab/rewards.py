@@ -125,7 +125,10 @@ def _latex_answer(completion: str, gold: str) -> tuple[str | None, bool | None]:
     return answer, None
 
 
-def _integer_score(completion: str, finished: bool, gold: str, weights: RewardWeights) -> Scored:
+def _integer_score(completion: str, finished: bool, gold: str, weights: RewardWeights,
+                   answer_format: str = "bare") -> Scored:
+    if answer_format in DELIMITED:
+        return score_delimited(completion, finished, gold, weights, answer_format)
     answer = extract_integer(completion)
     correct = answer is not None and answer == extract_integer(gold)
     formatted = finished and answer is not None
@@ -141,12 +144,14 @@ def _check_kind(kind: str) -> None:
         raise ValueError(f"answer kind {kind!r} is not supported. Must be one of 'integer', 'latex'.")
 
 
-def score(completion: str, finished: bool, gold: str, kind: str, weights: RewardWeights) -> Scored:
-    """Score one completion against the reference answer, in this process. kind: "integer" or "latex".
+def score(completion: str, finished: bool, gold: str, kind: str, weights: RewardWeights,
+          answer_format: str = "bare") -> Scored:
+    """Score one completion against the reference answer, in this process. kind: "integer" or "latex";
+    answer_format: where an integer answer is read (ANSWER_FORMATS).
     For many completions, or text that may be hostile, use `score_all` (LaTeX checks in workers)."""
     _check_kind(kind)
     if kind == "integer":
-        return _integer_score(completion, finished, gold, weights)
+        return _integer_score(completion, finished, gold, weights, answer_format)
     answer, verdict = _latex_answer(completion, gold)
     if verdict is None:
         try:
@@ -277,11 +282,11 @@ class Scorer:
         return {i: verdicts.get(i, False) for i in jobs}, timed_out
 
     def score_all(self, completions: list[str], finished: list[bool], golds: list[str], kind: str,
-                  weights: RewardWeights) -> list[Scored]:
+                  weights: RewardWeights, answer_format: str = "bare") -> list[Scored]:
         """score() over parallel lists (one entry per completion), within the step budget."""
         _check_kind(kind)
         if kind == "integer":
-            return [_integer_score(c, f, g, weights) for c, f, g in zip(completions, finished, golds)]
+            return [_integer_score(c, f, g, weights, answer_format) for c, f, g in zip(completions, finished, golds)]
         answers, verdicts, pairs = [], [], {}
         for c, g in zip(completions, golds):
             answer, verdict = _latex_answer(c, g)
@@ -326,7 +331,7 @@ _shared: Scorer | None = None
 
 
 def score_all(completions: list[str], finished: list[bool], golds: list[str], kind: str,
-              weights: RewardWeights, scorer: Scorer | None = None) -> list[Scored]:
+              weights: RewardWeights, scorer: Scorer | None = None, answer_format: str = "bare") -> list[Scored]:
     """score() over parallel lists, through `scorer` or a process-wide default one (its workers
     start on first LaTeX check and stop when the process exits)."""
     global _shared
@@ -335,4 +340,38 @@ def score_all(completions: list[str], finished: list[bool], golds: list[str], ki
             _shared = Scorer()
             atexit.register(_shared.close)
         scorer = _shared
-    return scorer.score_all(completions, finished, golds, kind, weights)
+    return scorer.score_all(completions, finished, golds, kind, weights, answer_format)
+
+
+# --- Answer formats for chat models' free text: the task states the format, only its delimited final
+# answer is read, whole (never a prefix), and the format reward checks the format.
+# bare: the whole completion is the answer (the built-in model's "a+b=" prompts); number: the same, asked in
+# words; boxed: the last \\boxed{...}; answer_line: a last line "Answer: ...".
+ANSWER_FORMATS = ("bare", "number", "boxed", "answer_line")
+DELIMITED = ("boxed", "answer_line")
+_ANSWER_LINE = re.compile(r"answer\s*:\s*(.*?)", re.IGNORECASE)
+
+
+def final_answer(completion: str, answer_format: str) -> str | None:
+    """The delimited final answer of a free-text completion, stripped, or None when it has none."""
+    if answer_format == "boxed":
+        boxed = last_boxed(completion)
+        return boxed.strip() if boxed is not None else None
+    if answer_format == "answer_line":
+        last = completion.rstrip().rsplit("\n", 1)[-1].strip()  # the last non-empty line, whole
+        m = _ANSWER_LINE.fullmatch(last) if len(last) <= MAX_ANSWER_CHARS else None
+        return m.group(1).strip().removesuffix(".") if m else None  # "Answer: 7." ends a sentence: 7
+    raise ValueError(f"answer_format {answer_format!r} has no delimiter. Must be one of {', '.join(map(repr, DELIMITED))}.")
+
+
+def score_delimited(completion: str, finished: bool, gold: str, weights: RewardWeights, answer_format: str) -> Scored:
+    """An integer answer in a delimited final answer: correct only when the delimited text is, whole, the
+    integer (\\boxed{46abc} and "Answer: 46.5" are wrong); formatted when the model ended its turn with
+    exactly one such answer holding an integer."""
+    text = final_answer(completion, answer_format)
+    answer = extract_integer(text) if text is not None else None  # the delimited text, whole, as a bare answer
+    correct = answer is not None and answer == extract_integer(gold)
+    single = answer_format != "boxed" or completion.count("\\boxed{") == 1
+    formatted = finished and answer is not None and single
+    reward = weights.accuracy * float(correct) + weights.format * float(formatted)
+    return Scored(answer if answer is not None else text, correct, formatted, reward)

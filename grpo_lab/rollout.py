@@ -87,6 +87,7 @@ def sample_groups(
     generator: torch.Generator,
     end_ids: list[int],
     max_rows: int | None = None,
+    stop: list[str] | tuple[str, ...] = (),
 ) -> Rollout:
     """Sample `group_size` completions for each prompt with a KV cache. temperature 0 is greedy.
 
@@ -94,6 +95,9 @@ def sample_groups(
     batch never exists at once; a group may be split across calls. Greedy outputs do not depend on
     the cap. Sampled ones do: the calls draw from `generator` one after another, so a cap changes
     which uniform each token gets (a run is still reproducible, and resumes exactly, for one cap).
+
+    A completion ends at an end token or at the token that completes a `stop` string; its text is
+    cut before the first stop string (as vLLM does), while the tokens keep the one that completed it.
     """
     with torch.inference_mode():  # the cheapest mode for the decode loop
         device = next(model.parameters()).device
@@ -105,23 +109,29 @@ def sample_groups(
         step = min(max_rows or n, n)
         pieces = []  # (tokens, log-probs) of each call, (rows, t) each
         for start in range(0, n, step):
-            stop = min(start + step, n)
-            lo, hi = start // group_size, (stop - 1) // group_size + 1  # the prompts these rows belong to
-            counts = [min(stop, (i + 1) * group_size) - max(start, i * group_size) for i in range(lo, hi)]
+            end = min(start + step, n)
+            lo, hi = start // group_size, (end - 1) // group_size + 1  # the prompts these rows belong to
+            counts = [min(end, (i + 1) * group_size) - max(start, i * group_size) for i in range(lo, hi)]
             repeats = group_size if step == n else torch.tensor(counts, device=device)
-            pieces.append(_generate(model, prompt_ids[lo:hi], prompt_mask[lo:hi], repeats, stop - start,
+            pieces.append(_generate(model, prompt_ids[lo:hi], prompt_mask[lo:hi], repeats, end - start,
                                     max_new_tokens=max_new_tokens, temperature=temperature, generator=generator,
-                                    ends=ends, pad=pad))
-        width = max(t.shape[1] for t, _ in pieces)
-        ids = torch.cat([torch.nn.functional.pad(t, (0, width - t.shape[1]), value=pad) for t, _ in pieces])  # (N, T)
-        logps = torch.cat([torch.nn.functional.pad(lp, (0, width - lp.shape[1])) for _, lp in pieces])  # (N, T)
-        is_end = torch.isin(ids, ends)
+                                    ends=ends, pad=pad, tokenizer=tokenizer, stop=stop))
+        width = max(t.shape[1] for t, _, _ in pieces)
+
+        def join(i, value):  # the calls' (rows, t) tensors, right-padded to one width: (N, T)
+            return torch.cat([torch.nn.functional.pad(p[i], (0, width - p[i].shape[1]), value=value) for p in pieces])
+
+        ids, logps, stopped = join(0, pad), join(1, 0.0), join(2, False)
+        is_eos = torch.isin(ids, ends)
+        is_end = is_eos | stopped
         # A token counts while no end token came strictly before it: the end token itself is scored.
         mask = (is_end.cumsum(1) - is_end.long()) == 0
         finished = is_end.any(1)
         lengths = mask.sum(1)
-        cpu_ids = ids.masked_fill(~mask | is_end, pad).tolist()
+        cpu_ids = ids.masked_fill(~mask | is_eos, pad).tolist()
         texts = tokenizer.batch_decode(cpu_ids, skip_special_tokens=True)
+        if stop:
+            texts = [cut_at_stop(text, stop) for text in texts]
         ro = Rollout(prompt_ids, prompt_mask, ids, mask, logps.masked_fill(~mask, 0.0), texts, lengths,
                      ~finished, group_size)
     # The policy pass, which needs autograd, reads these: clone them out of inference mode.
@@ -129,9 +139,11 @@ def sample_groups(
 
 
 def _generate(model, prompt_ids, prompt_mask, repeats, n: int, *, max_new_tokens: int, temperature: float,
-              generator: torch.Generator, ends: torch.Tensor, pad: int) -> tuple[torch.Tensor, torch.Tensor]:
+              generator: torch.Generator, ends: torch.Tensor, pad: int, tokenizer=None,
+              stop: list[str] | tuple[str, ...] = ()) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """One generation call: `n` rows from the given prompts (prompt i repeated `repeats` times).
-    Returns the tokens and their log-probs, (n, t) each; t < max_new_tokens when every row ended."""
+    Returns the tokens, their log-probs and where a stop string completed, (n, t) each; t < max_new_tokens
+    when every row ended."""
     device = prompt_ids.device
     cache = PromptCache(model.config, dtype=autocast_dtype(device))
     logits, pos = prefill(model, prompt_ids, prompt_mask, repeats, cache)
@@ -140,12 +152,17 @@ def _generate(model, prompt_ids, prompt_mask, repeats, n: int, *, max_new_tokens
     tokens = torch.full((n, max_new_tokens), pad, device=device)
     logps = torch.zeros(n, max_new_tokens, device=device)
     live = torch.arange(n, device=device)  # the original row of each row still generating
+    stopped = torch.zeros(n, max_new_tokens, dtype=torch.bool, device=device)  # a stop string completed here
     for t in range(max_new_tokens):
         logits = logits.float()
         tok = logits.argmax(-1) if temperature == 0 else _draw(torch.softmax(logits / temperature, -1), generator)
         tokens[live, t] = tok
         logps[live, t] = token_logprobs(logits, tok, temperature or 1.0)
         ended = torch.isin(tok, ends)
+        if stop:
+            hit = _completes_stop(tokenizer, tokens[live, : t + 1], stop)  # (R,)
+            stopped[live[hit], t] = True
+            ended |= hit
         if t == max_new_tokens - 1 or bool(ended.all()):
             break
         if bool(ended.any()):  # finished rows leave the batch: later steps cost only the live ones
@@ -155,7 +172,21 @@ def _generate(model, prompt_ids, prompt_mask, repeats, n: int, *, max_new_tokens
         attn = torch.cat([attn, torch.ones_like(attn[:, :1])], dim=1)
         out = model(input_ids=tok[:, None], attention_mask=attn, position_ids=pos, use_cache=True, **{key: cache})
         logits, pos = out.logits[:, -1], pos + 1
-    return tokens[:, : t + 1], logps[:, : t + 1]
+    return tokens[:, : t + 1], logps[:, : t + 1], stopped[:, : t + 1]
+
+
+def _completes_stop(tokenizer, generated: torch.Tensor, stop: list[str] | tuple[str, ...]) -> torch.Tensor:
+    """(R,) bool: the rows of `generated` (R, t) whose text contains a stop string, read off the last few
+    tokens only (a stop string of L characters spans at most L tokens; a few more for partial bytes)."""
+    window = max(map(len, stop)) + 4
+    tails = tokenizer.batch_decode(generated[:, -window:].tolist(), skip_special_tokens=True)
+    return torch.tensor([any(s in tail for s in stop) for tail in tails], device=generated.device)
+
+
+def cut_at_stop(text: str, stop: list[str] | tuple[str, ...]) -> str:
+    """`text` up to (not including) its first stop string."""
+    cuts = [i for i in (text.find(s) for s in stop) if i >= 0]
+    return text[: min(cuts)] if cuts else text
 
 
 def split_groups(ro: Rollout) -> list[Rollout]:

@@ -37,6 +37,7 @@ GROUPS = pa.schema([
     ("n_informative", pa.int16()),
     ("n_trained", pa.int16()),  # samples of this group that entered the gradient (reinforce_ada trains a subset)
     ("rank", pa.int16()),  # the process that drew the group (0 in a single-process run)
+    ("truncated", pa.int16()),  # samples cut at max_new_tokens (no end token, no stop string)
 ])
 
 STEPS = pa.schema(
@@ -50,6 +51,7 @@ STEPS = pa.schema(
     + [("informative", pa.int32())]
     + [("score_timeouts", pa.int32())]  # answers whose check ran out of time (scored wrong)
     + [("skipped_prompts", pa.int32())]  # prompts a sampler passed over unsampled this step (greso, band)
+    + [("truncated", pa.int32())]  # samples of the step cut at max_new_tokens
 )
 
 EVAL = pa.schema([

@@ -152,6 +152,7 @@ def group_rows(run_id: str, step: int, groups: list[Group], counters: dict,
             n_correct=n_correct,
             tie=grp.tie, tie_kind=kind, used=grp.used, tokens=tokens, **counters,
             unit=unit, n_informative=n_informative, n_trained=grp.n_trained, rank=grp.rank,
+            truncated=grp.truncated if grp.samples is None else int(grp.samples.truncated.sum()),
         ))
     return rows
 
@@ -169,11 +170,12 @@ def unit_columns(units: list[list[Group]], advantages: torch.Tensor) -> dict[int
     return out
 
 
-def score_rollout(ro: Rollout, problems: list[Problem], kind: str, weights: RewardWeights, scorer: Scorer):
+def score_rollout(ro: Rollout, problems: list[Problem], kind: str, weights: RewardWeights, scorer: Scorer,
+                  answer_format: str = "bare"):
     """Rewards and correctness as (B, G) arrays, and how many answers' checks ran out of time."""
     g = ro.group_size
     golds = [p.answer for p in problems for _ in range(g)]
-    scored = scorer.score_all(ro.texts, (~ro.truncated).tolist(), golds, kind, weights)
+    scored = scorer.score_all(ro.texts, (~ro.truncated).tolist(), golds, kind, weights, answer_format)
     rewards = np.array([s.reward for s in scored], dtype=np.float32).reshape(-1, g)
     correct = np.array([s.correct for s in scored], dtype=bool).reshape(-1, g)
     return rewards, correct, sum(s.timed_out for s in scored)
@@ -201,7 +203,8 @@ def update(model, ref, optimizer, micro: list[MicroBatch], advantages: torch.Ten
     a = cfg.algo
     temp = cfg.rollout.temperature or 1.0
     chunk = cfg.model.logprob_chunk
-    lengths = torch.cat([mb.rollout.lengths for mb in micro]) if micro else torch.zeros(0, dtype=torch.long, device=seq_weight.device)  # (N,)
+    lengths = (torch.cat([mb.rollout.completion_mask.sum(-1) for mb in micro]) if micro
+               else torch.zeros(0, dtype=torch.long, device=seq_weight.device))  # (N,) tokens in the loss
     norm = loss_normalisers(lengths, seq_weight, a.loss_agg, cfg.rollout.max_new_tokens)  # this rank's part
     device = seq_weight.device
     norm = Normalisers(loss=distributed.global_sum(norm.loss).to(device),  # the whole batch's, over ranks
@@ -242,14 +245,20 @@ def update(model, ref, optimizer, micro: list[MicroBatch], advantages: torch.Ten
     return dict(loss=loss, pg_loss=pg, kl=kl, clip_frac=clip, grad_norm=gn, informative=informative)
 
 
+def _masked(ro: Rollout) -> Rollout:
+    """algo.mask_truncated: completions cut at max_new_tokens leave the loss (and its token counts); they
+    still count in their group's baseline, as in DAPO's overlong filtering."""
+    return dataclasses.replace(ro, completion_mask=ro.completion_mask & ~ro.truncated[:, None])
+
+
 class Trainer:
     """One GRPO job: holds the policy, reference, optimizer, sampler and RNG; `step()` runs one optimizer
     step and writes its table parts. `train(cfg)` drives it; benchmarks drive it step by step."""
 
-    def __init__(self, cfg: TrainConfig, record: RunRecord):
+    def __init__(self, cfg: TrainConfig, record: RunRecord, policy: tuple | None = None):
         self.cfg, self.record, self.run_dir = cfg, record, Path(cfg.out_dir)
         torch.manual_seed(cfg.seed)
-        task, self.model, self.tokenizer, self.end_ids = load_task_and_policy(cfg)
+        task, self.model, self.tokenizer, self.end_ids = load_task_and_policy(cfg, policy)  # policy: preloaded
         self.task = task
         self.device = next(self.model.parameters()).device
         record.update(device=str(self.device), difficulty_labels=task.difficulty_labels)
@@ -304,7 +313,8 @@ class Trainer:
                                 temperature=cfg.eval.temperature, max_new_tokens=cfg.rollout.max_new_tokens,
                                 end_ids=self.end_ids, answer_kind=self.task.answer_kind,
                                 seed=distributed.rank_seed(cfg.seed), run_id=self.record.run_id, step=step,
-                                max_rows=cfg.rollout.max_rows_per_call, scorer=self.scorer)
+                                max_rows=cfg.rollout.max_rows_per_call, scorer=self.scorer,
+                                answer_format=self.task.answer_format, stop=cfg.rollout.stop)
             order = {p.prompt_id: i for i, p in enumerate(self.task.held_out)}
             rows = sorted((r for part in distributed.gather_objects(rows) for r in part),
                           key=lambda r: order[r["prompt_id"]])  # stable: each prompt's samples stay in order
@@ -326,22 +336,25 @@ class Trainer:
         if mine:
             ro = sample_groups(self.model, self.tokenizer, [p.prompt for p in mine], size or cfg.sampler.group_size,
                                max_new_tokens=cfg.rollout.max_new_tokens, temperature=cfg.rollout.temperature,
-                               generator=self.generator, end_ids=self.end_ids, max_rows=cfg.rollout.max_rows_per_call)
-            rewards, correct, timeouts = score_rollout(ro, mine, self.task.answer_kind, self.weights, self.scorer)
+                               generator=self.generator, end_ids=self.end_ids, max_rows=cfg.rollout.max_rows_per_call,
+                               stop=cfg.rollout.stop)
+            rewards, correct, timeouts = score_rollout(ro, mine, self.task.answer_kind, self.weights, self.scorer,
+                                                       self.task.answer_format)
             ties = rewards.astype(np.float64).std(axis=1) <= cfg.algo.std_eps  # population std in float64, as eq. 3
             groups = [Group(p, rnd, chunk, rewards[i], correct[i], bool(ties[i]), rank=rank,
-                            tokens=int(chunk.lengths.sum()))
+                            tokens=int(chunk.lengths.sum()), truncated=int(chunk.truncated.sum()))
                       for i, (p, chunk) in enumerate(zip(mine, split_groups(ro)))]
         if world == 1:
             self.score_timeouts += timeouts
             return groups
-        scores = distributed.gather_objects(([(g.rewards, g.correct, g.tie, g.tokens) for g in groups], timeouts))
+        scores = distributed.gather_objects(([(g.rewards, g.correct, g.tie, g.tokens, g.truncated) for g in groups], timeouts))
         self.score_timeouts += sum(t for _, t in scores)
         out, taken = [], [0] * world
         for p, r in zip(problems, owner):  # in the problems' order: each rank's groups come in its own order
             k, taken[r] = taken[r], taken[r] + 1
-            rewards, correct, tie, tokens = scores[r][0][k]
-            out.append(groups[k] if r == rank else Group(p, rnd, None, rewards, correct, tie, rank=r, tokens=tokens))
+            rewards, correct, tie, tokens, truncated = scores[r][0][k]
+            out.append(groups[k] if r == rank else Group(p, rnd, None, rewards, correct, tie, rank=r, tokens=tokens,
+                                                         truncated=truncated))
         return out
 
     def step(self) -> dict:
@@ -368,6 +381,8 @@ class Trainer:
             trained = unit_columns(draw.units, adv * keep)  # informative: a nonzero advantage on a sample that trains
             mine = torch.from_numpy(here[trains]).to(adv.device)  # (N,) the training rows this rank holds
             adv = adv[keep]  # (N,) baselines from every sample of a unit, rows of those that train
+            if a.mask_truncated:
+                pieces = [[_masked(ro) for ro in unit] for unit in pieces]
             micro = micro_batches(pieces, self.tokenizer.pad_token_id, a.micro_batch_groups, a.micro_batch_tokens)
             sizes = [n for u in draw.units if (n := sum(g.n_trained for g in u))]  # samples that train, per unit
             weight = sequence_weights(sizes, cfg.sampler.group_size, a.unit_weight).to(self.device)  # (N,)
@@ -383,7 +398,7 @@ class Trainer:
                    accuracy=_mean(correct), tie_frac=_mean([g.tie for g in draw.groups]), groups=len(groups),
                    samples=int(correct.size), **self.counters, skipped_prompts=draw.skipped,
                    t_rollout=t1 - t0, t_update=t2 - t1, t_total=time.perf_counter() - t0,
-                   score_timeouts=self.score_timeouts)
+                   score_timeouts=self.score_timeouts, truncated=sum(g["truncated"] for g in groups))
         self._write("groups", step, groups)
         self._write("steps", step, [row])
         if cfg.log_completions:  # across processes: rank 0's own groups (the texts stay where they were drawn)

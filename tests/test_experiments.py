@@ -56,6 +56,12 @@ INVALID = [  # (override, the key the error must name)
     ("sampler=knapsack sampler.knapsack_value=gradient", "sampler.knapsack_value"),
     ("sampler=greso sampler.greso_min_keep=0", "sampler.greso_min_keep"),
     ("sampler=greso sampler.greso_p_easy=2", "sampler.greso_p_easy"),
+    ("task.answer_format=latex", "task.answer_format"),
+    ("task.chat_template=true", "task.chat_template"),  # the built-in model has no chat template
+    ("task.system_prompt=hi", "task.system_prompt"),
+    ("rollout.stop=['']", "rollout.stop"),
+    ("model.gguf_file=x.gguf", "model.gguf_file"),
+    ("model=local model.path=pkg:no_such_package", "model.path"),
 ]
 
 

@@ -30,6 +30,7 @@ class Group:
     train: np.ndarray | None = None  # (G,) bool
     rank: int = 0  # the process that drew it (data parallel): it holds the samples and trains on them
     tokens: int = 0  # tokens generated for this group
+    truncated: int = 0  # its samples cut at max_new_tokens (read from `samples` where this rank holds them)
 
     @property
     def n_trained(self) -> int:

@@ -9,7 +9,7 @@ from grpo_lab.tasks.mathset import load_math_task
 def build_task(cfg) -> Task:
     """The task a TaskConfig names, with its training and held-out pools."""
     if cfg.name == "arithmetic":
-        return ArithmeticTask.build(cfg.levels, cfg.train_per_level, cfg.eval_per_level, cfg.seed)
+        return ArithmeticTask.build(cfg.levels, cfg.train_per_level, cfg.eval_per_level, cfg.seed, cfg.answer_format)
     return load_math_task(cfg.path, cfg.eval_path)
 
 

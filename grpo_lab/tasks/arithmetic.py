@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import zlib
 
@@ -10,6 +11,16 @@ from grpo_lab.tasks.base import Problem, Task
 # level -> digits of the two operands. More digits means more carries to get right, and the
 # character model writes the most significant digit first, so difficulty rises steeply.
 LEVELS: dict[int, tuple[int, int]] = {1: (1, 1), 2: (2, 1), 3: (2, 2), 4: (3, 3)}
+
+
+# How each answer format asks for the answer (the task states its format; rewards.final_answer reads it).
+# "bare" is the built-in model's own prompt; the others are questions for instruct models.
+QUESTIONS: dict[str, str] = {
+    "bare": "{a}+{b}=",
+    "number": "What is {a} + {b}? Reply with only the final number.",
+    "boxed": "What is {a} + {b}? Put the final number in \\boxed{{}}.",
+    "answer_line": 'What is {a} + {b}? End your reply with a last line "Answer: N", N the final number.',
+}
 
 
 def held_out_only(prompt_id: str) -> bool:
@@ -24,6 +35,14 @@ def _operand(rng: random.Random, digits: int) -> int:
 
 def arithmetic_problem(a: int, b: int, level: int) -> Problem:
     return Problem(prompt_id=f"add-L{level}-{a}+{b}", prompt=f"{a}+{b}=", answer=str(a + b), difficulty=str(level))
+
+
+def phrase(problem: Problem, answer_format: str) -> Problem:
+    """The problem asked in `answer_format`'s words (same id, answer and level)."""
+    if answer_format not in QUESTIONS:
+        raise ValueError(f"task.answer_format={answer_format!r}: must be one of {', '.join(map(repr, QUESTIONS))}")
+    a, b = problem.prompt_id.rsplit("-", 1)[1].split("+")
+    return dataclasses.replace(problem, prompt=QUESTIONS[answer_format].format(a=a, b=b))
 
 
 def sample_problem(rng: random.Random, level: int) -> Problem:
@@ -63,6 +82,7 @@ class ArithmeticTask:
         train_per_level: int = 32,
         eval_per_level: int = 16,
         seed: int = 1234,
+        answer_format: str = "bare",
     ) -> Task:
         bad = [lv for lv in levels if lv not in LEVELS]
         if bad:
@@ -73,6 +93,8 @@ class ArithmeticTask:
             rng = random.Random(f"{seed}-{level}")  # per-level stream: adding a level changes no other
             train += _distinct(rng, level, train_per_level, False, "task.train_per_level")
             held_out += _distinct(rng, level, eval_per_level, True, "task.eval_per_level")
+        if answer_format != "bare":
+            train, held_out = [phrase(p, answer_format) for p in train], [phrase(p, answer_format) for p in held_out]
         names = {str(lv): f"{LEVELS[lv][0]}+{LEVELS[lv][1]} digits" for lv in levels}
         return Task(name="arithmetic", train=tuple(train), held_out=tuple(held_out), answer_kind="integer",
-                    difficulty_labels=names)
+                    difficulty_labels=names, answer_format=answer_format)

