@@ -4,6 +4,7 @@ and every table it shows as CSV (`tables/*.csv`), all computed from the run's ta
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -123,7 +124,8 @@ def _relative_paths(text: str, root: Path, out: Path) -> str:
     """The report's text with the sweep's absolute path (as given and resolved) replaced by its path
     relative to the report, so no machine's folders are named (error messages quote them)."""
     for absolute in sorted({str(root.absolute()), str(root.resolve())}, key=len, reverse=True):
-        text = text.replace(absolute, relative(root, out))
+        # only where the path starts: a relative path that ends with it ("../../tmp/x") is left alone
+        text = re.sub(r"(?<![\w./-])" + re.escape(absolute), lambda _: relative(root, out), text)
     return text
 
 
