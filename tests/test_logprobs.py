@@ -8,7 +8,8 @@ import torch
 from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
 
 from grpo_lab.logprobs import completion_logprobs, enable_checkpointing, plain_head
-from grpo_lab.rollout import Rollout, token_logprobs
+from grpo_lab.rollout import Rollout
+from reference import plain_logprobs
 
 V = 1000  # vocabulary: many chunks of logits per row, and a gather far from the start
 
@@ -35,17 +36,6 @@ def hand_rollout(group_size: int = 4) -> Rollout:
     mask = torch.arange(t)[None] < lengths[:, None]  # (N, T)
     ids = torch.randint(1, V, (n, t), generator=g) * mask
     return Rollout(prompt_ids, prompt_mask, ids, mask, torch.zeros(n, t), [""] * n, lengths, lengths == t, group_size)
-
-
-def plain_logprobs(model, ro: Rollout, temperature: float) -> torch.Tensor:
-    """Reference: each sequence run in full (its prompt repeated), no cache, full logits."""
-    g = ro.group_size
-    ids = torch.cat([ro.prompt_ids.repeat_interleave(g, 0), ro.completion_ids], 1)
-    mask = torch.cat([ro.prompt_mask.repeat_interleave(g, 0), torch.ones_like(ro.completion_ids)], 1)
-    pos = (mask.cumsum(-1) - 1).clamp_min(0)
-    logits = model(input_ids=ids, attention_mask=mask, position_ids=pos).logits
-    p = ro.prompt_ids.shape[1]
-    return token_logprobs(logits[:, p - 1:-1], ro.completion_ids, temperature).masked_fill(~ro.completion_mask, 0.0)
 
 
 def logprobs_and_grads(model, ro, fn):

@@ -5,7 +5,8 @@ import torch
 
 from grpo_lab.policy import eos_ids, load_policy
 from grpo_lab.logprobs import completion_logprobs
-from grpo_lab.rollout import sample_groups, token_logprobs
+from grpo_lab.rollout import sample_groups
+from reference import plain_logprobs
 
 PROMPTS = ["7+5=", "31+4=", "58+67=", "2+2="]  # different lengths: left padding is exercised
 
@@ -37,18 +38,6 @@ def test_rollout_shapes_masks_and_truncation(policy):
     assert torch.equal(ro.truncated, ~ended.any(1))
     assert (ro.old_logp[~ro.completion_mask] == 0).all() and (ro.old_logp[ro.completion_mask] < 0).all()
     assert ro.truncated.any()  # two tokens cannot hold "58+67=" -> "125" and its end token
-
-
-def plain_logprobs(model, ro, temperature):
-    """Reference: each of the N sequences run in full (prompt repeated G times), no cache."""
-    g = ro.group_size
-    ids = torch.cat([ro.prompt_ids.repeat_interleave(g, 0), ro.completion_ids], 1)
-    mask = torch.cat([ro.prompt_mask.repeat_interleave(g, 0), torch.ones_like(ro.completion_ids)], 1)
-    pos = (mask.cumsum(-1) - 1).clamp_min(0)
-    logits = model(input_ids=ids, attention_mask=mask, position_ids=pos).logits
-    p = ro.prompt_ids.shape[1]
-    lp = token_logprobs(logits[:, p - 1:-1], ro.completion_ids, temperature)
-    return lp.masked_fill(~ro.completion_mask, 0.0)
 
 
 @pytest.mark.parametrize("temperature", [1.0, 0.7])

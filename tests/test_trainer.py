@@ -8,6 +8,7 @@ import pytest
 
 from grpo_lab.tables import GROUPS, STEPS, read_table
 from grpo_lab.trainer import train
+from reference import assert_same_rows
 
 
 def test_run_directory_and_tables(tiny_cfg):
@@ -52,10 +53,7 @@ def test_resume_reproduces_an_uninterrupted_run(tiny_cfg, tmp_path):
     tiny_cfg.max_steps = 4
     train(tiny_cfg)
 
-    for table in ("groups", "eval"):
-        a = read_table(full, table).drop_columns(["run_id"]).to_pylist()
-        b = read_table(killed, table).drop_columns(["run_id"]).to_pylist()
-        assert len(a) > 0 and a == b
+    assert_same_rows(full, killed)
 
 
 def test_difficulty_can_be_the_base_models_pass_rate_bin(tiny_cfg):
