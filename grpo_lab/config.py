@@ -64,10 +64,14 @@ SAMPLER_NAMES = ("fixed", "resample_on_tie", "dynamic", "band", "reinforce_ada",
 class SamplerConfig:
     name: str = "fixed"  # fixed | resample_on_tie | dynamic | band: how many samples each prompt gets
     group_size: int = 8  # G: samples per group (the paper's fixed groups of eight)
-    max_rounds: int = 4  # resample_on_tie: rounds per prompt in all; dynamic: generation rounds per step
+    max_rounds: int = 4  # resample_on_tie: rounds per prompt in all; dynamic, greso: generation rounds per step
+    # dynamic, greso: generation rounds per step when set (DAPO's max_num_gen_batches), so a study can give
+    # them room to fill a batch without also giving resample_on_tie more rounds per prompt; None: max_rounds
+    max_gen_rounds: int | None = None
     pool: str = "all"  # resample_on_tie: the update pools all rounds (all) or uses the last only (last)
     band_lo: float = 0.0  # band: keep prompts whose last pass rate is >= this ...
     band_hi: float = 1.0  # ... and <= this
+    band_explore: float = 0.0  # band: chance a prompt outside the band is drawn anyway and re-measured (0: never)
     # reinforce_ada and knapsack
     round_size: int = 4  # reinforce_ada: samples per prompt a round; knapsack: the allocation's unit of samples
     exit_rule: str = "balanced"  # reinforce_ada: balanced (min_pos right and min_neg wrong) | positive (one right)
@@ -208,9 +212,12 @@ def validate(cfg: TrainConfig) -> None:
     s = cfg.sampler
     _require(s.name in SAMPLER_NAMES, "sampler.name", s.name, f"must be one of {', '.join(map(repr, SAMPLER_NAMES))}")
     _require(s.max_rounds >= 1, "sampler.max_rounds", s.max_rounds, "must be >= 1")
+    _require(s.max_gen_rounds is None or s.max_gen_rounds >= 1, "sampler.max_gen_rounds", s.max_gen_rounds,
+             "must be >= 1 (or null: sampler.max_rounds)")
     _require(s.pool in ("all", "last"), "sampler.pool", s.pool, "must be one of 'all', 'last'")
     _require(0 <= s.band_lo <= 1, "sampler.band_lo", s.band_lo, "must lie in [0, 1]")
     _require(s.band_lo <= s.band_hi <= 1, "sampler.band_hi", s.band_hi, "must lie in [sampler.band_lo, 1]")
+    _require(0 <= s.band_explore <= 1, "sampler.band_explore", s.band_explore, "must lie in [0, 1]")
     _require(cfg.task.difficulty in ("level", "pass_rate"), "task.difficulty", cfg.task.difficulty,
              "must be one of 'level', 'pass_rate'")
     _require(cfg.task.difficulty_samples >= 2, "task.difficulty_samples", cfg.task.difficulty_samples, "must be >= 2")
@@ -335,6 +342,12 @@ def model_files_present(path: str) -> bool:
     return "config.json" in names and weights and tokenizer
 
 
+def gen_rounds(s: SamplerConfig) -> tuple[int, str]:
+    """dynamic's and greso's generation rounds per step, and the key that set them (for messages)."""
+    return (s.max_rounds, "sampler.max_rounds") if s.max_gen_rounds is None else (s.max_gen_rounds,
+                                                                                  "sampler.max_gen_rounds")
+
+
 def draw_per_step(cfg: TrainConfig) -> tuple[int, int]:
     """The fewest and the most samples one step of `cfg`'s sampler can draw (for the budget checks)."""
     s, b = cfg.sampler, cfg.prompts_per_step
@@ -342,7 +355,9 @@ def draw_per_step(cfg: TrainConfig) -> tuple[int, int]:
     if s.name == "reinforce_ada":  # a prompt retires once it has group_size answers and its exit rule holds
         least = min(-(-s.group_size // s.round_size) * s.round_size, s.max_per_prompt)
         return b * least, b * s.max_per_prompt
-    if s.name in ("resample_on_tie", "dynamic", "greso"):
+    if s.name in ("dynamic", "greso"):
+        return per_step, per_step * gen_rounds(s)[0]
+    if s.name == "resample_on_tie":
         return per_step, per_step * s.max_rounds
     return per_step, per_step  # fixed, band, knapsack (a fixed total split across prompts)
 

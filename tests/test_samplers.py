@@ -5,8 +5,9 @@ import logging
 import re
 
 import pytest
+import torch
 
-from grpo_lab.config import TrainConfig
+from grpo_lab.config import TrainConfig, draw_per_step
 from grpo_lab.tables import read_table
 from grpo_lab.trainer import train
 
@@ -23,19 +24,22 @@ def hard_cfg(tmp_path, sampler: str, **sampler_kw) -> TrainConfig:
     return cfg
 
 
-def test_dynamic_stops_at_its_cap_with_a_clear_message_and_whole_tables(tmp_path, caplog):
-    cfg = hard_cfg(tmp_path, "dynamic", max_rounds=2)
+@pytest.mark.parametrize("caps,key", [({"max_rounds": 2}, "sampler.max_rounds"),
+                                      ({"max_rounds": 5, "max_gen_rounds": 2}, "sampler.max_gen_rounds")])
+def test_dynamic_stops_at_its_cap_with_a_clear_message_and_whole_tables(tmp_path, caplog, caps, key):
+    cfg = hard_cfg(tmp_path, "dynamic", **caps)  # max_gen_rounds, when set, is the cap; max_rounds is not
     cfg.eval.n = 2
+    assert draw_per_step(cfg) == (4 * 4, 2 * 4 * 4)
     run = train(cfg)
     message = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING][-1]  # logged, one line
-    assert re.fullmatch(r"dynamic sampler: 2 generation rounds \(sampler.max_rounds\) found only \d of 4 "
+    assert re.fullmatch(rf"dynamic sampler: 2 generation rounds \({key}\) found only \d of 4 "
                         r"untied groups; .*\. Stopped at step 1; the tables so far are whole\.", message), message
     meta = json.loads((run / "run.json").read_text())
     assert meta["status"] == "done" and meta["stopped"] == message
     assert (run / "checkpoints" / "step-000001").exists()
     assert set(read_table(run, "eval").to_pandas()["step"]) == {0, 1}
     g = read_table(run, "groups").to_pandas()
-    assert len(g) >= 2 * 4 and not g["used"][g["tie"]].any()  # tied groups drawn, counted, dropped
+    assert len(g) == 2 * 4 and not g["used"][g["tie"]].any()  # both rounds drawn (the cap), counted, dropped
     assert g["samples_total"].iloc[-1] == 4 * len(g)
     steps = read_table(run, "steps").to_pandas()
     assert steps["samples_total"].iloc[-1] == g["samples_total"].iloc[-1]
@@ -67,3 +71,21 @@ def test_band_skips_prompts_outside_the_band(tmp_path):
     assert outside  # easy and hard prompts exist...
     later = g[g.duplicated("prompt_id")]
     assert not set(later["prompt_id"]) & outside  # ...and once measured outside the band are never drawn again
+
+
+def test_band_explore_redraws_prompts_outside_the_band_and_counts_every_skip(tmp_path):
+    cfg = hard_cfg(tmp_path, "band", band_lo=0.1, band_hi=0.9, band_explore=0.5)
+    cfg.task.levels = [1, 4]  # nearly every group ties: without exploring, the pool would run dry
+    cfg.max_steps = 18  # three passes over the 24-prompt pool
+    run = train(cfg)
+    g, s = read_table(run, "groups").to_pandas(), read_table(run, "steps").to_pandas()
+    rate = {}  # each prompt's last pass rate, replayed in draw order
+    redrawn_outside = 0
+    for pid, correct in zip(g["prompt_id"], g["n_correct"] / 4):
+        redrawn_outside += pid in rate and not 0.1 <= rate[pid] <= 0.9
+        rate[pid] = correct
+    share = redrawn_outside / (redrawn_outside + s["skipped_prompts"].sum())  # of the outside prompts met
+    assert 0.3 < share < 0.7  # about band_explore of them were drawn again (about 55 of 110 here)
+    assert len(s) == 18 and json.loads((run / "run.json").read_text()).get("stopped") is None
+    state = torch.load(run / "checkpoints" / "step-000018" / "state.pt", weights_only=False)["counters"]["sampler"]
+    assert state["cursor"] == len(g) + s["skipped_prompts"].sum()  # every prompt taken was drawn or skipped

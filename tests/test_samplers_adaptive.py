@@ -155,14 +155,16 @@ def test_greso_skips_are_counted_and_budgets_recounted(tmp_path):
     assert easy <= state["p_easy"] <= hard and easy <= state["p_hard"] <= hard
 
 
-@pytest.mark.parametrize("sampler", ADAPTIVE)
+@pytest.mark.parametrize("sampler", [*ADAPTIVE, "band"])
 def test_resume_mid_run_restores_the_sampler_exactly(tmp_path, sampler):
-    kw = dict(levels=(1, 2), max_rounds=6) if sampler == "greso" else {}
-    full = train(adaptive_cfg(tmp_path / "full", sampler, steps=4, **kw))
-    cfg = adaptive_cfg(tmp_path / "killed", sampler, steps=3, **kw)
-    killed = train(cfg)  # "killed" after the step-2 checkpoint, with step 3 written
-    (killed / "checkpoints" / "step-000003").rename(killed / "checkpoints" / ".gone")
-    cfg.max_steps = 4
+    kw = {"greso": dict(levels=(1, 2), max_rounds=6),  # band: its exploring draws come from its generator
+          "band": dict(band_lo=0.1, band_hi=0.9, band_explore=0.5, steps=6)}.get(sampler, {})
+    steps = kw.pop("steps", 4)
+    full = train(adaptive_cfg(tmp_path / "full", sampler, steps=steps, **kw))
+    cfg = adaptive_cfg(tmp_path / "killed", sampler, steps=steps - 1, **kw)
+    killed = train(cfg)  # "killed" after the checkpoint before its last step, with that step written
+    (killed / "checkpoints" / f"step-{steps - 1:06d}").rename(killed / "checkpoints" / ".gone")
+    cfg.max_steps = steps
     train(cfg)
     for table, drop in (("groups", ["run_id"]), ("steps", ["run_id", "t_rollout", "t_update", "t_total"])):
         a = read_table(full, table).drop_columns(drop).to_pandas()

@@ -8,13 +8,14 @@ a minimum chance to be re-measured. After each step p_easy (p_hard) moves down b
 the step's share of all-correct (all-wrong) groups is at or above its target (a third, resp. two
 thirds, of `greso_target`) and up otherwise, within [greso_min_p, greso_max_p]. Prompts kept are
 sampled and filtered as DAPO's dynamic sampling (the paper's base): tied groups are dropped and more
-rounds drawn, up to `max_rounds`, until `prompts` untied groups fill the batch.
+rounds drawn, up to `max_gen_rounds` (`max_rounds` when unset), until `prompts` untied groups fill the batch.
 
 Here: the skip decisions use the sampler's own seeded generator, the streaks and both bases are its
 state, and the prompts skipped are counted in the steps table (`skipped_prompts`). A round scans at
 most one pass over the pool; a round that keeps nothing (all skipped) still counts as a round.
 """
 
+from grpo_lab.config import gen_rounds
 from grpo_lab.samplers.base import Draw, Sampler, use
 
 
@@ -30,7 +31,8 @@ class GresoSampler(Sampler):
         st.setdefault("p_easy", c.greso_p_easy)
         st.setdefault("p_hard", c.greso_p_hard)
         every, kept, skipped = [], [], 0
-        for _ in range(c.max_rounds):
+        rounds, key = gen_rounds(c)
+        for _ in range(rounds):
             chosen = []
             for _ in range(len(self.stream.pool)):
                 if len(chosen) == prompts:
@@ -56,7 +58,7 @@ class GresoSampler(Sampler):
         self._adapt(every)
         if len(kept) < prompts:
             return Draw(every, [], skipped=skipped, exhausted=(
-                f"greso sampler: {c.max_rounds} generation rounds (sampler.max_rounds) found only {len(kept)} of "
+                f"greso sampler: {rounds} generation rounds ({key}) found only {len(kept)} of "
                 f"{prompts} untied groups ({skipped} prompts skipped); the prompts are too easy or too hard"))
         return Draw(every, [[g] for g in use(kept[:prompts])], skipped=skipped)
 
