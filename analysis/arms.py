@@ -36,6 +36,11 @@ def arm_label(values: Mapping[str, object]) -> str:
     return ", ".join(f"{key}={value}" for key, value in values.items()) or "all"
 
 
+def short_label(label: str) -> str:
+    """An arm told apart by one key needs only its value: "fixed" for "sampler=fixed"."""
+    return label.split("=", 1)[1] if label.count("=") == 1 else label
+
+
 def iter_arms(frame: pd.DataFrame, keys: Sequence[str]) -> Iterator[tuple[str, pd.DataFrame]]:
     """(label, rows) of each arm of `frame`, in order of first appearance."""
     for values, rows in frame.groupby(list(keys), observed=True, dropna=False, sort=False):

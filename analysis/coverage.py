@@ -117,5 +117,28 @@ def coverage_section(eval: pd.DataFrame, by: Sequence[str] = ("sampler",), shown
     return "\n".join(lines) + "\n\n" + markdown.table(crossings) + "\n\n" + markdown.table(shown)
 
 
+def coverage_sentence(curves: pd.DataFrame, crossings: pd.DataFrame, by: Sequence[str] = ("sampler",)) -> str:
+    """Coverage after RL in one Findings line, all held-out prompts pooled: per arm the trained model's
+    gain over the base at k = 1 with its interval, and where (if anywhere up to n) the base overtakes it."""
+    at_1 = curves[(curves["difficulty"] == "all") & (curves["k"] == curves["k"].min())]
+    parts = []
+    for _, row in crossings[crossings["difficulty"] == "all"].iterrows():
+        arm = ", ".join(str(row[k]) for k in by)
+        match = (at_1[list(by)].astype(str) == [str(row[k]) for k in by]).all(axis=1)
+        gain = at_1[match].iloc[0]
+        text = f"{arm} {gain['gain']:+.3f} [{gain['gain_low']:+.3f}, {gain['gain_high']:+.3f}] at k = 1"
+        if row["gain_at_1"] <= 0:
+            text += ", not ahead of the base to begin with"
+        elif np.isnan(row["cross_k"]):
+            text += f", still ahead at k = {row['n']}"
+        else:
+            text += (f", overtaken by the base at k = {row['cross_k']:g} (95% interval {_k(row['cross_low'])}–"
+                     f"{_k(row['cross_high'])})")
+        parts.append(text)
+    n = int(crossings["n"].max())
+    return (f"Coverage after RL (trained − base pass@k on all held-out prompts, k up to {n}; 95% intervals over "
+            f"prompts): {'; '.join(parts)}.")
+
+
 def _k(value: float) -> str:
     return "never" if np.isinf(value) else f"{value:g}"

@@ -5,13 +5,17 @@ interval covers zero."""
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import pandas as pd
 
+from analysis.arms import short_label
 from analysis.markdown import cell
 from analysis.seeds import ALPHA
 
-MAX_SENTENCES = 6
+MAX_SENTENCES = 6  # comparisons told one by one (two arms: one per metric)
+MAX_LISTED = 6  # detectable differences listed by name after a ranking
+RANKED_METRICS = ("held-out pass@1", "wasted_frac")  # the tests behind the rankings (analysis.ranking)
 
 
 def verdict(row: pd.Series) -> str:
@@ -45,16 +49,32 @@ def _power(row: pd.Series) -> str:
             f"{cell(row['mde'], 3)}.")
 
 
-def findings(tests: pd.DataFrame, calibration: dict, unit_weight: str) -> str:
-    """The Findings section from the family of tests (`tests`, with p_holm) and the overall
-    first-round tie calibration (a `tie_fractions` row as a dict)."""
+def findings(tests: pd.DataFrame, calibration: dict, unit_weight: str, ranked: Sequence[str] = (),
+             coverage: str | None = None) -> str:
+    """The Findings section from the family of tests (`tests`, with p_holm), the overall first-round
+    tie calibration (a `tie_frac` row as a dict), and, where a study has more than two arms, its
+    rankings in words (`ranked`: they take the place of one sentence per pair, and the other tests are
+    counted), and the coverage-after-RL sentence."""
     lines: list[str] = []
-    if len(tests):
+    if ranked:
+        lines += ranked
+        rest = tests[~tests["metric"].isin(RANKED_METRICS)]
+        if len(rest):
+            found = [f"{row['metric']}: {short_label(row['b'])} − {short_label(row['a'])} {cell(row['difference'], 3)}"
+                     for _, row in rest.iterrows() if verdict(row) == "a detectable difference"]
+            lines.append(f"Of the other {len(rest)} comparisons ({', '.join(dict.fromkeys(rest['metric']))}; every pair "
+                         f"of arms, under Tests across seeds), {len(found)} "
+                         f"{'is a detectable difference' if len(found) == 1 else 'are detectable differences'}"
+                         + (f": {'; '.join(found[:MAX_LISTED])}" + ("; …" if len(found) > MAX_LISTED else "")
+                            if found else "") + ".")
+    elif len(tests):
         order = ["held-out pass@1", "held-out", "wasted_frac", "tie_frac (first rounds)"]
-        ranked = sorted(range(len(tests)), key=lambda i: next(
+        ranked_rows = sorted(range(len(tests)), key=lambda i: next(
             (n for n, prefix in enumerate(order) if tests["metric"].iloc[i].startswith(prefix)), len(order)))
         lines += [_sentence(tests.iloc[i]) + (_power(tests.iloc[i]) if n == 0 else "")
-                  for n, i in enumerate(ranked)]
+                  for n, i in enumerate(ranked_rows)][:MAX_SENTENCES]
+    if coverage:
+        lines.append(coverage)
     if calibration.get("predicted_groups"):
         lines.append(
             f"First-round tie fraction {cell(calibration['tie_frac'], 3)} [{cell(calibration['ci_low'], 3)}, "
@@ -67,8 +87,7 @@ def findings(tests: pd.DataFrame, calibration: dict, unit_weight: str) -> str:
                else "."))
     if not lines:
         lines.append("Only one arm and no tie prediction: nothing to compare.")
-    kept = lines[:MAX_SENTENCES - 1] + lines[-1:] if len(lines) > MAX_SENTENCES else lines  # keep the calibration
     return "\n".join(["## Findings", "",
                       "Generated from the tables below; b − a, at the end of each job's sample budget. Informative "
                       f"= nonzero advantage in its training unit; under `pool=all`, {unit_weight}.", "",
-                      *(f"- {line}" for line in kept)])
+                      *(f"- {line}" for line in lines)])

@@ -1,24 +1,21 @@
 """Training health at a glance: reward, KL to the reference, clip fraction, gradient norm and tie
-fraction against samples drawn, one colour per arm, one line per job (its seeds), from the steps
-table. x is samples drawn, not steps: arms that spend samples at different rates line up."""
+fraction against samples drawn, one colour per arm, from the steps table: a line per job (its
+seeds), or with many jobs an arm's mean and its lowest-to-highest band (`analysis.plots.health`
+draws them). x is samples drawn, not steps: arms that spend samples at different rates line up."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
-
+import numpy as np
 import pandas as pd
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
-from matplotlib.ticker import EngFormatter
 
 from analysis.arms import iter_arms
 
 PANELS = {"reward_mean": "reward (mean per step)", "kl": "KL to the reference (k3)", "clip_frac": "clip fraction",
           "grad_norm": "gradient norm (before clipping)", "tie_frac": "tie fraction of groups"}
 POINTS = 25  # about this many smoothing windows per job: a step-level curve is mostly noise
-DPI = 160
-FONT = 12
+GRID = 60  # points on the common samples grid of an arm's mean and band
+BAND_JOBS = 3  # arms with more jobs than this are drawn as mean and band: 12 lines an arm are a tangle
 
 
 def health_curves(steps: pd.DataFrame, arm: Sequence[str], points: int = POINTS) -> pd.DataFrame:
@@ -39,39 +36,28 @@ def health_curves(steps: pd.DataFrame, arm: Sequence[str], points: int = POINTS)
     return pd.concat(out, ignore_index=True) if out else pd.DataFrame(columns=columns)
 
 
-def health_figure(steps: pd.DataFrame, arm: Sequence[str], path: str | Path, points: int = POINTS) -> Path:
-    """Draw the training-health figure (5 panels and a legend, 3 x 2) to `path` (PNG, DPI dots per
-    inch, fonts readable at GitHub's page width). `arm`: the config keys that tell arms apart
-    (analysis.arms.arm_keys); empty: every job is one arm."""
-    curves = health_curves(steps, arm, points)
-    arms = list(dict.fromkeys(curves["arm"]))
-    fig = Figure(figsize=(11, 6.6), dpi=DPI)
-    FigureCanvasAgg(fig)
-    axes = fig.subplots(2, 3).ravel()
-    fig.subplots_adjust(left=0.07, right=0.985, top=0.95, bottom=0.1, wspace=0.32, hspace=0.42)
-    for ax, (metric, title) in zip(axes, PANELS.items()):
-        ax.set_title(title, fontsize=FONT + 1)
-        ax.tick_params(labelsize=FONT - 1)
-        ax.xaxis.set_major_formatter(EngFormatter(sep=""))
-        ax.set_xlabel("samples drawn", fontsize=FONT)
-        ax.grid(alpha=0.3)
-        for i, name in enumerate(arms):
-            for _, line in curves[(curves["arm"] == name) & (curves["metric"] == metric)].groupby("job", sort=False):
-                ax.plot(line["samples_total"], line["value"], color=f"C{i % 10}", lw=1.6, alpha=0.8)
-        if metric in ("clip_frac", "tie_frac"):
-            ax.set_ylim(bottom=0)
-        if metric == "tie_frac":
-            ax.set_ylim(top=1.02)
-    legend = axes[-1]
-    legend.axis("off")
-    handles = [legend.plot([], [], color=f"C{i % 10}", lw=2.5)[0] for i in range(len(arms))]
-    jobs = curves.groupby("arm", sort=False)["job"].nunique()
-    labels = [f"{name.replace(', ', chr(10))}\n({jobs[name]} job{'s' if jobs[name] != 1 else ''})" for name in arms]
-    legend.legend(handles, labels, loc="center left", bbox_to_anchor=(-0.1, 0.5), fontsize=FONT, frameon=False,
-                  labelspacing=0.9,
-                  title=f"one line per job (seed),\nrolling mean over 1/{points} of its steps", title_fontsize=FONT - 1)
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=DPI)
-    return out
+def flat_metrics(curves: pd.DataFrame) -> list[str]:
+    """Panels with nothing to show: the clip fraction when it is 0 at every step of every job (mu = 1,
+    where a step's one pass has ratio exactly 1). A reward or KL flat at 0 is a finding, and stays."""
+    clip = curves.loc[curves["metric"] == "clip_frac", "value"]
+    return ["clip_frac"] if clip.fillna(0).eq(0).all() else []
 
+
+def health_bands(curves: pd.DataFrame, points: int = GRID) -> pd.DataFrame:
+    """Per arm and metric, its jobs' curves on a common grid of `points` sample counts up to the fewest
+    samples any of them drew (linear interpolation between steps): the mean over jobs and the band
+    from the lowest to the highest. Columns: arm, metric, samples_total, mean, low, high, jobs."""
+    out = []
+    for (label, metric), part in curves.groupby(["arm", "metric"], sort=False):
+        lines = [(run["samples_total"].to_numpy(float), run["value"].to_numpy(float))
+                 for _, run in part.groupby("job", sort=False)]
+        lines = [(x[~np.isnan(y)], y[~np.isnan(y)]) for x, y in lines]
+        lines = [(x, y) for x, y in lines if len(x)]
+        if not lines:
+            continue
+        grid = np.linspace(max(x[0] for x, _ in lines), min(x[-1] for x, _ in lines), points)
+        values = np.array([np.interp(grid, x, y) for x, y in lines])  # (jobs, points)
+        out.append(pd.DataFrame({"arm": label, "metric": metric, "samples_total": grid, "mean": values.mean(0),
+                                 "low": values.min(0), "high": values.max(0), "jobs": len(lines)}))
+    columns = ["arm", "metric", "samples_total", "mean", "low", "high", "jobs"]
+    return pd.concat(out, ignore_index=True) if out else pd.DataFrame(columns=columns)

@@ -22,8 +22,11 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import EngFormatter
 
-from analysis.arms import arm_label
+from analysis.arms import arm_label, short_label
 from analysis.budget import BASE, FINAL
+from analysis.health import BAND_JOBS, flat_metrics, health_bands
+from analysis.health import PANELS as HEALTH_PANELS
+from analysis.health import POINTS as HEALTH_POINTS
 from analysis.labels import natural_sorted
 
 # the training accuracy panel is left out: the training-health figure's reward panel shows the same
@@ -36,6 +39,7 @@ LEGEND_ROW = 0.27  # inches per legend row (fontsize "small" at STYLE's 12 pt)
 CHAR_WIDTH = 0.078  # inches per legend character (fontsize "small"), for laying out its columns
 HANDLE_WIDTH = 0.75  # inches a legend entry takes besides its text
 UNIT_Y = (-0.03, 1.03)  # y limits of a fraction: 0 and 1 stay clear of the frame
+MIN_SPAN = 0.1  # the least y range of a held-out score panel
 
 
 def _colour(i: int) -> str:
@@ -228,6 +232,11 @@ def heldout(bands: pd.DataFrame, path: Path, arm: Sequence[str]) -> Path:
             entries[label], = ax.plot(r["samples"], r["mean"], "o-", color=_colour(i), markersize=3)
             ax.fill_between(r["samples"], r["low"], r["high"], color=_colour(i), alpha=0.2, linewidth=0)
     for ax, (metric, k) in zip(axes, panels):
+        low, high = ax.get_ylim()
+        if high - low < MIN_SPAN:  # autoscaled, a flat line's noise would fill the panel and read as a trend
+            # a score lies in [0, 1]: no negative ticks (their wider labels would push the axis title off)
+            bottom = min(max((low + high) / 2 - MIN_SPAN / 2, -0.005), 1.005 - MIN_SPAN)
+            ax.set_ylim(bottom, bottom + MIN_SPAN)
         ax.set(xlabel="samples drawn", ylabel="mean over prompts",
                title=f"held-out {metric.replace('@k', f'@{k}')}")
         ax.xaxis.set_major_formatter(EngFormatter(sep=""))
@@ -331,6 +340,8 @@ def forest(tests: pd.DataFrame, path: Path, detectable: Sequence[bool]) -> Path:
     table (metric, a, b, difference, ci_low, ci_high, p_holm); a filled dot where the comparison is a
     detectable difference (`detectable`, as the findings decide), hollow where not; 0 dashed."""
     pairs = tests[["a", "b"]].astype(str).drop_duplicates()
+    if len(pairs) > 1:
+        return _forest_panels(tests, path, detectable)
     labels = [f"{m}" if len(pairs) == 1 else f"{m}\n{b} − {a}"
               for m, a, b in zip(tests["metric"], tests["a"].astype(str), tests["b"].astype(str))]
     height = 0.55 * len(tests) * (1 if len(pairs) == 1 else 1.3) + 1.2
@@ -353,4 +364,111 @@ def forest(tests: pd.DataFrame, path: Path, detectable: Sequence[bool]) -> Path:
     pair = f": {pairs['b'].iloc[0]} − {pairs['a'].iloc[0]}" if len(pairs) == 1 else ""
     ax.set_xlabel(f"difference b − a{pair}\n(filled: detectable; hollow: not)")
     ax.grid(alpha=0.3, axis="x")
+    return _save(fig, path)
+
+
+def _forest_panels(tests: pd.DataFrame, path: Path, detectable: Sequence[bool]) -> Path:
+    """`forest` for several pairs of arms: one panel per metric on its own scale (a pass@1 difference of
+    0.01 and a wasted-fraction one of 0.3 share no axis), a row per pair "b − a", the Holm p beside it."""
+    tests = tests.assign(_detectable=list(detectable), _pair=[
+        f"{short_label(b)} − {short_label(a)}" for a, b in zip(tests["a"].astype(str), tests["b"].astype(str))])
+    metrics = list(dict.fromkeys(tests["metric"]))
+    pairs = list(dict.fromkeys(tests["_pair"]))
+    columns = min(2, len(metrics))
+    rows = math.ceil(len(metrics) / columns)
+    left = 0.3 + 0.085 * max(len(p) for p in pairs)  # inches for the pair labels
+    panel_w, panel_h = 3.4, 0.42 * len(pairs) + 0.9
+    pad = 1.3  # the Holm p column right of each panel
+    width = columns * (left + panel_w + pad)
+    height = rows * panel_h + 0.4
+    fig = Figure(figsize=(width, height))
+    FigureCanvasAgg(fig)
+    for i, metric in enumerate(metrics):
+        row, col = divmod(i, columns)
+        ax = fig.add_axes(((col * (left + panel_w + pad) + left) / width,
+                           (height - (row + 1) * panel_h + 0.55) / height, panel_w / width, (panel_h - 0.95) / height))
+        part = tests[tests["metric"] == metric].set_index("_pair").reindex(pairs)
+        y = np.arange(len(pairs))[::-1]
+        for yi, (_, r) in zip(y, part.iterrows()):
+            if pd.isna(r["difference"]):
+                continue
+            ax.plot([r["ci_low"], r["ci_high"]], [yi, yi], color="k", linewidth=2.2, solid_capstyle="butt")
+            ax.plot(r["difference"], yi, "o", color="k", markersize=7, markerfacecolor="k" if r["_detectable"]
+                    else "white", zorder=3)
+            ax.annotate(f"Holm p = {r['p_holm']:.2g}" if pd.notna(r["p_holm"]) else "no test", (1.02, yi),
+                        xycoords=("axes fraction", "data"), va="center", fontsize="x-small")
+        ax.axvline(0, color="0.4", linestyle="--", linewidth=1)
+        ax.set_yticks(y, pairs)
+        ax.set_ylim(-0.6, len(pairs) - 0.4)
+        ax.set_title(metric, fontsize="medium")
+        ax.set_xlabel("difference b − a", fontsize="small")
+        ax.grid(alpha=0.3, axis="x")
+    return _save(fig, path)
+
+
+@_styled
+def ranking(rankings: Sequence, path: Path) -> Path:
+    """One panel per ranked measure (`analysis.ranking.Ranking`): each arm's mean with its 95% interval,
+    best at the top, and the ranks it can hold given the resolved orderings at the right."""
+    n = max(len(r.table) for r in rankings)
+    labels = [short_label(a) for r in rankings for a in r.table["arm"]]
+    left = 0.3 + 0.085 * max(len(a) for a in labels)  # inches for the arm names
+    panel, gap, right = 3.6, 0.9, 0.25
+    width = len(rankings) * (left + panel + gap) + right
+    height = 0.42 * n + 1.5
+    fig = Figure(figsize=(width, height))
+    FigureCanvasAgg(fig)
+    for i, r in enumerate(rankings):
+        x0 = (i * (left + panel + gap) + left) / width
+        ax = fig.add_axes((x0, 0.9 / height, panel / width, 1 - 1.35 / height))
+        table = r.table
+        y = np.arange(len(table))[::-1]
+        for yi, (_, row) in zip(y, table.iterrows()):
+            ax.plot([row["ci_low"], row["ci_high"]], [yi, yi], color="k", linewidth=2.2, solid_capstyle="butt")
+            ax.plot(row["mean"], yi, "o", color="k", markersize=7, zorder=3)
+            ax.annotate(f"ranks {row['ranks']}", (1.02, yi), xycoords=("axes fraction", "data"), va="center",
+                        fontsize="small")
+        ax.set_yticks(y, [short_label(a) for a in table["arm"]])
+        ax.set_ylim(-0.6, len(table) - 0.4)
+        ax.set_title(f"{r.measure}\n({len(r.resolved)} of {r.pairs} orderings resolved)", fontsize="medium")
+        ax.set_xlabel(f"mean, 95% interval over {r.interval}")
+        ax.grid(alpha=0.3, axis="x")
+    return _save(fig, path)
+
+
+@_styled
+def health(curves: pd.DataFrame, path: Path, points: int = HEALTH_POINTS) -> Path:
+    """The training-health figure from `analysis.health.health_curves`: a panel per metric (those not
+    0 at every step), a colour per arm; a line per job, or where an arm has more than BAND_JOBS jobs
+    its mean and lowest-to-highest band on a common samples grid."""
+    metrics = [m for m in HEALTH_PANELS if m in set(curves["metric"]) and m not in flat_metrics(curves)]
+    arms = list(dict.fromkeys(curves["arm"]))
+    jobs = curves.groupby("arm", sort=False)["job"].nunique()
+    banded = jobs.max() > BAND_JOBS
+    bands = health_bands(curves) if banded else None
+    labels = [f"{short_label(a)} ({jobs[a]} job{'s' if jobs[a] != 1 else ''})" for a in arms]
+    title = (("mean over jobs, band: lowest to highest job" if banded else "one line per job")
+             + f"; rolling mean over 1/{points} of each job's steps")
+    fig, axes = _figure(len(metrics), width=4.4, height=3.3, columns=2 if len(metrics) == 4 else 3, legend=labels,
+                        legend_title=title)
+    entries: dict[str, Artist] = {}
+    for ax, metric in zip(axes, metrics):
+        for i, (name, label) in enumerate(zip(arms, labels)):
+            if banded:
+                b = bands[(bands["arm"] == name) & (bands["metric"] == metric)]
+                entries[label], = ax.plot(b["samples_total"], b["mean"], color=_colour(i), lw=1.6)
+                ax.fill_between(b["samples_total"], b["low"], b["high"], color=_colour(i), alpha=0.15, linewidth=0)
+            else:
+                part = curves[(curves["arm"] == name) & (curves["metric"] == metric)]
+                for _, line in part.groupby("job", sort=False):
+                    entries[label], = ax.plot(line["samples_total"], line["value"], color=_colour(i), lw=1.4,
+                                              alpha=0.8)
+        ax.set(title=HEALTH_PANELS[metric], xlabel="samples drawn")
+        ax.xaxis.set_major_formatter(EngFormatter(sep=""))
+        ax.grid(alpha=0.3)
+        if metric in ("clip_frac", "tie_frac"):
+            ax.set_ylim(bottom=0)
+        if metric == "tie_frac":
+            ax.set_ylim(top=1.02)
+    _legend_below(fig, entries, title=title)
     return _save(fig, path)

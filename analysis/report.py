@@ -16,17 +16,20 @@ from analysis.arms import arm_keys, iter_arms, job_arms, varying_keys
 from analysis.budget import (ARM_TEST, BASE, FINAL, METRICS, at_k_curves, attach_samples, checkpoint_comparisons, checkpoint_rank,
                              job_checkpoints)
 from analysis.config import launch_command
-from analysis.coverage import coverage, coverage_section
+from analysis.coverage import coverage, coverage_section, coverage_sentence
 from analysis.examples import examples_markdown, read_completions
 from analysis.findings import findings, verdict
 from analysis.group_size import best_sizes, expected_by_size, group_size_section, prompt_pass_rates
-from analysis.health import health_figure
+from analysis.health import BAND_JOBS, flat_metrics, health_curves
+from analysis.health import POINTS as HEALTH_POINTS
 from analysis.heldout import seed_bands, seed_scores
 from analysis.informative import sample_counts
 from analysis.labels import natural_sorted, sort_naturally
 from analysis.load import Tables, load
 from analysis.persistence import persistence, persistence_section, transitions, visits
 from analysis.provenance import difficulty_names, experiment_name, provenance, relative
+from analysis.ranking import (INFORMATIVE, PASS1, Ranking, informative_by_arm, pass1_by_arm, power, rank, resolved_text,
+                              sentence)
 from analysis.resampling import across_seeds, budget_curves, per_job_spend, spend
 from analysis.seeds import ALPHA, SEED_TEST, compare_arms_by_seed, compare_values, with_holm
 from analysis.ties import ASSUMPTION, predict_ties, tie_fractions
@@ -93,8 +96,19 @@ def build_report(path: str | Path, out_dir: str | Path | None = None, command: s
         ties.append(_ties(tables, arm, writer, family, calibration, names))
         tokens.append(_equal_budget(groups, arm, "tokens", writer))
     tests = with_holm(pd.concat(family, ignore_index=True)) if family else pd.DataFrame(columns=FAMILY_COLUMNS)
+    rankings: list[Ranking] = []
+    if len(list(iter_arms(tables.jobs, arm))) > 2:  # two arms: their one comparison per metric says it all
+        if not eval.empty:
+            rankings.append(rank(PASS1, pass1_by_arm(eval, arm), tests))
+        if not groups.empty:
+            rankings.append(rank(INFORMATIVE, informative_by_arm(groups, arm), tests))
+    ranked = [sentence(r) for r in rankings]
+    if ranked:
+        ranked[0] += f" Power: {power(rankings[0])}"
+    covered = None
     if not eval.empty and _base_and_trained(eval):
         curves, crossings = coverage(eval, arm)
+        covered = coverage_sentence(curves, crossings, arm)
         held.append(f"{coverage_section(eval, arm, computed=(curves, crossings))}\n\nAs CSV: "
                     f"{writer.csv('coverage_crossings', crossings)}, "
                     f"every k: {writer.csv('coverage', curves)}")
@@ -108,8 +122,9 @@ def build_report(path: str | Path, out_dir: str | Path | None = None, command: s
     health = [_health(tables, arm, writer)] if not tables.steps.empty else []
     completions = read_completions(root)
     examples = [_examples(completions, names)] if not completions.empty else []
-    parts = [_header(root, tables, arm), findings(tests, calibration, _unit_weight(tables.jobs)),
-             provenance(tables, arm, writer.out, command or launch_command(root)), *held, *trained,
+    parts = [_header(root, tables, arm), findings(tests, calibration, _unit_weight(tables.jobs), ranked, covered),
+             provenance(tables, arm, writer.out, command or launch_command(root)),
+             *([_ranking(rankings, writer)] if rankings else []), *held, *trained,
              _tests(tests, writer), *ties, *tokens, *health, *examples, _jobs(tables, writer)]
     report = writer.out / "REPORT.md"
     report.write_text(_relative_paths("\n\n".join(parts) + "\n", root, writer.out))
@@ -118,6 +133,26 @@ def build_report(path: str | Path, out_dir: str | Path | None = None, command: s
 
 UNIT_WEIGHTS = {"prompt": "a unit of several rounds weighs in the loss as one prompt (the paper's mean over prompts)",
                 "sample": "every sample weighs the same in the loss, so a unit of r rounds weighs r groups"}
+
+
+def _ranking(rankings: list[Ranking], writer: _Writer) -> str:
+    parts = [
+        "## Ranking", "",
+        "Each arm at the end of its sample budget, best first: held-out pass@1 (mean over held-out prompts and "
+        "seeds) and informative samples per 1,000 drawn (1000 × (1 − wasted_frac), each job's own rate), each with "
+        "Student's t 95% interval over seeds (the trained models; every arm is scored on the same held-out prompts, "
+        "so the pass@1 interval is for these prompts, while the tests' intervals resample prompts too). An ordering of two arms is **resolved** when their "
+        "comparison under Tests across seeds is a detectable difference: its interval excludes zero and the exact "
+        f"test across seeds rejects after Holm's correction over every pair of arms on that measure (α = {ALPHA}). "
+        "`ranks` is the range of places an arm can hold given the resolved orderings alone (1–n: none involves "
+        "it); `above` lists the arms it is resolved above, `below` those resolved above it. A place in the "
+        f"order of the means that no resolved ordering backs is not a finding. Power: {power(rankings[0])}", "",
+        writer.figure("ranking", lambda p: plots.ranking(rankings, p)), ""]
+    for r in rankings:
+        name = "ranking_" + ("pass1" if r.measure == PASS1 else "informative")
+        text = resolved_text(r)
+        parts += [f"### {r.measure}", "", writer.table(name, r.table), "", f"{text[0].upper()}{text[1:]}.", ""]
+    return "\n".join(parts).rstrip()
 
 
 def _relative_paths(text: str, root: Path, out: Path) -> str:
@@ -136,12 +171,19 @@ def _base_and_trained(eval: pd.DataFrame) -> bool:
 
 
 def _health(tables: Tables, arm: Sequence[str], writer: _Writer) -> str:
+    curves = health_curves(tables.steps, arm)
+    flat = flat_metrics(curves)
+    many = curves.groupby("arm", sort=False)["job"].nunique().max() > BAND_JOBS
     return "\n".join([
         "## Training health", "",
         "From the steps table: reward, KL to the reference, clip fraction, gradient norm (NaN on steps with no "
-        "update, left out) and tie fraction of each step's groups, against samples drawn; one colour per arm, one "
-        "line per job, each a rolling mean over 1/25 of its steps.", "",
-        writer.figure("health", lambda p: health_figure(tables.steps, arm, p)),
+        "update, left out) and tie fraction of each step's groups, against samples drawn, each job's curve a "
+        f"rolling mean over 1/{HEALTH_POINTS} of its steps; one colour per arm, "
+        + (f"its mean over jobs with the band from the lowest to the highest job (more than {BAND_JOBS} jobs an arm)."
+           if many else "one line per job.")
+        + (" The clip fraction is left out: it is 0 at every step of every job (with mu = 1 a step's one pass has "
+           "ratio exactly 1, so nothing is clipped)." if flat else ""), "",
+        writer.figure("health", lambda p: plots.health(curves, p)),
     ])
 
 
@@ -251,6 +293,16 @@ def _ties(tables: Tables, arm: Sequence[str], writer: _Writer, family: list[pd.D
     by_difficulty = tie_fractions(round0, by, predicted=predicted[first])
     by_step = tie_fractions(round0, by, window=window, predicted=predicted[first])
     by_step = by_step.merge(_samples_by_window(round0, by, window), on=[*by, "step_window"], how="left")
+    shown_by, shown_difficulty, shown_step, pooled = by, by_difficulty, by_step, ""
+    if "group_size" not in arm and round0.groupby(list(arm), observed=True)["group_size"].nunique().max() > 1:
+        # an arm drawing groups of many sizes (knapsack) would be a bar and a line per size: pool them
+        shown_by = list(arm)
+        shown_difficulty = tie_fractions(round0, shown_by, predicted=predicted[first])
+        shown_step = tie_fractions(round0, shown_by, window=window, predicted=predicted[first]).merge(
+            _samples_by_window(round0, shown_by, window), on=[*shown_by, "step_window"], how="left")
+        pooled = (" Arms that draw first-round groups of several sizes (knapsack's allocations, Reinforce-Ada's "
+                  "rounds) are pooled over their sizes in the figures (the prediction is per group, so it pools "
+                  "alike); the tables split them by `group_size`.")
     seed = ["seed"] if "seed" in round0 and "seed" not in arm else []
     per_job = round0.groupby("job", observed=True).agg(tie_frac=("tie", "mean")).join(
         job_arms(round0, [*arm, *seed])).reset_index()
@@ -265,7 +317,8 @@ def _ties(tables: Tables, arm: Sequence[str], writer: _Writer, family: list[pd.D
         "A group *ties* when its rewards have zero spread (zero advantage). Arms are compared on **first-round "
         "groups only** (round 0): a redraw happens only because the round before it tied, so counting redraws "
         "would charge one arm for its own rule. Redraws are shown apart below. Intervals are 95% percentile "
-        "bootstraps clustered by prompt (all groups of a prompt, in every job of the row, move together).", "",
+        "bootstraps clustered by prompt (all groups of a prompt, in every job of the row, move together)."
+        + pooled, "",
         f"`predicted_tie_frac` is the mean of p^G + (1−p)^G over groups, each prompt's term estimated from its "
         f"first-round groups at the other steps of the same job within {window}-step windows. It assumes "
         f"{ASSUMPTION}. `observed_minus_predicted` is tie_frac − predicted over the groups that have a "
@@ -277,7 +330,8 @@ def _ties(tables: Tables, arm: Sequence[str], writer: _Writer, family: list[pd.D
         "(solid) under all-wrong ties (hatched); the black bar is the 95% interval of their sum (the tie fraction) "
         "and the hollow diamond the prediction p^G + (1−p)^G. Pooled over training, a level whose pass rate moves "
         "shows its average; the next figure follows it over samples drawn.", "",
-        writer.figure("ties_by_difficulty", lambda p: plots.ties_by_difficulty(by_difficulty, p, by, names)), "",
+        writer.figure("ties_by_difficulty", lambda p: plots.ties_by_difficulty(shown_difficulty, p, shown_by, names)),
+        "",
         writer.table("ties_by_difficulty", by_difficulty, [*TIE_COLUMNS, *by[2:]]), "",
         "### Redraws (rounds after a tie), apart", "",
         redraw_text, "",
@@ -288,7 +342,7 @@ def _ties(tables: Tables, arm: Sequence[str], writer: _Writer, family: list[pd.D
         "groups from the second to the first; collapse fills the second) and all ties with the prediction "
         "(diamonds). Bands: 95% intervals clustered by prompt. The table adds observed − predicted with its "
         "interval.", "",
-        writer.figure("ties_over_samples", lambda p: plots.ties_over_samples(by_step, p, by, names)), "",
+        writer.figure("ties_over_samples", lambda p: plots.ties_over_samples(shown_step, p, shown_by, names)), "",
         writer.table("ties_by_step", by_step, ["difficulty", *by[1:], "step_window", "samples_drawn", "groups",
                                                 "all_correct_frac", "all_wrong_frac", "tie_frac", "ci_low",
                                                 "ci_high", "predicted_tie_frac", "observed_minus_predicted",
@@ -341,13 +395,15 @@ def _tests(tests: pd.DataFrame, writer: _Writer) -> str:
         "cons@k at the largest k, on wasted_frac and on the first-round tie fraction. Differences are b − a. "
         f"Tests: {SEED_TEST}; the held-out rows' intervals resample prompts as well as seeds (as above). "
         "`p_holm` is Holm's "
-        f"adjustment over the whole family (α = {ALPHA}). `smallest_p` is the smallest p the exact test can give "
+        f"adjustment within each metric (α = {ALPHA}): a metric is one family, every pair of arms on it, since each "
+        "metric answers its own question. `smallest_p` is the smallest p the exact test can give "
         "with these seeds (at or above α nothing can be detected, however large); `mde` is the minimum detectable "
         "effect, the difference found with 80% power at α by the t approximation from the spread of per-seed "
         "differences (inf: not reachable with these seeds).", "",
         writer.table("tests", tests[list(FAMILY_COLUMNS)]), "",
         "The same differences with their 95% intervals (dashed: no difference); a filled dot where the findings "
-        "call it a detectable difference. Signs differ in meaning: higher is better for held-out scores, lower for "
+        "call it a detectable difference" + (", one panel per metric (each on its own scale)" if len(pairs) > 1 else "")
+        + ". Signs differ in meaning: higher is better for held-out scores, lower for "
         f"wasted_frac.{shown_note}", "",
         writer.figure("differences", lambda p: plots.forest(
             forest, p, [verdict(row) == "a detectable difference" for _, row in forest.iterrows()])),

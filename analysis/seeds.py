@@ -68,7 +68,13 @@ def compare_arms_by_seed(per_job: pd.DataFrame, arm: Sequence[str], metrics: Seq
 
 
 def with_holm(table: pd.DataFrame) -> pd.DataFrame:
-    """The table (one family of comparisons) with `p_holm`, Holm's adjusted p, after `p_value`."""
+    """The table with `p_holm`, Holm's adjusted p, after `p_value`. Each metric is one family (its
+    comparisons answer one question: which arm scores higher on it); a table without `metric`, one."""
     out = table.copy()
-    out.insert(out.columns.get_loc("p_value") + 1, "p_holm", holm(out["p_value"].to_numpy(float)))
+    p = out["p_value"].to_numpy(float)
+    adjusted = np.full(len(out), np.nan)
+    families = out.groupby("metric", sort=False).indices.values() if "metric" in out else [np.arange(len(out))]
+    for rows in families:
+        adjusted[rows] = holm(p[rows])
+    out.insert(out.columns.get_loc("p_value") + 1, "p_holm", adjusted)
     return out

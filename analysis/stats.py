@@ -96,17 +96,18 @@ def bootstrap_difference_ci(a: ArrayLike, b: ArrayLike, paired: bool, n_boot: in
     a, b = (np.asarray(x, dtype=float).reshape(len(x), -1) for x in (a, b))  # (prompts, seeds)
     rng = np.random.default_rng(seed)
     prompts = bootstrap_counts(len(a), n_boot, rng)  # (n_boot, prompts)
-
-    def resampled_mean(scores: np.ndarray, seeds: np.ndarray) -> np.ndarray:
-        return ((prompts @ scores) * seeds).sum(1) / (scores.shape[0] * scores.shape[1])  # (n_boot,)
-
     if paired:
-        diffs = resampled_mean(b - a, bootstrap_counts(a.shape[1], n_boot, rng))
+        diffs = _grid_means(b - a, prompts, bootstrap_counts(a.shape[1], n_boot, rng))
     else:
-        diffs = (resampled_mean(b, bootstrap_counts(b.shape[1], n_boot, rng))
-                 - resampled_mean(a, bootstrap_counts(a.shape[1], n_boot, rng)))
+        diffs = (_grid_means(b, prompts, bootstrap_counts(b.shape[1], n_boot, rng))
+                 - _grid_means(a, prompts, bootstrap_counts(a.shape[1], n_boot, rng)))
     tail = (1 - level) / 2
     return float(np.quantile(diffs, tail)), float(np.quantile(diffs, 1 - tail))
+
+
+def _grid_means(scores: np.ndarray, prompts: np.ndarray, seeds: np.ndarray) -> np.ndarray:
+    """(n_boot,) means of (prompts, seeds) scores under resample counts of each: (n_boot, prompts), (n_boot, seeds)."""
+    return ((prompts @ scores) * seeds).sum(1) / (scores.shape[0] * scores.shape[1])
 
 
 def seed_test(a: ArrayLike, b: ArrayLike, paired: bool) -> float:

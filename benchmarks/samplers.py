@@ -31,8 +31,8 @@ def config(sampler: str, out: Path, threads: int) -> TrainConfig:
     cfg = TrainConfig(out_dir=str(out / sampler), max_steps=10_000, prompts_per_step=16, checkpoint_every=10_000,
                       threads=threads)
     cfg.sampler.name = sampler
-    cfg.sampler.band_lo, cfg.sampler.band_hi = 0.1, 0.9
-    cfg.sampler.max_rounds = 8  # dynamic and greso: never stop the benchmark for want of untied groups
+    cfg.sampler.band_lo, cfg.sampler.band_hi, cfg.sampler.band_explore = 0.1, 0.9, 0.1  # as experiment=samplers
+    cfg.sampler.max_gen_rounds = 8  # dynamic and greso: never stop the benchmark for want of untied groups
     cfg.eval.n = 0
     return cfg
 
@@ -40,35 +40,29 @@ def config(sampler: str, out: Path, threads: int) -> TrainConfig:
 def time_sampler(sampler: str, out: Path, steps: int, warmup: int, threads: int) -> tuple[float, float]:
     """(median step ms, median sampler bookkeeping ms) over `steps` steps."""
     trainer = Trainer(config(sampler, out, threads), RunRecord(Path(out), 0))
-    inner = {"t": 0.0}
-    draw_round = trainer._draw_round
+    inner = {"rollout": 0.0, "batch": 0.0}
 
-    def timed_round(*args, **kwargs):
-        t0 = time.perf_counter()
-        try:
-            return draw_round(*args, **kwargs)
-        finally:
-            inner["t"] += time.perf_counter() - t0
+    def timed(fn, key):
+        """`fn`, adding its wall time to inner[key]."""
+        def wrapped(*args, **kwargs):
+            t0 = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                inner[key] += time.perf_counter() - t0
+        return wrapped
 
-    trainer._draw_round = timed_round
+    trainer._draw_round = timed(trainer._draw_round, "rollout")
     batching = trainer_module.training_units
-
-    def timed_batch(*args, **kwargs):
-        t0 = time.perf_counter()
-        try:
-            return batching(*args, **kwargs)
-        finally:
-            inner["batch"] += time.perf_counter() - t0
-
-    trainer_module.training_units = timed_batch
+    trainer_module.training_units = timed(batching, "batch")
     step_ms, own_ms = [], []
     try:
         for i in range(warmup + steps):
-            inner["t"], inner["batch"] = 0.0, 0.0
+            inner["rollout"], inner["batch"] = 0.0, 0.0
             row = trainer.step()
             if i >= warmup:
                 step_ms.append(1000 * row["t_total"])
-                own_ms.append(1000 * (row["t_rollout"] - inner["t"] + inner["batch"]))
+                own_ms.append(1000 * (row["t_rollout"] - inner["rollout"] + inner["batch"]))
     finally:
         trainer_module.training_units = batching
     return float(np.median(step_ms)), float(np.median(own_ms))

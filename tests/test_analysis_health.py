@@ -4,7 +4,8 @@ import numpy as np
 import pandas as pd
 from PIL import Image
 
-from analysis.health import PANELS, health_curves, health_figure
+from analysis import plots
+from analysis.health import PANELS, flat_metrics, health_bands, health_curves
 
 
 def _steps(seed: int, sampler: str, n: int, per_step: int) -> pd.DataFrame:
@@ -39,9 +40,29 @@ def test_curves_are_rolling_means_per_job_against_samples():
         np.testing.assert_allclose(got["value"], _plain_rolling(raw[metric].tolist(), window), equal_nan=True)
 
 
+def test_bands_are_the_mean_and_extremes_of_the_jobs_on_a_common_grid():
+    steps = pd.concat([_steps(s, "fixed", 50, 64 + 8 * s) for s in range(5)])
+    curves = health_curves(steps, ["sampler"], points=10)
+    bands = health_bands(curves, points=7)
+    reward = bands[bands["metric"] == "reward_mean"]
+    grid = reward["samples_total"].to_numpy()
+    assert grid[0] == 64 + 8 * 4 and grid[-1] == 50 * 64  # from the latest first point to the fewest samples drawn
+    lines = [np.interp(grid, run["samples_total"], run["value"]) for _, run in
+             curves[curves["metric"] == "reward_mean"].groupby("job")]
+    np.testing.assert_allclose(reward["mean"], np.mean(lines, axis=0))
+    np.testing.assert_allclose(reward["low"], np.min(lines, axis=0))
+    assert (reward["jobs"] == 5).all()
+
+
+def test_flat_panels_are_left_out():
+    steps = pd.concat([_steps(s, "fixed", 30, 64) for s in range(2)]).assign(clip_frac=0.0)
+    assert flat_metrics(health_curves(steps, ["sampler"])) == ["clip_frac"]
+
+
 def test_figure_is_a_readable_png(tmp_path):
-    steps = pd.concat([_steps(s, name, 80, 64) for s in (0, 1) for name in ("fixed", "resample_on_tie")])
-    path = health_figure(steps, ["sampler"], tmp_path / "figures" / "health.png")
-    with Image.open(path) as img:
-        assert img.info["dpi"][0] >= 150
-        assert img.size[0] >= 1500  # wide enough to stay sharp at GitHub's page width
+    for jobs in (2, 5):  # a line per job, then an arm's mean and band
+        steps = pd.concat([_steps(s, name, 80, 64) for s in range(jobs) for name in ("fixed", "resample_on_tie")])
+        path = plots.health(health_curves(steps, ["sampler"]), tmp_path / "figures" / f"health{jobs}.png")
+        with Image.open(path) as img:
+            assert img.info["dpi"][0] >= 150
+            assert img.size[0] >= 1500  # wide enough to stay sharp at GitHub's page width

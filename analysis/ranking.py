@@ -1,0 +1,149 @@
+"""Arms ranked on the two questions of a sampler study: held-out pass@1 at the end of the sample
+budget, and informative samples per 1,000 drawn (1000 × (1 − wasted_frac)).
+
+Each arm's mean with a 95% interval over seeds (the trained models; pass@1 is measured on one set
+of held-out prompts that every arm shares, so the interval is for these prompts: whether another
+arm's mean differs is the tests' question, whose intervals resample prompts as well), and
+which pairwise orderings are **resolved**: those whose comparison in the report's tests table
+(every pair of arms, Holm within the metric) is a detectable difference by the findings' rule
+(`analysis.findings.verdict`). `ranks` is the range of places an arm can hold given the resolved
+orderings alone: an arm resolved above j arms and below i arms ranks between i + 1 and n − j.
+An ordering that is not resolved is not claimed, however the means fall.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+from scipy.stats import t as student_t
+
+from analysis.arms import iter_arms, short_label
+from analysis.budget import FINAL, checkpoint_labels, score_matrix
+from analysis.findings import RANKED_METRICS, verdict
+from analysis.markdown import cell
+from analysis.resampling import per_job_spend
+from analysis.seeds import ALPHA, seed_values
+
+PASS1, INFORMATIVE = "held-out pass@1", "informative per 1,000 drawn"
+TEST_METRIC = dict(zip((PASS1, INFORMATIVE), RANKED_METRICS))  # the tests table's metric behind each
+SCALE = {PASS1: 1.0, INFORMATIVE: -1000.0}  # a difference in the measure = SCALE × the tests' difference
+INTERVAL = {PASS1: "seeds, on these held-out prompts", INFORMATIVE: "seeds"}
+COLUMNS = ("rank", "arm", "seeds", "mean", "ci_low", "ci_high", "ranks", "above", "below")
+
+
+@dataclass
+class Ranking:
+    measure: str
+    table: pd.DataFrame  # COLUMNS, best first
+    resolved: list[tuple[str, str]]  # (better, worse) for each resolved ordering
+    pairs: int  # the pairs of arms tested on the measure (Holm's family)
+    seeds: int  # seeds a side in the smallest comparison (what the exact test can reach)
+    smallest_p: float
+
+    @property
+    def interval(self) -> str:
+        """What each arm's interval resamples."""
+        return INTERVAL[self.measure]
+
+
+def pass1_by_arm(eval: pd.DataFrame, arm: Sequence[str]) -> pd.DataFrame:
+    """Per arm at its final checkpoints: arm, seeds, mean (over held-out prompts and seeds), ci_low,
+    ci_high (over seeds: each seed's mean over the prompts is one trained model's score)."""
+    eval = eval.assign(checkpoint=checkpoint_labels(eval))
+    rows = []
+    for label, part in iter_arms(eval, arm):
+        scores = score_matrix(part[part["checkpoint"] == FINAL], "pass@k", 1).dropna()  # (prompts, seeds)
+        rows.append(_row(label, scores.mean(axis=0).to_numpy(float)))
+    return pd.DataFrame(rows)
+
+
+def _row(label: str, values: np.ndarray, level: float = 0.95) -> dict:
+    """An arm's row from one value per seed: its mean and Student's t interval over the seeds. Not a
+    percentile bootstrap: from 8 seeds that sees (S−1)/S of their variance and covers about 89%."""
+    n = len(values)
+    half = student_t.ppf((1 + level) / 2, n - 1) * values.std(ddof=1) / np.sqrt(n) if n > 1 else np.nan
+    mean = values.mean() if n else np.nan
+    return {"arm": label, "seeds": n, "mean": mean, "ci_low": mean - half, "ci_high": mean + half}
+
+
+def informative_by_arm(groups: pd.DataFrame, arm: Sequence[str]) -> pd.DataFrame:
+    """Per arm: arm, seeds, mean informative samples per 1,000 drawn (over seeds: each job's own
+    rate, as the tests compare them), ci_low, ci_high (over seeds)."""
+    per_job = per_job_spend(groups, arm)
+    per_job["value"] = 1000 * (1 - per_job["wasted_frac"])
+    return pd.DataFrame([_row(label, seed_values(part, "value").to_numpy(float))
+                         for label, part in iter_arms(per_job, arm)])
+
+
+def rank(measure: str, by_arm: pd.DataFrame, tests: pd.DataFrame) -> Ranking:
+    """The arms of `by_arm` (pass1_by_arm or informative_by_arm), best first, with the orderings the
+    tests table (with p_holm) resolves for the measure."""
+    rows = tests[tests["metric"] == TEST_METRIC[measure]]
+    resolved = []
+    for _, row in rows.iterrows():
+        if verdict(row) == "a detectable difference":
+            b_better = SCALE[measure] * row["difference"] > 0
+            resolved.append((row["b"], row["a"]) if b_better else (row["a"], row["b"]))
+    table = by_arm.sort_values("mean", ascending=False, kind="stable").reset_index(drop=True)
+    n = len(table)
+    above = {a: [worse for better, worse in resolved if better == a] for a in table["arm"]}
+    below = {a: [better for better, worse in resolved if worse == a] for a in table["arm"]}
+    best = [1 + len(below[a]) for a in table["arm"]]
+    worst = [n - len(above[a]) for a in table["arm"]]
+    table.insert(0, "rank", np.arange(1, n + 1))
+    table["ranks"] = [str(lo) if lo == hi else f"{lo}–{hi}" for lo, hi in zip(best, worst)]
+    table["above"] = [", ".join(above[a]) for a in table["arm"]]
+    table["below"] = [", ".join(below[a]) for a in table["arm"]]
+    seeds = int(rows[["seeds_a", "seeds_b"]].min(axis=1).min()) if len(rows) else 0
+    return Ranking(measure, table[list(COLUMNS)], resolved, len(rows), seeds,
+                   float(rows["smallest_p"].max()) if len(rows) else np.nan)
+
+
+def power(r: Ranking) -> str:
+    """Whether these seeds can resolve any ordering: the exact test's floor against Holm's first bar."""
+    bar = ALPHA / r.pairs if r.pairs else np.nan
+    if not r.pairs:
+        return "no pairs were tested."
+    text = (f"with {r.seeds} seeds a side the exact test's smallest p is {cell(r.smallest_p, 2)}; Holm's bar for the "
+            f"first of the {r.pairs} pairs is α/{r.pairs} = {cell(bar, 2)}")
+    return text + (", so an ordering can be resolved only where nearly every seed agrees." if r.smallest_p < bar else
+                   ", so no ordering can be resolved with these seeds, however large the differences.")
+
+
+def order_text(r: Ranking) -> str:
+    """The arms in the order of their means, ">" between neighbours whose ordering is resolved and "~"
+    where it is not: "knapsack > band > fixed ~ dynamic"."""
+    arms = r.table["arm"].tolist()
+    resolved = set(r.resolved)
+    return short_label(arms[0]) + "".join(f" {'>' if (a, b) in resolved else '~'} {short_label(b)}"
+                                          for a, b in zip(arms, arms[1:]))
+
+
+def resolved_text(r: Ranking) -> str:
+    """Which orderings are resolved, listing whichever is shorter: the resolved or the unresolved pairs."""
+    if not r.resolved:
+        return f"none of the {r.pairs} pairwise orderings is resolved"
+    if 2 * len(r.resolved) <= r.pairs:
+        shown = ", ".join(f"{short_label(b)} > {short_label(w)}" for b, w in r.resolved)
+        return f"resolved: {shown} ({len(r.resolved)} of {r.pairs} pairs); no other ordering is"
+    done = set(r.resolved) | {(w, b) for b, w in r.resolved}
+    arms = r.table["arm"].tolist()
+    open_pairs = [f"{short_label(a)} vs {short_label(b)}" for i, a in enumerate(arms) for b in arms[i + 1:]
+                  if (a, b) not in done]
+    return (f"resolved: {len(r.resolved)} of {r.pairs} pairs, all but {', '.join(open_pairs) or 'none'}; "
+            f"in order of the means, {order_text(r)} ('>' resolved, '~' not)")
+
+
+def sentence(r: Ranking, digits: int = 3) -> str:
+    """The ranking in one Findings line: each arm's mean [interval] (possible ranks), then the
+    resolved orderings."""
+    arms = "; ".join(f"{short_label(a)} {cell(m, digits)} [{cell(lo, digits)}, {cell(hi, digits)}] "
+                     f"({'ranks' if '–' in ranks else 'rank'} {ranks})"
+                     for a, m, lo, hi, ranks in r.table[["arm", "mean", "ci_low", "ci_high", "ranks"]].itertuples(
+                         index=False))
+    text = resolved_text(r)
+    return (f"Ranking on {r.measure} at the end of the budget (mean [95% interval over {r.interval}] "
+            f"(possible ranks), best first): {arms}. {text[0].upper()}{text[1:]}.")
