@@ -95,8 +95,8 @@ def rank(measure: str, by_arm: pd.DataFrame, tests: pd.DataFrame) -> Ranking:
     worst = [n - len(above[a]) for a in table["arm"]]
     table.insert(0, "rank", np.arange(1, n + 1))
     table["ranks"] = [str(lo) if lo == hi else f"{lo}–{hi}" for lo, hi in zip(best, worst)]
-    table["above"] = [", ".join(above[a]) for a in table["arm"]]
-    table["below"] = [", ".join(below[a]) for a in table["arm"]]
+    table["above"] = [", ".join(map(short_label, above[a])) for a in table["arm"]]
+    table["below"] = [", ".join(map(short_label, below[a])) for a in table["arm"]]
     seeds = int(rows[["seeds_a", "seeds_b"]].min(axis=1).min()) if len(rows) else 0
     return Ranking(measure, table[list(COLUMNS)], resolved, len(rows), seeds,
                    float(rows["smallest_p"].max()) if len(rows) else np.nan)

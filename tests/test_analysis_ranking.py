@@ -50,7 +50,7 @@ def test_the_known_ordering_is_resolved_and_nothing_else(sweep):
     table = pd.read_csv(report.parent / "tables" / "ranking_pass1.csv")
     assert table["arm"].iloc[0] == "sampler=dynamic" and table["ranks"].iloc[0] == "1"
     assert set(table["ranks"].iloc[1:]) == {"2–3"}  # the tied pair: neither place is claimed
-    assert set(table["above"].iloc[0].split(", ")) == {"sampler=fixed", "sampler=resample_on_tie"}
+    assert set(table["above"].iloc[0].split(", ")) == {"fixed", "resample_on_tie"}
     text = report.read_text()
     findings = text[text.index("## Findings"):text.index("<details>")]
     assert ("Resolved: 2 of 3 pairs, all but fixed vs resample_on_tie; in order of the means, "
