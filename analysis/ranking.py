@@ -18,7 +18,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from scipy.stats import t as student_t
 
 from analysis.arms import iter_arms, short_label
 from analysis.budget import FINAL, checkpoint_labels, score_matrix
@@ -26,6 +25,7 @@ from analysis.findings import RANKED_METRICS, verdict
 from analysis.markdown import cell
 from analysis.resampling import per_job_spend
 from analysis.seeds import ALPHA, seed_values
+from analysis.stats import t_mean_ci
 
 PASS1, INFORMATIVE = "held-out pass@1", "informative per 1,000 drawn"
 TEST_METRIC = dict(zip((PASS1, INFORMATIVE), RANKED_METRICS))  # the tests table's metric behind each
@@ -60,13 +60,12 @@ def pass1_by_arm(eval: pd.DataFrame, arm: Sequence[str]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _row(label: str, values: np.ndarray, level: float = 0.95) -> dict:
-    """An arm's row from one value per seed: its mean and Student's t interval over the seeds. Not a
-    percentile bootstrap: from 8 seeds that sees (S−1)/S of their variance and covers about 89%."""
-    n = len(values)
-    half = student_t.ppf((1 + level) / 2, n - 1) * values.std(ddof=1) / np.sqrt(n) if n > 1 else np.nan
-    mean = values.mean() if n else np.nan
-    return {"arm": label, "seeds": n, "mean": mean, "ci_low": mean - half, "ci_high": mean + half}
+def _row(label: str, values: np.ndarray) -> dict:
+    """An arm's row from one value per seed: its mean and Student's t interval over the seeds (not a
+    percentile bootstrap: from 8 seeds that sees (S−1)/S of their variance and covers about 89%)."""
+    low, high = t_mean_ci(values)
+    return {"arm": label, "seeds": len(values), "mean": values.mean() if len(values) else np.nan,
+            "ci_low": low, "ci_high": high}
 
 
 def informative_by_arm(groups: pd.DataFrame, arm: Sequence[str]) -> pd.DataFrame:

@@ -1,6 +1,6 @@
 """Arms compared across seeds: one value per job (a seed), b minus a, paired by seed when both
 arms ran the same seeds (same initialisation and prompt stream), with an exact test instead of a
-normal approximation, a bootstrap interval, the minimum detectable effect, and Holm's correction
+normal approximation, Student's t interval, the minimum detectable effect, and Holm's correction
 over a declared family of comparisons."""
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ import numpy as np
 import pandas as pd
 
 from analysis.arms import iter_arms
-from analysis.stats import bootstrap_difference_ci, holm, min_detectable_effect, seed_test, smallest_p
+from analysis.stats import holm, min_detectable_effect, seed_test, smallest_p, t_difference_ci
 
 SEED_TEST = ("exact sign-flip test over paired seeds (else exact permutation test over seeds); interval: "
-             "bootstrap over seeds (as pairs when paired)")
+             "Student's t over seeds (of the per-seed differences when paired, else with unequal variances)")
 ALPHA = 0.05
 COLUMNS = ("metric", "a", "b", "paired", "seeds_a", "seeds_b", "mean_a", "mean_b", "difference", "ci_low", "ci_high",
            "p_value", "smallest_p", "mde")
@@ -27,17 +27,14 @@ def seed_values(frame: pd.DataFrame, value: str) -> pd.Series:
     return frame.groupby(frame[key].astype(str), observed=True)[value].mean()
 
 
-def compare_values(a: pd.Series, b: pd.Series, n_boot: int = 2000, level: float = 0.95, seed: int = 0) -> dict:
+def compare_values(a: pd.Series, b: pd.Series, level: float = 0.95) -> dict:
     """b minus a from one value per seed each (indexed by seed): the COLUMNS fields but names."""
     a, b = a.dropna(), b.dropna()
     paired = sorted(a.index) == sorted(b.index) and len(a) > 0
     if paired:
         b = b[a.index]
     x, y = a.to_numpy(float), b.to_numpy(float)
-    if min(len(x), len(y)) == 0:
-        low = high = np.nan
-    else:
-        low, high = bootstrap_difference_ci(x[None, :], y[None, :], paired, n_boot, level, seed)
+    low, high = t_difference_ci(x, y, paired, level)
     spread = _spread(x, y, paired)
     both = min(len(x), len(y)) > 0
     return {"paired": paired, "seeds_a": len(x), "seeds_b": len(y), "mean_a": x.mean() if len(x) else np.nan,
