@@ -36,6 +36,11 @@ def health_curves(steps: pd.DataFrame, arm: Sequence[str], points: int = POINTS)
     return pd.concat(out, ignore_index=True) if out else pd.DataFrame(columns=columns)
 
 
+def many_jobs(curves: pd.DataFrame) -> bool:
+    """Whether some arm has more than BAND_JOBS jobs: then arms are drawn as mean and band."""
+    return bool(curves.groupby("arm", sort=False)["job"].nunique().max() > BAND_JOBS)
+
+
 def flat_metrics(curves: pd.DataFrame) -> list[str]:
     """Panels with nothing to show: the clip fraction when it is 0 at every step of every job (mu = 1,
     where a step's one pass has ratio exactly 1). A reward or KL flat at 0 is a finding, and stays."""

@@ -24,7 +24,7 @@ from matplotlib.ticker import EngFormatter
 
 from analysis.arms import arm_label, short_label
 from analysis.budget import BASE, FINAL
-from analysis.health import BAND_JOBS, flat_metrics, health_bands
+from analysis.health import flat_metrics, health_bands, many_jobs
 from analysis.health import PANELS as HEALTH_PANELS
 from analysis.health import POINTS as HEALTH_POINTS
 from analysis.labels import natural_sorted
@@ -334,18 +334,31 @@ def at_k(curves: pd.DataFrame, path: Path, by: Sequence[str], names: dict[str, s
     return _save(fig, path)
 
 
+def _interval_row(ax: Axes, y: float, low: float, high: float, centre: float, note: str, filled: bool = True,
+                  size: float = 7, fontsize: str = "small") -> None:
+    """One row of a forest-style panel: the interval as a bar, the estimate as a dot (hollow when not
+    `filled`), and `note` just right of the axes."""
+    ax.plot([low, high], [y, y], color="k", linewidth=2.2, solid_capstyle="butt")
+    ax.plot(centre, y, "o", color="k", markersize=size, markerfacecolor="k" if filled else "white", zorder=3)
+    ax.annotate(note, (1.02, y), xycoords=("axes fraction", "data"), va="center", fontsize=fontsize)
+
+
+def _holm_note(p_holm: float) -> str:
+    return f"Holm p = {p_holm:.2g}" if pd.notna(p_holm) else "no test"
+
+
 @_styled
 def forest(tests: pd.DataFrame, path: Path, detectable: Sequence[bool]) -> Path:
     """Arm differences b − a with their 95% intervals, one row per comparison of the report's tests
     table (metric, a, b, difference, ci_low, ci_high, p_holm); a filled dot where the comparison is a
-    detectable difference (`detectable`, as the findings decide), hollow where not; 0 dashed."""
+    detectable difference (`detectable`, as the findings decide), hollow where not; 0 dashed. With
+    several pairs of arms, one panel per metric (`_forest_panels`)."""
     pairs = tests[["a", "b"]].astype(str).drop_duplicates()
     if len(pairs) > 1:
         return _forest_panels(tests, path, detectable)
-    labels = [f"{m}" if len(pairs) == 1 else f"{m}\n{b} − {a}"
-              for m, a, b in zip(tests["metric"], tests["a"].astype(str), tests["b"].astype(str))]
-    height = 0.55 * len(tests) * (1 if len(pairs) == 1 else 1.3) + 1.2
-    left = 0.4 + 0.08 * max(len(line) for label in labels for line in label.split("\n"))  # inches for the labels
+    labels = tests["metric"].astype(str).tolist()
+    height = 0.55 * len(tests) + 1.2
+    left = 0.4 + 0.08 * max(len(label) for label in labels)  # inches for the labels
     width = left + 5.0 + 1.5  # labels, the axis, the Holm p column
     fig = Figure(figsize=(width, height))
     FigureCanvasAgg(fig)
@@ -353,16 +366,12 @@ def forest(tests: pd.DataFrame, path: Path, detectable: Sequence[bool]) -> Path:
     ax = fig.subplots()
     y = np.arange(len(tests))[::-1]
     for yi, (_, row), strong in zip(y, tests.iterrows(), detectable):
-        ax.plot([row["ci_low"], row["ci_high"]], [yi, yi], color="k", linewidth=2.2, solid_capstyle="butt")
-        ax.plot(row["difference"], yi, "o", color="k", markersize=8, markerfacecolor="k" if strong else "white",
-                zorder=3)
-        ax.annotate(f"Holm p = {row['p_holm']:.2g}" if pd.notna(row["p_holm"]) else "no test",
-                    (1.02, yi), xycoords=("axes fraction", "data"), va="center", fontsize="small")
+        _interval_row(ax, yi, row["ci_low"], row["ci_high"], row["difference"], _holm_note(row["p_holm"]), strong,
+                      size=8)
     ax.axvline(0, color="0.4", linestyle="--", linewidth=1)
     ax.set_yticks(y, labels)
     ax.set_ylim(-0.6, len(tests) - 0.4)
-    pair = f": {pairs['b'].iloc[0]} − {pairs['a'].iloc[0]}" if len(pairs) == 1 else ""
-    ax.set_xlabel(f"difference b − a{pair}\n(filled: detectable; hollow: not)")
+    ax.set_xlabel(f"difference b − a: {pairs['b'].iloc[0]} − {pairs['a'].iloc[0]}\n(filled: detectable; hollow: not)")
     ax.grid(alpha=0.3, axis="x")
     return _save(fig, path)
 
@@ -392,11 +401,8 @@ def _forest_panels(tests: pd.DataFrame, path: Path, detectable: Sequence[bool]) 
         for yi, (_, r) in zip(y, part.iterrows()):
             if pd.isna(r["difference"]):
                 continue
-            ax.plot([r["ci_low"], r["ci_high"]], [yi, yi], color="k", linewidth=2.2, solid_capstyle="butt")
-            ax.plot(r["difference"], yi, "o", color="k", markersize=7, markerfacecolor="k" if r["_detectable"]
-                    else "white", zorder=3)
-            ax.annotate(f"Holm p = {r['p_holm']:.2g}" if pd.notna(r["p_holm"]) else "no test", (1.02, yi),
-                        xycoords=("axes fraction", "data"), va="center", fontsize="x-small")
+            _interval_row(ax, yi, r["ci_low"], r["ci_high"], r["difference"], _holm_note(r["p_holm"]),
+                          r["_detectable"], fontsize="x-small")
         ax.axvline(0, color="0.4", linestyle="--", linewidth=1)
         ax.set_yticks(y, pairs)
         ax.set_ylim(-0.6, len(pairs) - 0.4)
@@ -424,10 +430,7 @@ def ranking(rankings: Sequence, path: Path) -> Path:
         table = r.table
         y = np.arange(len(table))[::-1]
         for yi, (_, row) in zip(y, table.iterrows()):
-            ax.plot([row["ci_low"], row["ci_high"]], [yi, yi], color="k", linewidth=2.2, solid_capstyle="butt")
-            ax.plot(row["mean"], yi, "o", color="k", markersize=7, zorder=3)
-            ax.annotate(f"ranks {row['ranks']}", (1.02, yi), xycoords=("axes fraction", "data"), va="center",
-                        fontsize="small")
+            _interval_row(ax, yi, row["ci_low"], row["ci_high"], row["mean"], f"ranks {row['ranks']}")
         ax.set_yticks(y, [short_label(a) for a in table["arm"]])
         ax.set_ylim(-0.6, len(table) - 0.4)
         ax.set_title(f"{r.measure}\n({len(r.resolved)} of {r.pairs} orderings resolved)", fontsize="medium")
@@ -438,13 +441,13 @@ def ranking(rankings: Sequence, path: Path) -> Path:
 
 @_styled
 def health(curves: pd.DataFrame, path: Path, points: int = HEALTH_POINTS) -> Path:
-    """The training-health figure from `analysis.health.health_curves`: a panel per metric (those not
-    0 at every step), a colour per arm; a line per job, or where an arm has more than BAND_JOBS jobs
-    its mean and lowest-to-highest band on a common samples grid."""
+    """The training-health figure from `analysis.health.health_curves`: a panel per metric (but
+    `flat_metrics`), a colour per arm; a line per job, or with `many_jobs` each arm's mean and
+    lowest-to-highest band on a common samples grid."""
     metrics = [m for m in HEALTH_PANELS if m in set(curves["metric"]) and m not in flat_metrics(curves)]
     arms = list(dict.fromkeys(curves["arm"]))
     jobs = curves.groupby("arm", sort=False)["job"].nunique()
-    banded = jobs.max() > BAND_JOBS
+    banded = many_jobs(curves)
     bands = health_bands(curves) if banded else None
     labels = [f"{short_label(a)} ({jobs[a]} job{'s' if jobs[a] != 1 else ''})" for a in arms]
     title = (("mean over jobs, band: lowest to highest job" if banded else "one line per job")

@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.arms import iter_arms, short_label
-from analysis.budget import FINAL, checkpoint_labels, score_matrix
+from analysis.budget import FINAL
 from analysis.findings import RANKED_METRICS, verdict
 from analysis.markdown import cell
 from analysis.resampling import per_job_spend
@@ -49,15 +49,13 @@ class Ranking:
         return INTERVAL[self.measure]
 
 
-def pass1_by_arm(eval: pd.DataFrame, arm: Sequence[str]) -> pd.DataFrame:
+def pass1_by_arm(scores: pd.DataFrame, arm: Sequence[str]) -> pd.DataFrame:
     """Per arm at its final checkpoints: arm, seeds, mean (over held-out prompts and seeds), ci_low,
-    ci_high (over seeds: each seed's mean over the prompts is one trained model's score)."""
-    eval = eval.assign(checkpoint=checkpoint_labels(eval))
-    rows = []
-    for label, part in iter_arms(eval, arm):
-        scores = score_matrix(part[part["checkpoint"] == FINAL], "pass@k", 1).dropna()  # (prompts, seeds)
-        rows.append(_row(label, scores.mean(axis=0).to_numpy(float)))
-    return pd.DataFrame(rows)
+    ci_high (over seeds). `scores`: `analysis.heldout.seed_scores` with pass@1, each job's mean over the
+    held-out prompts at each checkpoint: one trained model's score."""
+    final = scores[(scores["checkpoint"] == FINAL) & (scores["metric"] == "pass@k") & (scores["k"] == 1)]
+    return pd.DataFrame([_row(label, seed_values(part, "value").to_numpy(float))
+                         for label, part in iter_arms(final, arm)])
 
 
 def _row(label: str, values: np.ndarray) -> dict:
@@ -103,9 +101,9 @@ def rank(measure: str, by_arm: pd.DataFrame, tests: pd.DataFrame) -> Ranking:
 
 def power(r: Ranking) -> str:
     """Whether these seeds can resolve any ordering: the exact test's floor against Holm's first bar."""
-    bar = ALPHA / r.pairs if r.pairs else np.nan
     if not r.pairs:
         return "no pairs were tested."
+    bar = ALPHA / r.pairs
     text = (f"with {r.seeds} seeds a side the exact test's smallest p is {cell(r.smallest_p, 2)}; Holm's bar for the "
             f"first of the {r.pairs} pairs is α/{r.pairs} = {cell(bar, 2)}")
     return text + (", so an ordering can be resolved only where nearly every seed agrees." if r.smallest_p < bar else

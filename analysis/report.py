@@ -20,7 +20,7 @@ from analysis.coverage import coverage, coverage_section, coverage_sentence
 from analysis.examples import examples_markdown, read_completions
 from analysis.findings import findings, verdict
 from analysis.group_size import best_sizes, expected_by_size, group_size_section, prompt_pass_rates
-from analysis.health import BAND_JOBS, flat_metrics, health_curves
+from analysis.health import BAND_JOBS, flat_metrics, health_curves, many_jobs
 from analysis.health import POINTS as HEALTH_POINTS
 from analysis.heldout import seed_bands, seed_scores
 from analysis.informative import sample_counts
@@ -88,7 +88,8 @@ def build_report(path: str | Path, out_dir: str | Path | None = None, command: s
     if eval.empty:
         held.append("## Held-out results\n\nNo eval tables were found: no pass@k or cons@k.")
     else:
-        held += _heldout(tables, eval, arm, writer, family, names)
+        sections, held_scores = _heldout(tables, eval, arm, writer, family, names)
+        held += sections
     if groups.empty:
         trained.append("No group tables were found: no tie or equal-budget analysis.")
     else:
@@ -99,7 +100,7 @@ def build_report(path: str | Path, out_dir: str | Path | None = None, command: s
     rankings: list[Ranking] = []
     if len(list(iter_arms(tables.jobs, arm))) > 2:  # two arms: their one comparison per metric says it all
         if not eval.empty:
-            rankings.append(rank(PASS1, pass1_by_arm(eval, arm), tests))
+            rankings.append(rank(PASS1, pass1_by_arm(held_scores, arm), tests))
         if not groups.empty:
             rankings.append(rank(INFORMATIVE, informative_by_arm(groups, arm), tests))
     ranked = [sentence(r) for r in rankings]
@@ -141,8 +142,8 @@ def _ranking(rankings: list[Ranking], writer: _Writer) -> str:
         "Each arm at the end of its sample budget, best first: held-out pass@1 (mean over held-out prompts and "
         "seeds) and informative samples per 1,000 drawn (1000 × (1 − wasted_frac), each job's own rate), each with "
         "Student's t 95% interval over seeds (the trained models; every arm is scored on the same held-out prompts, "
-        "so the pass@1 interval is for these prompts, while the tests' intervals resample prompts too). An ordering of two arms is **resolved** when their "
-        "comparison under Tests across seeds is a detectable difference: its interval excludes zero and the exact "
+        "so the pass@1 interval is for these prompts, while the tests' intervals resample prompts too). An "
+        "ordering of two arms is **resolved** when their comparison under Tests across seeds is a detectable difference: its interval excludes zero and the exact "
         f"test across seeds rejects after Holm's correction over every pair of arms on that measure (α = {ALPHA}). "
         "`ranks` is the range of places an arm can hold given the resolved orderings alone (1–n: none involves "
         "it); `above` lists the arms it is resolved above, `below` those resolved above it. A place in the "
@@ -173,7 +174,7 @@ def _base_and_trained(eval: pd.DataFrame) -> bool:
 def _health(tables: Tables, arm: Sequence[str], writer: _Writer) -> str:
     curves = health_curves(tables.steps, arm)
     flat = flat_metrics(curves)
-    many = curves.groupby("arm", sort=False)["job"].nunique().max() > BAND_JOBS
+    many = many_jobs(curves)
     return "\n".join([
         "## Training health", "",
         "From the steps table: reward, KL to the reference, clip fraction, gradient norm (NaN on steps with no "
@@ -411,9 +412,9 @@ def _tests(tests: pd.DataFrame, writer: _Writer) -> str:
 
 
 def _heldout(tables: Tables, eval: pd.DataFrame, arm: Sequence[str], writer: _Writer,
-             family: list[pd.DataFrame], names: dict[str, str]) -> list[str]:
+             family: list[pd.DataFrame], names: dict[str, str]) -> tuple[list[str], pd.DataFrame]:
     """The held-out sections: scores against samples drawn with the arm comparisons, then pass@k and
-    cons@k against k."""
+    cons@k against k; and the per-job scores (`seed_scores`, pass@1 among them) for the ranking."""
     k_max = int(eval.groupby(["job", "step", "prompt_id"], observed=True).size().min())
     points = [("pass@k", 1), ("pass@k", k_max), ("cons@k", k_max)]
     scores = seed_scores(eval, arm, points)
@@ -454,7 +455,7 @@ def _heldout(tables: Tables, eval: pd.DataFrame, arm: Sequence[str], writer: _Wr
         "",
         f"Each seed's difference: {writer.csv('at_k_per_seed', per_seed)}",
     ])
-    return [heldout, _at_k(tables, eval, arm, writer, names)]
+    return [heldout, _at_k(tables, eval, arm, writer, names)], scores
 
 
 def _at_k(tables: Tables, eval: pd.DataFrame, arm: Sequence[str], writer: _Writer, names: dict[str, str]) -> str:

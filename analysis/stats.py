@@ -129,10 +129,9 @@ def t_difference_ci(a: ArrayLike, b: ArrayLike, paired: bool, level: float = 0.9
         return float("nan"), float("nan")
     if paired:
         return t_mean_ci(b - a, level)
-    else:
-        va, vb = a.var(ddof=1) / len(a), b.var(ddof=1) / len(b)
-        centre, se = b.mean() - a.mean(), np.sqrt(va + vb)
-        df = (va + vb) ** 2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1)) if se > 0 else 1.0
+    va, vb = a.var(ddof=1) / len(a), b.var(ddof=1) / len(b)
+    centre, se = b.mean() - a.mean(), np.sqrt(va + vb)
+    df = (va + vb) ** 2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1)) if se > 0 else 1.0
     half = float(student_t.ppf((1 + level) / 2, df) * se)
     return float(centre - half), float(centre + half)
 

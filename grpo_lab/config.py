@@ -62,7 +62,7 @@ SAMPLER_NAMES = ("fixed", "resample_on_tie", "dynamic", "band", "reinforce_ada",
 
 @dataclass
 class SamplerConfig:
-    name: str = "fixed"  # fixed | resample_on_tie | dynamic | band: how many samples each prompt gets
+    name: str = "fixed"  # one of SAMPLER_NAMES: how many samples each prompt gets
     group_size: int = 8  # G: samples per group (the paper's fixed groups of eight)
     max_rounds: int = 4  # resample_on_tie: rounds per prompt in all; dynamic, greso: generation rounds per step
     # dynamic, greso: generation rounds per step when set (DAPO's max_num_gen_batches), so a study can give
