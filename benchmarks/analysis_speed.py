@@ -3,7 +3,7 @@ reads of the same files (the groups and eval parts the report reads).
 
     OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 python benchmarks/analysis_speed.py [--dir DIR]
 
-The sweep is synthetic (analysis.synthetic): 4 samplers x 2 seeds, G = 8, one groups part per
+The sweep is synthetic (fixtures.synthetic): 4 samplers x 2 seeds, G = 8, one groups part per
 step; eval at 2 checkpoints on 160 prompts with 32 samples each. It is written to a temporary
 folder (or to --dir, kept and reused if already there), read once untimed so every timing
 starts from a warm page cache, then each contender is timed once.
@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from analysis.report import build_report
-from analysis.synthetic import SAMPLERS, job_config, prompt_pool, write_sweep
+from fixtures.synthetic import SAMPLERS, job_config, prompt_pool, write_sweep
 
 STEPS = 200
 PROMPTS_PER_STEP = 640  # with resample_on_tie's redraws: about 1.25M groups of 8, 10M rewards

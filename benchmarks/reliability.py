@@ -170,7 +170,7 @@ def duplicate_and_changed(work: Path) -> list[tuple[str, bool, str]]:
 
 
 def analysis_trials(work: Path) -> list[tuple[str, bool, str]]:
-    from analysis.synthetic import job_config, prompt_pool, write_sweep
+    from fixtures.synthetic import job_config, prompt_pool, write_sweep
 
     configs = [job_config("fixed" if i % 2 == 0 else "resample_on_tie", seed=i, max_steps=5, prompts_per_step=4)
                for i in range(10)]

@@ -12,8 +12,8 @@ import pytest
 
 from analysis.load import NoRunsError, SkippedWarning, load
 from analysis.report import build_report
-from analysis.synthetic import job_config as make_config
-from analysis.synthetic import prompt_pool, write_sweep
+from fixtures.synthetic import job_config as make_config
+from fixtures.synthetic import prompt_pool, write_sweep
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -8,8 +8,8 @@ import yaml
 
 from analysis.config import flatten, job_config, launch_command
 from analysis.load import SkippedWarning, load
-from analysis.synthetic import job_config as make_config
-from analysis.synthetic import prompt_pool, write_sweep
+from fixtures.synthetic import job_config as make_config
+from fixtures.synthetic import prompt_pool, write_sweep
 
 
 @pytest.fixture

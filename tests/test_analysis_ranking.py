@@ -10,7 +10,7 @@ import yaml
 from analysis.heldout import seed_scores
 from analysis.ranking import INFORMATIVE, PASS1, pass1_by_arm, power, rank
 from analysis.report import build_report
-from analysis.synthetic import eval_steps, eval_table, job_config, prompt_pool, simulate_groups, steps_table, write_run
+from fixtures.synthetic import eval_steps, eval_table, job_config, prompt_pool, simulate_groups, steps_table, write_run
 
 SAMPLERS = ("fixed", "resample_on_tie", "dynamic")
 SEEDS = range(8)  # paired: the sign-flip floor 2/2^8 = 0.0078 is under Holm's first bar over 3 pairs, 0.0167

@@ -16,7 +16,7 @@ from analysis.load import SkippedWarning
 from analysis.markdown import cell
 from analysis.provenance import experiment_name
 from analysis.report import build_report
-from analysis.synthetic import job_config, prompt_pool, write_sweep
+from fixtures.synthetic import job_config, prompt_pool, write_sweep
 
 TIE_COLUMNS = ["difficulty", "group_size", "sampler", "groups", "prompts", "tie_frac", "all_correct_frac",
                "all_wrong_frac", "ci_low", "ci_high", "predicted_tie_frac"]
@@ -142,7 +142,7 @@ def test_command_line_with_only_group_tables(tmp_path, capsys):
 
 
 def test_analysis_never_imports_torch_or_grpo_lab():
-    check = ("import sys, analysis, analysis.report, analysis.synthetic; "
+    check = ("import sys, analysis, analysis.report, fixtures.synthetic; "
              "bad = sorted({m.split('.')[0] for m in sys.modules} & {'torch', 'grpo_lab'}); assert not bad, bad")
     subprocess.run([sys.executable, "-c", check], check=True)
 

@@ -9,7 +9,7 @@ import pytest
 from analysis.informative import RECORDED, RECOUNTED, sample_counts
 from analysis.load import load
 from analysis.resampling import across_seeds, budget_curves, per_job_spend, spend
-from analysis.synthetic import job_config, prompt_pool, simulate_groups, write_sweep
+from fixtures.synthetic import job_config, prompt_pool, simulate_groups, write_sweep
 
 
 def job_groups(job, sampler, ties, used=None, n_correct=None, group_size=4, tokens=10, rounds=None):

@@ -13,7 +13,7 @@ from analysis.group_size import (best_sizes, expected_by_size, group_size_sectio
                                  prompt_pass_rates)
 from analysis.load import load
 from analysis.persistence import persistence, persistence_section
-from analysis.synthetic import eval_table, job_config, prompt_pool, simulate_groups, write_sweep
+from fixtures.synthetic import eval_table, job_config, prompt_pool, simulate_groups, write_sweep
 from analysis.ties import tie_probability
 
 

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from analysis.stats import binom_ci
-from analysis.synthetic import job_config, prompt_pool, simulate_groups
+from fixtures.synthetic import job_config, prompt_pool, simulate_groups
 from analysis.ties import (advise_group_size, expected_samples_to_nontie, predict_ties, tie_fractions,
                            tie_probability)
 

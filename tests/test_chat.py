@@ -1,5 +1,5 @@
 """Instruct models as their users run them, on a random-weight Qwen2 with a real BPE tokenizer and a
-ChatML template built here (grpo_lab.testing_models): chat prompts, end-of-turn tokens, stop strings,
+ChatML template built here (fixtures.models): chat prompts, end-of-turn tokens, stop strings,
 answer formats, truncated completions out of the loss, and model=local end to end (train, eval, report)."""
 
 import json
@@ -19,7 +19,7 @@ from grpo_lab.rewards import RewardWeights, final_answer, score
 from grpo_lab.rollout import cut_at_stop, sample_groups
 from grpo_lab.tables import read_table
 from grpo_lab.tasks.arithmetic import ArithmeticTask
-from grpo_lab.testing_models import build_chat_model
+from fixtures.models import build_chat_model
 from grpo_lab.trainer import train
 
 ROOT = Path(__file__).resolve().parent.parent
