@@ -19,9 +19,10 @@ from pathlib import Path
 import torch
 
 from grpo_lab.config import TrainConfig
-from grpo_lab.policy import tiny_config, TinySpec
-from grpo_lab.tokenizer import CharTokenizer
-from grpo_lab.trainer import RunRecord, Trainer
+from grpo_lab.model.tiny import tiny_config, TinySpec
+from grpo_lab.model.tokenizer import CharTokenizer
+from grpo_lab.run.record import RunRecord
+from grpo_lab.train.trainer import Trainer
 
 
 def half_b_folder(root: Path) -> Path:

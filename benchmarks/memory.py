@@ -28,7 +28,7 @@ V = 151_936
 def build_model(folder: Path) -> None:
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
-    from grpo_lab.tokenizer import CharTokenizer
+    from grpo_lab.model.tokenizer import CharTokenizer
 
     tok = CharTokenizer()
     cfg = Qwen2Config(vocab_size=V, hidden_size=64, intermediate_size=128, num_hidden_layers=1, num_attention_heads=4,
@@ -42,7 +42,8 @@ def build_model(folder: Path) -> None:
 def child(folder: str, n: int, tokens: int, chunk: int) -> None:
     """One step in this process; prints its peak RSS before and after the step, in MiB."""
     from grpo_lab.config import TrainConfig
-    from grpo_lab.trainer import RunRecord, Trainer
+    from grpo_lab.run.record import RunRecord
+    from grpo_lab.train.trainer import Trainer
 
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory() as out:

@@ -30,7 +30,8 @@ def worker(threads: int) -> None:
     import torch
 
     from grpo_lab.config import TrainConfig
-    from grpo_lab.trainer import RunRecord, Trainer
+    from grpo_lab.run.record import RunRecord
+    from grpo_lab.train.trainer import Trainer
 
     torch.set_num_threads(threads)
     with tempfile.TemporaryDirectory() as out:

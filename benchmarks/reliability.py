@@ -46,9 +46,10 @@ import json, sys, time
 cfg_json, out_dir, mode = sys.argv[1], sys.argv[2], sys.argv[3]
 hooks = mode in ("hooks", "hold")
 from grpo_lab.config import TrainConfig, AlgoConfig, SamplerConfig, TaskConfig, EvalConfig
-from grpo_lab.trainer import train
+from grpo_lab.train.trainer import train
 if hooks:
-    import grpo_lab.tables as tables, grpo_lab.checkpoints as checkpoints
+    import grpo_lab.run.checkpoints as checkpoints
+    import grpo_lab.run.tables as tables
     write_table, save = tables.pq.write_table, checkpoints.torch.save
     def announce(what):
         print("EVENT", what, flush=True)
@@ -224,7 +225,8 @@ def analysis_trials(work: Path) -> list[tuple[str, bool, str]]:
 
 
 def reward_trials(rng: random.Random, n: int) -> list[tuple[str, bool, str]]:
-    from grpo_lab.rewards import RewardWeights, Scorer, score
+    from grpo_lab.rewards.rules import RewardWeights, score
+    from grpo_lab.rewards.scorer import Scorer
 
     w = RewardWeights()
     accepted, errors, total = 0, 0, 0

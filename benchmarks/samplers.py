@@ -21,18 +21,19 @@ from pathlib import Path
 import numpy as np
 import torch
 
-import grpo_lab.trainer as trainer_module
+import grpo_lab.train.trainer as trainer_module
 from grpo_lab.config import SAMPLER_NAMES, TrainConfig
 from grpo_lab.samplers.knapsack import allocate
-from grpo_lab.trainer import RunRecord, Trainer
+from grpo_lab.run.record import RunRecord
+from grpo_lab.train.trainer import Trainer
 
 
 def config(sampler: str, out: Path, threads: int) -> TrainConfig:
     cfg = TrainConfig(out_dir=str(out / sampler), max_steps=10_000, prompts_per_step=16, checkpoint_every=10_000,
                       threads=threads)
     cfg.sampler.name = sampler
-    cfg.sampler.band_lo, cfg.sampler.band_hi, cfg.sampler.band_explore = 0.1, 0.9, 0.1  # as experiment=samplers
-    cfg.sampler.max_gen_rounds = 8  # dynamic and greso: never stop the benchmark for want of untied groups
+    cfg.sampler.band.lo, cfg.sampler.band.hi, cfg.sampler.band.explore = 0.1, 0.9, 0.1  # as experiment=samplers
+    cfg.sampler.dynamic.max_rounds = cfg.sampler.greso.max_rounds = 8  # never stop for want of untied groups
     cfg.eval.n = 0
     return cfg
 

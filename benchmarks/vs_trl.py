@@ -8,14 +8,14 @@ What is measured: samples/s = completions per second of wall time, over whole op
 else each trainer does per step: our parquet table parts, TRL's metric bookkeeping, logging check
 and data loading). Setup (model loading, building the trainers) is never timed.
 
-The config, the same on both sides: the built-in tiny model (grpo_lab.policy.build_tiny(), loaded in
+The config, the same on both sides: the built-in tiny model (grpo_lab.model.tiny.build_tiny(), loaded in
 fp32 with eager attention on CPU), B = 16 prompts a step from the arithmetic task's training pool
 (every level, the default pool), G = 8 samples a prompt (128
 completions a step), at most 6 new tokens (generation stops at "<eos>"), temperature 1.0 (no top-k /
 top-p), beta = 0.04 (k3 KL to a frozen reference), epsilon = 0.2 both sides, mu = 1 (TRL:
 num_iterations = 1, one generation per optimizer step), AdamW (fused) at a constant lr 1e-4,
 grad-norm clip 1.0, no weight decay, no gradient checkpointing, per-sequence token-mean loss (ours:
-loss_agg="sequence"; TRL: loss_type="grpo"). Reward: grpo_lab.rewards.score (integer accuracy,
+loss_agg="sequence"; TRL: loss_type="grpo"). Reward: grpo_lab.rewards.rules.score (integer accuracy,
 format weight 0) on both sides.
 
 One known difference in the objective, which costs nothing measurable: the advantage's std.
@@ -49,11 +49,12 @@ from pathlib import Path
 import torch
 
 from grpo_lab.config import TrainConfig, validate
-from grpo_lab.policy import TinySpec, build_tiny, tiny_model_dir
-from grpo_lab.rewards import RewardWeights, score
-from grpo_lab.tokenizer import CharTokenizer
+from grpo_lab.model.tiny import TinySpec, build_tiny, tiny_model_dir
+from grpo_lab.rewards.rules import RewardWeights, score
+from grpo_lab.model.tokenizer import CharTokenizer
 from grpo_lab.tasks import build_task
-from grpo_lab.trainer import RunRecord, Trainer
+from grpo_lab.run.record import RunRecord
+from grpo_lab.train.trainer import Trainer
 
 B = 16  # prompts per optimizer step
 G = 8  # samples per prompt

@@ -16,7 +16,8 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig, OmegaConf
 
-from grpo_lab.config import ConfigError, EvalJobConfig, InputError, TrainConfig, validate
+from grpo_lab.errors import ConfigError, InputError
+from grpo_lab.config import EvalJobConfig, TrainConfig, validate
 
 CONF_DIR = str(Path(__file__).resolve().parent.parent / "conf")
 SCHEMAS: dict[str, type] = {"train": TrainConfig, "evaluate": EvalJobConfig}
@@ -141,9 +142,14 @@ def schema_keys(cls: type, prefix: str = "") -> list[str]:
 
 
 def did_you_mean(config_name: str, key: str) -> str:
-    """"; did you mean 'sampler.group_size'?" for a mistyped key, or "" when nothing is close."""
-    close = difflib.get_close_matches(key.lstrip("+~"), schema_keys(SCHEMAS[config_name]), n=1, cutoff=0.6)
-    return f"; did you mean '{close[0]}'?" if close else ""
+    """"; did you mean 'sampler.group_size'?" for a mistyped key, or "" when nothing is close. A key that
+    moved into a block (`sampler.max_rounds`) names every key of its group that ends the same way."""
+    key = key.lstrip("+~")
+    known = schema_keys(SCHEMAS[config_name])
+    group, _, leaf = key.rpartition(".")
+    moved = [k for k in known if group and k.startswith(f"{group}.") and k.endswith(f".{leaf}") and k != key]
+    close = moved or difflib.get_close_matches(key, known, n=1, cutoff=0.6)
+    return f"; did you mean {' or '.join(map(repr, close))}?" if close else ""
 
 
 def _leaf_keys(cfg: DictConfig, prefix: str = "") -> list[str]:

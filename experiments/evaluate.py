@@ -13,7 +13,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from experiments.common import preflight, register_configs, typed
 from grpo_lab.config import EvalJobConfig, TrainConfig
-from grpo_lab.evaluation import evaluate_checkpoints
+from grpo_lab.run.evaluate import evaluate_checkpoints
 
 register_configs()
 

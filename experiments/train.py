@@ -18,7 +18,8 @@ from hydra.types import RunMode
 from omegaconf import DictConfig
 
 from experiments.common import preflight, register_configs, to_train_config
-from grpo_lab.config import InputError, TrainConfig
+from grpo_lab.errors import InputError
+from grpo_lab.config import TrainConfig
 from grpo_lab.progress import Heartbeat
 
 register_configs()
@@ -34,7 +35,7 @@ def run(cfg: DictConfig) -> None:
         import torch
 
         from grpo_lab import distributed
-        from grpo_lab.trainer import train
+        from grpo_lab.train.trainer import train
 
     job = to_train_config(cfg)
     hc = HydraConfig.get()
@@ -87,7 +88,7 @@ def main() -> None:
             sys.argv[1:] = shared_run_dir(sys.argv[1:], jobs[0])
         if any(job.model.name == "tiny" for job in jobs):
             with Heartbeat(doing="loading torch and transformers"):
-                from grpo_lab.policy import build_tiny
+                from grpo_lab.model.tiny import build_tiny
             build_tiny()  # once, with every core, before parallel jobs would each build it on one thread
     run()
     if torchrun:

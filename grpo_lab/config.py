@@ -6,8 +6,11 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from grpo_lab.model_files import check_model_files, resolve_model_path
-from grpo_lab.rewards import ANSWER_FORMATS
+from grpo_lab.errors import ConfigError, require
+from grpo_lab.model.files import check_model_files, resolve_model_path
+from grpo_lab.rewards.rules import ANSWER_FORMATS
+from grpo_lab.samplers import SamplerConfig, check_sampler, draw_bounds
+from grpo_lab.tasks.mathset import check_math_file
 
 
 @dataclass
@@ -55,39 +58,6 @@ class AlgoConfig:
     micro_batch_tokens: int | None = None  # and at most this many padded positions per micro-batch; None: no cap
     unit_weight: str = "prompt"  # prompt: a pooled unit weighs as one prompt (the paper); sample: as its samples
     mask_truncated: bool = False  # keep completions cut at max_new_tokens out of the loss (DAPO's overlong filter)
-
-
-SAMPLER_NAMES = ("fixed", "resample_on_tie", "dynamic", "band", "reinforce_ada", "knapsack", "greso")
-
-
-@dataclass
-class SamplerConfig:
-    name: str = "fixed"  # one of SAMPLER_NAMES: how many samples each prompt gets
-    group_size: int = 8  # G: samples per group (the paper's fixed groups of eight)
-    max_rounds: int = 4  # resample_on_tie: rounds per prompt in all; dynamic, greso: generation rounds per step
-    # dynamic, greso: generation rounds per step when set (DAPO's max_num_gen_batches), so a study can give
-    # them room to fill a batch without also giving resample_on_tie more rounds per prompt; None: max_rounds
-    max_gen_rounds: int | None = None
-    pool: str = "all"  # resample_on_tie: the update pools all rounds (all) or uses the last only (last)
-    band_lo: float = 0.0  # band: keep prompts whose last pass rate is >= this ...
-    band_hi: float = 1.0  # ... and <= this
-    band_explore: float = 0.0  # band: chance a prompt outside the band is drawn anyway and re-measured (0: never)
-    # reinforce_ada and knapsack
-    round_size: int = 4  # reinforce_ada: samples per prompt a round; knapsack: the allocation's unit of samples
-    exit_rule: str = "balanced"  # reinforce_ada: balanced (min_pos right and min_neg wrong) | positive (one right)
-    min_pos: int = 4  # reinforce_ada balanced: right answers to retire a prompt (the paper: half the group)
-    min_neg: int = 4  # reinforce_ada balanced: wrong answers to retire a prompt (the paper: half the group)
-    max_per_prompt: int = 32  # reinforce_ada: a prompt's cap a step (the paper: 4 rounds of 8); knapsack: most allotted
-    min_per_prompt: int = 4  # knapsack: the fewest samples a prompt is allotted (a prompt seen at p 0 or 1 gets this)
-    knapsack_value: str = "info_gain"  # knapsack: the value of a group, info_gain (the paper's (1-p^N-(1-p)^N) p(1-p)^2) | nontie (1-p^N-(1-p)^N)
-    # greso (its code's defaults: p_easy = p_hard = 0.5, bounds 0.05..0.95, step 0.01, target 0.25)
-    greso_p_easy: float = 0.5  # greso: initial keep-probability base after all-correct visits (keep = base^streak)
-    greso_p_hard: float = 0.5  # greso: initial keep-probability base after all-wrong visits
-    greso_min_p: float = 0.05  # greso: lowest the adapted bases may go (the exploration they always keep)
-    greso_max_p: float = 0.95  # greso: highest the adapted bases may go
-    greso_step: float = 0.01  # greso: change of a base per step toward its target tie share
-    greso_target: float = 0.25  # greso: target share of tied groups a step (a third all-correct, two thirds all-wrong)
-    greso_min_keep: float = 0.01  # greso: a prompt is never skipped with probability above 1 - this
 
 
 @dataclass
@@ -171,146 +141,92 @@ class TrainConfig:
     dist: DistConfig = field(default_factory=DistConfig)  # several processes (torchrun); ignored in one
 
 
-class InputError(ValueError):
-    """Input the user must fix (a config key, a data file, a busy run directory); the message is one
-    line naming the key, file:line or path. Entry points print it without a traceback."""
-
-
-class ConfigError(InputError):
-    """A configuration value that cannot work; the message names the key."""
-
-
-def _require(ok: bool, key: str, value: object, allowed: str) -> None:
-    if not ok:
-        raise ConfigError(f"{key}={value!r} is invalid: {allowed}")
-
-
 def validate(cfg: TrainConfig) -> None:
     """One pass over every key, before any model loads. Raises ConfigError naming the first bad key."""
-    _require(cfg.model.name in ("tiny", "hf"), "model.name", cfg.model.name, "must be one of 'tiny', 'hf'")
-    _require(cfg.model.name != "hf" or bool(cfg.model.path), "model.path", cfg.model.path,
+    require(cfg.model.name in ("tiny", "hf"), "model.name", cfg.model.name, "must be one of 'tiny', 'hf'")
+    require(cfg.model.name != "hf" or bool(cfg.model.path), "model.path", cfg.model.path,
              "model.name=hf needs a local model folder or pkg:NAME (nothing is downloaded)")
-    _require(cfg.model.dtype in ("auto", "float32", "bfloat16", "float16"), "model.dtype", cfg.model.dtype,
+    require(cfg.model.dtype in ("auto", "float32", "bfloat16", "float16"), "model.dtype", cfg.model.dtype,
              "must be one of 'auto', 'float32', 'bfloat16', 'float16'")
-    _require(cfg.task.name in ("arithmetic", "mathset"), "task.name", cfg.task.name, "must be one of 'arithmetic', 'mathset'")
-    _require(cfg.task.name != "mathset" or (bool(cfg.task.path) and os.path.isfile(cfg.task.path)), "task.path",
+    require(cfg.task.name in ("arithmetic", "mathset"), "task.name", cfg.task.name, "must be one of 'arithmetic', 'mathset'")
+    require(cfg.task.name != "mathset" or (bool(cfg.task.path) and os.path.isfile(cfg.task.path)), "task.path",
              cfg.task.path, "task.name=mathset needs an existing JSONL or parquet file")
-    _require(cfg.task.eval_path is None or os.path.isfile(cfg.task.eval_path), "task.eval_path", cfg.task.eval_path,
+    require(cfg.task.eval_path is None or os.path.isfile(cfg.task.eval_path), "task.eval_path", cfg.task.eval_path,
              "must be an existing JSONL or parquet file")
-    _require(cfg.task.train_per_level >= 1, "task.train_per_level", cfg.task.train_per_level, "must be >= 1")
-    _require(cfg.task.eval_per_level >= 0, "task.eval_per_level", cfg.task.eval_per_level, "must be >= 0")
-    _require(cfg.algo.lr > 0, "algo.lr", cfg.algo.lr, "must be > 0")
-    _require(cfg.algo.beta >= 0, "algo.beta", cfg.algo.beta, "must be >= 0")
-    _require(cfg.algo.eps_low > 0, "algo.eps_low", cfg.algo.eps_low, "must be > 0")
-    _require(cfg.algo.eps_high > 0, "algo.eps_high", cfg.algo.eps_high, "must be > 0")
-    _require(cfg.algo.mu >= 1, "algo.mu", cfg.algo.mu, "must be >= 1")
-    _require(cfg.algo.std in ("population", "sample", "none"), "algo.std", cfg.algo.std,
+    require(cfg.task.train_per_level >= 1, "task.train_per_level", cfg.task.train_per_level, "must be >= 1")
+    require(cfg.task.eval_per_level >= 0, "task.eval_per_level", cfg.task.eval_per_level, "must be >= 0")
+    require(cfg.algo.lr > 0, "algo.lr", cfg.algo.lr, "must be > 0")
+    require(cfg.algo.beta >= 0, "algo.beta", cfg.algo.beta, "must be >= 0")
+    require(cfg.algo.eps_low > 0, "algo.eps_low", cfg.algo.eps_low, "must be > 0")
+    require(cfg.algo.eps_high > 0, "algo.eps_high", cfg.algo.eps_high, "must be > 0")
+    require(cfg.algo.mu >= 1, "algo.mu", cfg.algo.mu, "must be >= 1")
+    require(cfg.algo.std in ("population", "sample", "none"), "algo.std", cfg.algo.std,
              "must be one of 'population', 'sample', 'none'")
-    _require(cfg.algo.loss_agg in ("sequence", "token", "constant"), "algo.loss_agg", cfg.algo.loss_agg,
+    require(cfg.algo.loss_agg in ("sequence", "token", "constant"), "algo.loss_agg", cfg.algo.loss_agg,
              "must be one of 'sequence', 'token', 'constant'")
-    _require(cfg.algo.max_grad_norm > 0, "algo.max_grad_norm", cfg.algo.max_grad_norm, "must be > 0")
-    s = cfg.sampler
-    _require(s.name in SAMPLER_NAMES, "sampler.name", s.name, f"must be one of {', '.join(map(repr, SAMPLER_NAMES))}")
-    _require(s.max_rounds >= 1, "sampler.max_rounds", s.max_rounds, "must be >= 1")
-    _require(s.max_gen_rounds is None or s.max_gen_rounds >= 1, "sampler.max_gen_rounds", s.max_gen_rounds,
-             "must be >= 1 (or null: sampler.max_rounds)")
-    _require(s.pool in ("all", "last"), "sampler.pool", s.pool, "must be one of 'all', 'last'")
-    _require(0 <= s.band_lo <= 1, "sampler.band_lo", s.band_lo, "must lie in [0, 1]")
-    _require(s.band_lo <= s.band_hi <= 1, "sampler.band_hi", s.band_hi, "must lie in [sampler.band_lo, 1]")
-    _require(0 <= s.band_explore <= 1, "sampler.band_explore", s.band_explore, "must lie in [0, 1]")
-    _require(cfg.task.difficulty in ("level", "pass_rate"), "task.difficulty", cfg.task.difficulty,
+    require(cfg.algo.max_grad_norm > 0, "algo.max_grad_norm", cfg.algo.max_grad_norm, "must be > 0")
+    require(cfg.task.difficulty in ("level", "pass_rate"), "task.difficulty", cfg.task.difficulty,
              "must be one of 'level', 'pass_rate'")
-    _require(cfg.task.difficulty_samples >= 2, "task.difficulty_samples", cfg.task.difficulty_samples, "must be >= 2")
-    _require(cfg.sampler.group_size >= 2, "sampler.group_size", cfg.sampler.group_size,
-             "must be >= 2 (a group of one has no baseline)")
-    _require(cfg.rollout.temperature >= 0, "rollout.temperature", cfg.rollout.temperature, "must be >= 0")
-    _require(cfg.rollout.max_new_tokens >= 1, "rollout.max_new_tokens", cfg.rollout.max_new_tokens, "must be >= 1")
-    _require(cfg.eval.n >= 0, "eval.n", cfg.eval.n, "must be >= 0 (0 turns evaluation off)")
-    _require(cfg.eval.every >= 0, "eval.every", cfg.eval.every, "must be >= 0")
-    _require(cfg.eval.temperature >= 0, "eval.temperature", cfg.eval.temperature, "must be >= 0")
-    _require(cfg.max_steps >= 1, "max_steps", cfg.max_steps, "must be >= 1")
-    _require(cfg.prompts_per_step >= 1, "prompts_per_step", cfg.prompts_per_step, "must be >= 1")
-    _require(cfg.checkpoint_every >= 1, "checkpoint_every", cfg.checkpoint_every, "must be >= 1")
+    require(cfg.task.difficulty_samples >= 2, "task.difficulty_samples", cfg.task.difficulty_samples, "must be >= 2")
+    check_sampler(cfg.sampler)
+    require(cfg.rollout.temperature >= 0, "rollout.temperature", cfg.rollout.temperature, "must be >= 0")
+    require(cfg.rollout.max_new_tokens >= 1, "rollout.max_new_tokens", cfg.rollout.max_new_tokens, "must be >= 1")
+    require(cfg.eval.n >= 0, "eval.n", cfg.eval.n, "must be >= 0 (0 turns evaluation off)")
+    require(cfg.eval.every >= 0, "eval.every", cfg.eval.every, "must be >= 0")
+    require(cfg.eval.temperature >= 0, "eval.temperature", cfg.eval.temperature, "must be >= 0")
+    require(cfg.max_steps >= 1, "max_steps", cfg.max_steps, "must be >= 1")
+    require(cfg.prompts_per_step >= 1, "prompts_per_step", cfg.prompts_per_step, "must be >= 1")
+    require(cfg.checkpoint_every >= 1, "checkpoint_every", cfg.checkpoint_every, "must be >= 1")
     per_step, most = draw_per_step(cfg)  # samples of one step, at least and at most
     if cfg.max_samples is not None:
-        _require(cfg.max_samples >= per_step, "max_samples", cfg.max_samples,
-                 f"below one step's draw ({per_step} samples for sampler.name={s.name})")
-        _require(cfg.max_samples <= cfg.max_steps * most, "max_samples", cfg.max_samples,
+        require(cfg.max_samples >= per_step, "max_samples", cfg.max_samples,
+                 f"below one step's draw ({per_step} samples for sampler.name={cfg.sampler.name})")
+        require(cfg.max_samples <= cfg.max_steps * most, "max_samples", cfg.max_samples,
                  f"not reachable in max_steps={cfg.max_steps} steps of at most {most} samples; raise max_steps")
     if cfg.max_tokens is not None:
-        _require(cfg.max_tokens >= 1, "max_tokens", cfg.max_tokens, "must be >= 1")
-        _require(cfg.max_tokens <= cfg.max_steps * most * cfg.rollout.max_new_tokens, "max_tokens", cfg.max_tokens,
+        require(cfg.max_tokens >= 1, "max_tokens", cfg.max_tokens, "must be >= 1")
+        require(cfg.max_tokens <= cfg.max_steps * most * cfg.rollout.max_new_tokens, "max_tokens", cfg.max_tokens,
                  f"not reachable in max_steps={cfg.max_steps} steps; raise max_steps")
     # evaluation at equal samples drawn
-    _require(cfg.eval.every_samples >= 0, "eval.every_samples", cfg.eval.every_samples, "must be >= 0 (0: off)")
+    require(cfg.eval.every_samples >= 0, "eval.every_samples", cfg.eval.every_samples, "must be >= 0 (0: off)")
     # memory at real shapes, precision, checkpoints (issue 8)
-    _require(cfg.model.dtype != "float16", "model.dtype", cfg.model.dtype,
+    require(cfg.model.dtype != "float16", "model.dtype", cfg.model.dtype,
              "float16 needs loss scaling, which grpo-lab does not do; use 'bfloat16' or 'auto'")
-    _require(cfg.model.logprob_chunk >= 0, "model.logprob_chunk", cfg.model.logprob_chunk, "must be >= 0 (0: full logits)")
+    require(cfg.model.logprob_chunk >= 0, "model.logprob_chunk", cfg.model.logprob_chunk, "must be >= 0 (0: full logits)")
     a = cfg.algo
-    _require(a.micro_batch_groups is None or a.micro_batch_groups >= 1, "algo.micro_batch_groups",
+    require(a.micro_batch_groups is None or a.micro_batch_groups >= 1, "algo.micro_batch_groups",
              a.micro_batch_groups, "must be >= 1 or null (the whole batch)")
-    _require(a.micro_batch_tokens is None or a.micro_batch_tokens >= 1, "algo.micro_batch_tokens",
+    require(a.micro_batch_tokens is None or a.micro_batch_tokens >= 1, "algo.micro_batch_tokens",
              a.micro_batch_tokens, "must be >= 1 or null (no cap)")
-    _require(a.unit_weight in ("prompt", "sample"), "algo.unit_weight", a.unit_weight, "must be one of 'prompt', 'sample'")
-    _require(cfg.rollout.max_rows_per_call is None or cfg.rollout.max_rows_per_call >= 1, "rollout.max_rows_per_call",
+    require(a.unit_weight in ("prompt", "sample"), "algo.unit_weight", a.unit_weight, "must be one of 'prompt', 'sample'")
+    require(cfg.rollout.max_rows_per_call is None or cfg.rollout.max_rows_per_call >= 1, "rollout.max_rows_per_call",
              cfg.rollout.max_rows_per_call, "must be >= 1 or null (every row in one call)")
     c = cfg.checkpoint
-    _require(c.keep_last is None or c.keep_last >= 1, "checkpoint.keep_last", c.keep_last,
+    require(c.keep_last is None or c.keep_last >= 1, "checkpoint.keep_last", c.keep_last,
              "must be >= 1 (the latest checkpoint is needed to resume) or null (keep all)")
-    _require(all(k >= 1 for k in c.keep_steps), "checkpoint.keep_steps", c.keep_steps, "steps count from 1")
+    require(all(k >= 1 for k in c.keep_steps), "checkpoint.keep_steps", c.keep_steps, "steps count from 1")
     # watching runs: logger backends and kept completions
     for name in cfg.logger.backends:
-        _require(name in LOGGER_BACKENDS, "logger.backends", name, f"must be among {', '.join(map(repr, LOGGER_BACKENDS))}")
-    _require(cfg.logger.every_s >= 0, "logger.every_s", cfg.logger.every_s, "must be >= 0")
-    _require(cfg.logger.every >= 0, "logger.every", cfg.logger.every, "must be >= 0 (0: by time only)")
-    _require(cfg.logger.wandb_mode in (None, "online", "offline", "disabled"), "logger.wandb_mode",
+        require(name in LOGGER_BACKENDS, "logger.backends", name, f"must be among {', '.join(map(repr, LOGGER_BACKENDS))}")
+    require(cfg.logger.every_s >= 0, "logger.every_s", cfg.logger.every_s, "must be >= 0")
+    require(cfg.logger.every >= 0, "logger.every", cfg.logger.every, "must be >= 0 (0: by time only)")
+    require(cfg.logger.wandb_mode in (None, "online", "offline", "disabled"), "logger.wandb_mode",
              cfg.logger.wandb_mode, "must be one of null, 'online', 'offline', 'disabled'")
-    _require(cfg.log_completions >= 0, "log_completions", cfg.log_completions, "must be >= 0 (0: none)")
+    require(cfg.log_completions >= 0, "log_completions", cfg.log_completions, "must be >= 0 (0: none)")
     # reliability: resume, answer checking, input files (read here, before any model loads)
-    _require(cfg.resume in ("auto", "never"), "resume", cfg.resume, "must be one of 'auto', 'never'")
-    _require(cfg.reward.workers >= 1, "reward.workers", cfg.reward.workers, "must be >= 1")
-    _require(cfg.reward.answer_timeout_s > 0, "reward.answer_timeout_s", cfg.reward.answer_timeout_s, "must be > 0")
-    _require(cfg.reward.step_budget_s > 0, "reward.step_budget_s", cfg.reward.step_budget_s, "must be > 0")
+    require(cfg.resume in ("auto", "never"), "resume", cfg.resume, "must be one of 'auto', 'never'")
+    require(cfg.reward.workers >= 1, "reward.workers", cfg.reward.workers, "must be >= 1")
+    require(cfg.reward.answer_timeout_s > 0, "reward.answer_timeout_s", cfg.reward.answer_timeout_s, "must be > 0")
+    require(cfg.reward.step_budget_s > 0, "reward.step_budget_s", cfg.reward.step_budget_s, "must be > 0")
     # data parallel (torchrun)
-    _require(cfg.dist.backend in ("auto", "gloo", "nccl"), "dist.backend", cfg.dist.backend,
+    require(cfg.dist.backend in ("auto", "gloo", "nccl"), "dist.backend", cfg.dist.backend,
              "must be one of 'auto', 'gloo', 'nccl'")
-    _require(cfg.dist.timeout_s > 0, "dist.timeout_s", cfg.dist.timeout_s, "must be > 0 (seconds)")
-    if cfg.task.name == "mathset":
-        from grpo_lab.tasks.mathset import check_math_file  # reads the file once per (path, size, mtime)
-
+    require(cfg.dist.timeout_s > 0, "dist.timeout_s", cfg.dist.timeout_s, "must be > 0 (seconds)")
+    if cfg.task.name == "mathset":  # read once per (path, size, mtime)
         for key in ("task.path", "task.eval_path"):
             path = cfg.task.path if key == "task.path" else cfg.task.eval_path
             if path:
                 check_math_file(path, key)
-    # adaptive samplers (reinforce_ada, knapsack, greso)
-    _require(s.round_size >= 1, "sampler.round_size", s.round_size, "must be >= 1")
-    _require(s.exit_rule in ("balanced", "positive"), "sampler.exit_rule", s.exit_rule,
-             "must be one of 'balanced', 'positive'")
-    _require(s.min_pos >= 1, "sampler.min_pos", s.min_pos, "must be >= 1")
-    _require(s.min_neg >= 1, "sampler.min_neg", s.min_neg, "must be >= 1")
-    _require(s.knapsack_value in ("info_gain", "nontie"), "sampler.knapsack_value", s.knapsack_value,
-             "must be one of 'info_gain', 'nontie'")
-    if s.name == "reinforce_ada":
-        _require(s.max_per_prompt >= s.group_size, "sampler.max_per_prompt", s.max_per_prompt,
-                 f"must be >= sampler.group_size={s.group_size} (the group that trains is drawn from its answers)")
-        _require(s.exit_rule != "balanced" or s.min_pos + s.min_neg <= s.max_per_prompt, "sampler.min_pos",
-                 s.min_pos, f"min_pos + min_neg must be <= sampler.max_per_prompt={s.max_per_prompt}")
-    if s.name == "knapsack":
-        _require(s.min_per_prompt >= 2 and s.min_per_prompt % s.round_size == 0, "sampler.min_per_prompt",
-                 s.min_per_prompt, f"must be >= 2 and a multiple of sampler.round_size={s.round_size}")
-        _require(s.group_size % s.round_size == 0 and s.min_per_prompt <= s.group_size, "sampler.group_size",
-                 s.group_size, f"knapsack needs a multiple of sampler.round_size={s.round_size} within "
-                 f"[sampler.min_per_prompt={s.min_per_prompt}, sampler.max_per_prompt={s.max_per_prompt}]")
-        _require(s.max_per_prompt >= s.group_size and s.max_per_prompt % s.round_size == 0, "sampler.max_per_prompt",
-                 s.max_per_prompt, f"must be >= sampler.group_size={s.group_size} and a multiple of "
-                 f"sampler.round_size={s.round_size}")
-    for key in ("greso_p_easy", "greso_p_hard", "greso_min_p", "greso_max_p", "greso_target", "greso_min_keep"):
-        _require(0 <= getattr(s, key) <= 1, f"sampler.{key}", getattr(s, key), "must lie in [0, 1]")
-    _require(s.greso_min_p <= s.greso_max_p, "sampler.greso_max_p", s.greso_max_p, "must be >= sampler.greso_min_p")
-    _require(s.greso_step >= 0, "sampler.greso_step", s.greso_step, "must be >= 0")
-    _require(s.greso_min_keep > 0, "sampler.greso_min_keep", s.greso_min_keep,
-             "must be > 0 (a prompt that can never be drawn again is never re-measured)")
     # real models: local files, chat prompts, answer formats, stop strings, truncation
     if cfg.model.name == "hf":
         try:
@@ -318,19 +234,19 @@ def validate(cfg: TrainConfig) -> None:
         except FileNotFoundError as e:
             raise ConfigError(str(e)) from None
         if cfg.model.gguf_file is None:  # a GGUF file holds config, weights and tokenizer in one
-            _require(model_files_present(str(resolve_model_path(cfg.model.path))), "model.path", cfg.model.path,
+            require(model_files_present(str(resolve_model_path(cfg.model.path))), "model.path", cfg.model.path,
                      "the folder has no model/tokenizer (needs config.json, weights and tokenizer files)")
-    _require(cfg.model.gguf_file is None or cfg.model.name == "hf", "model.gguf_file", cfg.model.gguf_file,
+    require(cfg.model.gguf_file is None or cfg.model.name == "hf", "model.gguf_file", cfg.model.gguf_file,
              "needs model.name=hf (model=local)")
-    _require(cfg.task.answer_format in ANSWER_FORMATS, "task.answer_format", cfg.task.answer_format,
+    require(cfg.task.answer_format in ANSWER_FORMATS, "task.answer_format", cfg.task.answer_format,
              f"must be one of {', '.join(map(repr, ANSWER_FORMATS))}")
-    _require(cfg.task.answer_format == "bare" or cfg.task.name == "arithmetic", "task.answer_format",
+    require(cfg.task.answer_format == "bare" or cfg.task.name == "arithmetic", "task.answer_format",
              cfg.task.answer_format, "applies to task=arithmetic (mathset answers are always \\boxed{})")
-    _require(cfg.task.system_prompt is None or cfg.task.chat_template, "task.system_prompt", cfg.task.system_prompt,
+    require(cfg.task.system_prompt is None or cfg.task.chat_template, "task.system_prompt", cfg.task.system_prompt,
              "needs task.chat_template=true")
-    _require(cfg.task.chat_template is False or cfg.model.name == "hf", "task.chat_template", cfg.task.chat_template,
+    require(cfg.task.chat_template is False or cfg.model.name == "hf", "task.chat_template", cfg.task.chat_template,
              "needs an instruct model (model=local or model=smollm2); the built-in model has no chat template")
-    _require(all(isinstance(s, str) and s for s in cfg.rollout.stop), "rollout.stop", cfg.rollout.stop,
+    require(all(isinstance(s, str) and s for s in cfg.rollout.stop), "rollout.stop", cfg.rollout.stop,
              "must be a list of non-empty strings")
 
 
@@ -342,24 +258,9 @@ def model_files_present(path: str) -> bool:
     return "config.json" in names and weights and tokenizer
 
 
-def gen_rounds(s: SamplerConfig) -> tuple[int, str]:
-    """dynamic's and greso's generation rounds per step, and the key that set them (for messages)."""
-    return (s.max_rounds, "sampler.max_rounds") if s.max_gen_rounds is None else (s.max_gen_rounds,
-                                                                                  "sampler.max_gen_rounds")
-
-
 def draw_per_step(cfg: TrainConfig) -> tuple[int, int]:
     """The fewest and the most samples one step of `cfg`'s sampler can draw (for the budget checks)."""
-    s, b = cfg.sampler, cfg.prompts_per_step
-    per_step = b * s.group_size
-    if s.name == "reinforce_ada":  # a prompt retires once it has group_size answers and its exit rule holds
-        least = min(-(-s.group_size // s.round_size) * s.round_size, s.max_per_prompt)
-        return b * least, b * s.max_per_prompt
-    if s.name in ("dynamic", "greso"):
-        return per_step, per_step * gen_rounds(s)[0]
-    if s.name == "resample_on_tie":
-        return per_step, per_step * s.max_rounds
-    return per_step, per_step  # fixed, band, knapsack (a fixed total split across prompts)
+    return draw_bounds(cfg.sampler, cfg.prompts_per_step)
 
 
 @dataclass

@@ -10,7 +10,6 @@ import sys
 import threading
 import time
 from collections.abc import Iterable, Iterator
-from pathlib import Path
 from typing import TypeVar
 
 log = logging.getLogger("grpo_lab")
@@ -97,31 +96,3 @@ class Heartbeat:
         self.close()
 
 
-def run_summary(run_dir: Path, seconds: float) -> str:
-    """A finished run's key numbers in a few lines, from its tables: spend, training reward and
-    ties, held-out accuracy at the first and last evaluation."""
-    from grpo_lab.tables import read_table
-
-    steps = read_table(run_dir, "steps").to_pandas()
-    groups = read_table(run_dir, "groups").to_pandas()
-    ev = read_table(run_dir, "eval").to_pandas()
-    lines = [f"run finished: {run_dir}"]
-    if steps.empty:
-        return lines[0] + " (no steps)"
-    last = steps.iloc[-1]
-    lines[0] += (f" ({int(last['step'])} steps, {int(last['samples_total']):,} samples, "
-                 f"{int(last['tokens_total']):,} tokens, {duration(seconds)} this session)")
-    tenth = max(len(steps) // 10, 1)
-    lines.append(f"  train reward {steps['reward_mean'].iloc[:tenth].mean():.3f} -> "
-                 f"{steps['reward_mean'].iloc[-tenth:].mean():.3f} (first and last tenth of the steps); "
-                 f"ties {groups['tie'].mean():.3f} of {len(groups):,} groups (all-correct "
-                 f"{(groups['tie_kind'] == 'all_correct').mean():.3f}, all-wrong {(groups['tie_kind'] == 'all_wrong').mean():.3f})")
-    if not ev.empty:
-        first, final = ev["step"].min(), ev["step"].max()
-        acc = ev.groupby(["step", "difficulty"])["correct"].mean()
-        total = ev.groupby("step")["correct"].mean()
-        levels = ", ".join(f"{d} {acc[first, d]:.2f} -> {acc[final, d]:.2f}" for d in sorted(set(ev["difficulty"]))
-                           if (first, d) in acc.index and (final, d) in acc.index)
-        lines.append(f"  held-out accuracy: step {first} {total[first]:.3f} -> step {final} {total[final]:.3f} "
-                     f"(by difficulty: {levels})")
-    return "\n".join(lines)

@@ -14,7 +14,7 @@ torch.set_num_threads(2)
 def pytest_sessionstart(session):
     """Build (or find cached) the built-in model once, with both cores, before any test or
     subprocess needs it; a subprocess limited to one thread would take twice as long."""
-    from grpo_lab.policy import build_tiny
+    from grpo_lab.model.tiny import build_tiny
 
     build_tiny()
 

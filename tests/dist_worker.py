@@ -15,10 +15,10 @@ import torch
 
 from grpo_lab import distributed
 from grpo_lab.config import TrainConfig
-from grpo_lab.objective import AGG_MODES
-from grpo_lab.policy import frozen_copy, load_policy
-from grpo_lab.microbatch import micro_batches
-from grpo_lab.trainer import update
+from grpo_lab.train.objective import AGG_MODES
+from grpo_lab.model.load import frozen_copy, load_policy
+from grpo_lab.train.microbatch import micro_batches
+from grpo_lab.train.update import update
 
 # which groups (of 4) each rank trains on, and in micro-batches of how many groups (None: all at once):
 # split evenly; evenly with gradient accumulation over one-group micro-batches; all on rank 0 (rank 1 none)

@@ -4,8 +4,9 @@ from pathlib import Path
 
 import torch
 
-from grpo_lab.rollout import Rollout, token_logprobs
-from grpo_lab.tables import read_table
+from grpo_lab.model.forward import token_logprobs
+from grpo_lab.rollout.generate import Rollout
+from grpo_lab.run.tables import read_table
 
 
 def plain_logprobs(model, ro: Rollout, temperature: float) -> torch.Tensor:

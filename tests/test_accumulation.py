@@ -7,10 +7,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from grpo_lab.config import ConfigError, validate
-from grpo_lab.microbatch import plan
-from grpo_lab.tables import read_table
-from grpo_lab.trainer import RunRecord, Trainer
+from grpo_lab.errors import ConfigError
+from grpo_lab.config import validate
+from grpo_lab.train.microbatch import plan
+from grpo_lab.run.tables import read_table
+from grpo_lab.run.record import RunRecord
+from grpo_lab.train.trainer import Trainer
 
 
 def run_steps(cfg, steps: int) -> tuple[Trainer, list[dict]]:
@@ -26,7 +28,8 @@ def weights(trainer) -> dict:
 
 @pytest.mark.parametrize("limits", [dict(micro_batch_groups=1), dict(micro_batch_groups=2, micro_batch_tokens=60)])
 def test_micro_batches_train_to_the_whole_batchs_weights(tiny_cfg, tmp_path, limits):
-    tiny_cfg.sampler.name, tiny_cfg.sampler.pool, tiny_cfg.sampler.max_rounds = "resample_on_tie", "all", 3
+    tiny_cfg.sampler.name = "resample_on_tie"
+    tiny_cfg.sampler.resample_on_tie.pool, tiny_cfg.sampler.resample_on_tie.max_rounds = "all", 3
     tiny_cfg.algo.loss_agg, tiny_cfg.algo.mu = "token", 2
     tiny_cfg.eval.n = 0
     start = weights(run_steps(copy.deepcopy(tiny_cfg), 0)[0])

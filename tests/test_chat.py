@@ -13,14 +13,15 @@ import pytest
 import torch
 
 from grpo_lab.config import TrainConfig
-from grpo_lab.policy import build_tiny, eos_ids, load_policy
-from grpo_lab.prompts import chat_prompt, end_of_turn_ids, render_task
-from grpo_lab.rewards import RewardWeights, final_answer, score
-from grpo_lab.rollout import cut_at_stop, sample_groups
-from grpo_lab.tables import read_table
+from grpo_lab.model.tiny import build_tiny
+from grpo_lab.model.load import eos_ids, load_policy
+from grpo_lab.tasks.chat import chat_prompt, end_of_turn_ids, render_task
+from grpo_lab.rewards.rules import RewardWeights, final_answer, score
+from grpo_lab.rollout.generate import cut_at_stop, sample_groups
+from grpo_lab.run.tables import read_table
 from grpo_lab.tasks.arithmetic import ArithmeticTask
 from fixtures.models import build_chat_model
-from grpo_lab.trainer import train
+from grpo_lab.train.trainer import train
 
 ROOT = Path(__file__).resolve().parent.parent
 W = RewardWeights(accuracy=1.0, format=0.5)

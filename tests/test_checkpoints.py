@@ -2,10 +2,10 @@
 
 import pytest
 
-from grpo_lab.checkpoints import checkpoint_steps
-from grpo_lab.evaluation import evaluate_checkpoints
-from grpo_lab.tables import read_table
-from grpo_lab.trainer import train
+from grpo_lab.run.checkpoints import checkpoint_steps
+from grpo_lab.run.evaluate import evaluate_checkpoints
+from grpo_lab.run.tables import read_table
+from grpo_lab.train.trainer import train
 from reference import assert_same_rows
 
 

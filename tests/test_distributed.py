@@ -14,13 +14,13 @@ import pytest
 import torch
 
 from dist_worker import SPLITS, apply_update
-from grpo_lab.objective import AGG_MODES, group_advantages
-from grpo_lab.policy import eos_ids, load_policy
-from grpo_lab.rollout import sample_groups, split_groups
+from grpo_lab.train.objective import AGG_MODES, group_advantages
+from grpo_lab.model.load import eos_ids, load_policy
+from grpo_lab.rollout.generate import sample_groups, split_groups
 from grpo_lab.samplers import PromptStream
-from grpo_lab.tables import read_table
+from grpo_lab.run.tables import read_table
 from grpo_lab.tasks import build_task
-from grpo_lab.trainer import train
+from grpo_lab.train.trainer import train
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKER = Path(__file__).resolve().parent / "dist_worker.py"
@@ -77,7 +77,8 @@ def _train_cmd(run: Path, *overrides: str, levels: str = "1,4") -> list[str]:
 @pytest.mark.parametrize("sampler,levels", [("fixed", "1,4"), ("resample_on_tie", "1,4"), ("dynamic", "2,3")])
 def test_two_rank_run_tables(tmp_path, sampler, levels):
     run = tmp_path / "run"
-    out = torchrun(*_train_cmd(run, "max_steps=3", f"sampler={sampler}", "sampler.max_rounds=3", levels=levels))
+    rounds = [] if sampler == "fixed" else [f"sampler.{sampler}.max_rounds=3"]
+    out = torchrun(*_train_cmd(run, "max_steps=3", f"sampler={sampler}", *rounds, levels=levels))
     assert out.returncode == 0, out.stderr[-3000:]
     meta = json.loads((run / "run.json").read_text())
     assert meta["status"] == "done" and meta["world_size"] == 2
@@ -149,7 +150,7 @@ def test_killed_rank_fails_the_run_and_the_same_command_resumes(tmp_path):
     assert agent.returncode != 0
     meta = json.loads((run / "run.json").read_text())
     # Rank 0 records `failed` when its SIGTERM lands in Python; when it is stuck in a gloo call past
-    # torchrun's grace period it is SIGKILLed unrecorded, and the next start says so (grpo_lab.guards).
+    # torchrun's grace period it is SIGKILLed unrecorded, and the next start says so (grpo_lab.run.guards).
     assert meta["status"] in ("failed", "running"), meta
     assert read_table(run, "steps").num_rows < 12
 

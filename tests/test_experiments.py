@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from experiments.common import preflight, register_configs
-from grpo_lab.tables import read_table
+from grpo_lab.run.tables import read_table
 
 register_configs()
 ROOT = Path(__file__).resolve().parent.parent
@@ -18,11 +18,13 @@ INVALID = [  # (override, the key the error must name)
     ("sampler.group_size=1", "sampler.group_size"),
     ("sampler.group_size=abc", "sampler.group_size"),
     ("sampler.name=greedy", "sampler.name"),
-    ("sampler.max_rounds=0", "sampler.max_rounds"),
-    ("sampler.max_gen_rounds=0", "sampler.max_gen_rounds"),
-    ("sampler.pool=first", "sampler.pool"),
-    ("sampler.band_lo=1.5", "sampler.band_lo"),
-    ("sampler.band_explore=2", "sampler.band_explore"),
+    ("sampler.resample_on_tie.max_rounds=0", "sampler.resample_on_tie.max_rounds"),
+    ("sampler.dynamic.max_rounds=0", "sampler.dynamic.max_rounds"),
+    ("sampler.max_rounds=3", "sampler.resample_on_tie.max_rounds"),  # a key that moved into its sampler's block
+    ("sampler.resample_on_tie.pool=first", "sampler.resample_on_tie.pool"),
+    ("sampler.band.lo=1.5", "sampler.band.lo"),
+    ("sampler.band_lo=0.2", "sampler.band.lo"),
+    ("sampler.band.explore=2", "sampler.band.explore"),
     ("algo.eps_low=0", "algo.eps_low"),
     ("algo.eps_high=-0.1", "algo.eps_high"),
     ("algo.beta=-1", "algo.beta"),
@@ -52,12 +54,12 @@ INVALID = [  # (override, the key the error must name)
     ("checkpoint.keep_last=0", "checkpoint.keep_last"),
     ("model.logprob_chunk=-1", "model.logprob_chunk"),
     # adaptive samplers
-    ("sampler=reinforce_ada sampler.exit_rule=any", "sampler.exit_rule"),
-    ("sampler=reinforce_ada sampler.max_per_prompt=4", "sampler.max_per_prompt"),
-    ("sampler=knapsack sampler.round_size=3", "sampler.min_per_prompt"),
-    ("sampler=knapsack sampler.knapsack_value=gradient", "sampler.knapsack_value"),
-    ("sampler=greso sampler.greso_min_keep=0", "sampler.greso_min_keep"),
-    ("sampler=greso sampler.greso_p_easy=2", "sampler.greso_p_easy"),
+    ("sampler=reinforce_ada sampler.reinforce_ada.exit_rule=any", "sampler.reinforce_ada.exit_rule"),
+    ("sampler=reinforce_ada sampler.reinforce_ada.max_per_prompt=4", "sampler.reinforce_ada.max_per_prompt"),
+    ("sampler=knapsack sampler.knapsack.round_size=3", "sampler.knapsack.min_per_prompt"),
+    ("sampler=knapsack sampler.knapsack.value=gradient", "sampler.knapsack.value"),
+    ("sampler=greso sampler.greso.min_keep=0", "sampler.greso.min_keep"),
+    ("sampler=greso sampler.greso.p_easy=2", "sampler.greso.p_easy"),
     ("task.answer_format=latex", "task.answer_format"),
     ("task.chat_template=true", "task.chat_template"),  # the built-in model has no chat template
     ("task.system_prompt=hi", "task.system_prompt"),
@@ -81,6 +83,17 @@ def test_valid_presets_compose_and_a_bad_swept_value_is_caught():
         jobs, error = preflight("train", args)
         assert error is None and jobs, args
     assert "sampler.group_size" in preflight("train", ["-m", "sampler.group_size=4,1"])[1]
+
+
+def test_one_spelling_per_sampler_gives_one_run():
+    """`sampler=X` and `sampler.name=X` compose the same config, for every sampler (its keys come with it)."""
+    from grpo_lab.samplers import SAMPLERS
+
+    for name in SAMPLERS:
+        (group,), error = preflight("train", [f"sampler={name}"])
+        (field,), error2 = preflight("train", [f"sampler.name={name}"])
+        assert error is None and error2 is None and group == field, name
+        assert group.sampler.name == name
 
 
 def _cli(args, cwd, timeout=600):

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from grpo_lab.config import TrainConfig
-from grpo_lab.guards import LOCK_NAME, ConfigMismatch, RunDirBusy, RunLock, config_diff, flat_config, prepare
-from grpo_lab.tables import read_table, write_part
-from grpo_lab.trainer import train
+from grpo_lab.run.guards import LOCK_NAME, ConfigMismatch, RunDirBusy, RunLock, config_diff, flat_config, prepare
+from grpo_lab.run.tables import read_table, write_part
+from grpo_lab.train.trainer import train
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -30,7 +30,7 @@ def test_a_second_writer_is_refused_and_a_stale_lock_taken_over(tmp_path, caplog
         with pytest.raises(RunDirBusy, match=rf"being written by pid {os.getpid()} on this host"):
             RunLock(tmp_path).acquire()
         # a second process is refused too, in one line
-        code = f"from grpo_lab.guards import RunLock; RunLock({str(tmp_path)!r}).acquire()"
+        code = f"from grpo_lab.run.guards import RunLock; RunLock({str(tmp_path)!r}).acquire()"
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                              env={**os.environ, "PYTHONPATH": str(ROOT)})
         assert out.returncode != 0 and "RunDirBusy" in out.stderr and str(os.getpid()) in out.stderr
@@ -116,7 +116,7 @@ def test_next_start_notes_a_stale_running_and_cleans_temporaries(tmp_path, caplo
 CHILD = """
 import json, resource, signal, sys
 from grpo_lab.config import TrainConfig
-from grpo_lab.trainer import train
+from grpo_lab.train.trainer import train
 if sys.argv[2] == "limit":  # a real write fault: files past 1 MB fail with EFBIG, as on a full disk
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
     resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, 1 << 20))
@@ -151,18 +151,18 @@ def test_a_write_fault_is_shown_recorded_and_cleaned_up(tmp_path):
 
 def test_the_first_error_wins_when_run_json_cannot_be_written(tiny_cfg, monkeypatch, caplog):
     """Root ignores read-only folders, so the failure to record is injected; the first error is real."""
-    from grpo_lab import trainer
+    from grpo_lab.run import record
 
     run = Path(tiny_cfg.out_dir)
     run.mkdir(parents=True)
     (run / "groups").write_text("a file where the groups folder belongs")  # the first error
-    real_update = trainer.RunRecord.update
+    real_update = record.RunRecord.update
 
     def update(self, **fields):
         if fields.get("status") == "failed":
             raise OSError(30, "Read-only file system", str(self.path))
         real_update(self, **fields)
-    monkeypatch.setattr(trainer.RunRecord, "update", update)
+    monkeypatch.setattr(record.RunRecord, "update", update)
     tiny_cfg.eval.n = 0
     with pytest.raises(FileExistsError):
         train(tiny_cfg)
@@ -196,7 +196,7 @@ def test_the_command_line_says_it_in_one_line(tmp_path):
 
 
 def test_standalone_evaluation_is_a_writer_too(tmp_path):
-    from grpo_lab.evaluation import evaluate_checkpoints
+    from grpo_lab.run.evaluate import evaluate_checkpoints
 
     (tmp_path / "run.json").write_text(json.dumps({"run_id": "r", "status": "running"}))
     with RunLock(tmp_path):

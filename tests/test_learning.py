@@ -3,11 +3,11 @@
 import pandas as pd
 
 from grpo_lab.config import TrainConfig
-from grpo_lab.evaluation import accuracy_by_difficulty, evaluate
-from grpo_lab.policy import eos_ids, load_policy
-from grpo_lab.tables import read_table
+from grpo_lab.rollout.evaluation import accuracy_by_difficulty, evaluate
+from grpo_lab.model.load import eos_ids, load_policy
+from grpo_lab.run.tables import read_table
 from grpo_lab.tasks import ArithmeticTask
-from grpo_lab.trainer import train
+from grpo_lab.train.trainer import train
 
 
 def test_base_model_spans_the_levels():

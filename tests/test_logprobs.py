@@ -5,11 +5,11 @@ import copy
 
 import pytest
 import torch
+from reference import plain_logprobs
 from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
 
-from grpo_lab.logprobs import completion_logprobs, enable_checkpointing, plain_head
-from grpo_lab.rollout import Rollout
-from reference import plain_logprobs
+from grpo_lab.model.logprobs import completion_logprobs, enable_checkpointing, plain_head
+from grpo_lab.rollout.generate import Rollout
 
 V = 1000  # vocabulary: many chunks of logits per row, and a gather far from the start
 
@@ -86,9 +86,9 @@ def test_checkpointing_keeps_the_prompt_logprobs_and_gradients_equal(chunk):
 
 
 def test_kv_cache_stores_the_autocast_dtype_and_that_changes_no_result(monkeypatch):
-    from grpo_lab import logprobs
-    from grpo_lab.kvcache import PromptCache
-    from grpo_lab.rollout import prefill
+    from grpo_lab.model import logprobs
+    from grpo_lab.model.forward import prefill
+    from grpo_lab.model.kvcache import PromptCache
 
     model, ro = random_model("qwen2"), hand_rollout()
     with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
@@ -104,7 +104,7 @@ def test_kv_cache_stores_the_autocast_dtype_and_that_changes_no_result(monkeypat
 
 
 def test_bf16_reference_keeps_fp32_buffers():
-    from grpo_lab.policy import frozen_copy
+    from grpo_lab.model.load import frozen_copy
 
     model = random_model("qwen2")
     ref = frozen_copy(model, torch.bfloat16)

@@ -6,8 +6,7 @@ import random
 import pytest
 import torch
 
-from grpo_lab.objective import (aggregate, clipped_surrogate, group_advantages, grpo_loss, kl_k3, loss_normalisers,
-                                 sequence_weights)
+from grpo_lab.train.objective import aggregate, clipped_surrogate, group_advantages, grpo_loss, kl_k3, loss_normalisers, sequence_weights
 
 
 def ref_advantages(rows, std, eps):

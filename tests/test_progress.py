@@ -17,7 +17,7 @@ import pytest
 
 from grpo_lab.config import TrainConfig
 from grpo_lab.progress import Heartbeat, iterate
-from grpo_lab.tracking import Console, eval_metrics, pass_at_k, step_metrics
+from grpo_lab.run.tracking import Console, eval_metrics, pass_at_k, step_metrics
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -20,7 +20,7 @@ EVERY = 32  # eval.every_samples: two fixed steps
 def sweep(tmp_path_factory):
     root = tmp_path_factory.mktemp("real") / "sweep"
     args = ["-m", "experiment=fixed_vs_adaptive", f"max_samples={BUDGET}", "prompts_per_step=4",
-            "sampler.group_size=4", "sampler.max_rounds=3", "sampler.pool=all", "task.levels=[2,3]",
+            "sampler.group_size=4", "sampler.resample_on_tie.max_rounds=3", "sampler.resample_on_tie.pool=all", "task.levels=[2,3]",
             "task.train_per_level=8", "task.eval_per_level=2", "eval.n=4", f"eval.every_samples={EVERY}", "seed=0",
             "log_completions=4",
             f"hydra.sweep.dir={root}"]

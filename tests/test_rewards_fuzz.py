@@ -5,7 +5,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from grpo_lab.rewards import MAX_ANSWER_CHARS, RewardWeights, Scorer, extract_integer, score
+from grpo_lab.rewards.rules import MAX_ANSWER_CHARS, RewardWeights, extract_integer, score
+from grpo_lab.rewards.scorer import Scorer
 
 W = RewardWeights(accuracy=1.0, format=0.5)
 CODE = [  # text that would do something if anything evaluated it

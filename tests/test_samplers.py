@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from grpo_lab.config import TrainConfig, draw_per_step
-from grpo_lab.tables import read_table
-from grpo_lab.trainer import train
+from grpo_lab.run.tables import read_table
+from grpo_lab.train.trainer import train
 
 
 def hard_cfg(tmp_path, sampler: str, **sampler_kw) -> TrainConfig:
@@ -18,22 +18,24 @@ def hard_cfg(tmp_path, sampler: str, **sampler_kw) -> TrainConfig:
     cfg.task.train_per_level = 8
     cfg.sampler.name = sampler
     cfg.sampler.group_size = 4
-    for k, v in sampler_kw.items():
-        setattr(cfg.sampler, k, v)
+    for k, v in sampler_kw.items():  # the sampler's own keys (sampler.<name>.<key>)
+        setattr(getattr(cfg.sampler, sampler), k, v)
     cfg.eval.n = 0
     return cfg
 
 
-@pytest.mark.parametrize("caps,key", [({"max_rounds": 2}, "sampler.max_rounds"),
-                                      ({"max_rounds": 5, "max_gen_rounds": 2}, "sampler.max_gen_rounds")])
-def test_dynamic_stops_at_its_cap_with_a_clear_message_and_whole_tables(tmp_path, caplog, caps, key):
-    cfg = hard_cfg(tmp_path, "dynamic", **caps)  # max_gen_rounds, when set, is the cap; max_rounds is not
+@pytest.mark.parametrize("sampler", ["dynamic", "greso"])
+def test_dynamic_stops_at_its_cap_with_a_clear_message_and_whole_tables(tmp_path, caplog, sampler):
+    cfg = hard_cfg(tmp_path, sampler, max_rounds=2)
+    key = f"sampler.{sampler}.max_rounds"
+    if sampler == "greso":
+        cfg.sampler.greso.min_keep = 1.0  # never skip: its rounds then draw as dynamic's do
     cfg.eval.n = 2
     assert draw_per_step(cfg) == (4 * 4, 2 * 4 * 4)
     run = train(cfg)
     message = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING][-1]  # logged, one line
-    assert re.fullmatch(rf"dynamic sampler: 2 generation rounds \({key}\) found only \d of 4 "
-                        r"untied groups; .*\. Stopped at step 1; the tables so far are whole\.", message), message
+    assert re.fullmatch(rf"{sampler} sampler: 2 generation rounds \({key}\) found only \d of 4 "
+                        r"untied groups.*\. Stopped at step 1; the tables so far are whole\.", message), message
     meta = json.loads((run / "run.json").read_text())
     assert meta["status"] == "done" and meta["stopped"] == message
     assert (run / "checkpoints" / "step-000001").exists()
@@ -62,7 +64,7 @@ def test_resample_on_tie_records_extra_rounds(tmp_path, pool):
 
 
 def test_band_skips_prompts_outside_the_band(tmp_path):
-    cfg = hard_cfg(tmp_path, "band", band_lo=0.1, band_hi=0.9)
+    cfg = hard_cfg(tmp_path, "band", lo=0.1, hi=0.9)
     cfg.task.levels = [1, 2, 4]  # level 2 keeps prompts inside the band
     cfg.max_steps = 12  # two passes over the 24-prompt pool
     g = read_table(train(cfg), "groups").to_pandas()
@@ -74,7 +76,7 @@ def test_band_skips_prompts_outside_the_band(tmp_path):
 
 
 def test_band_explore_redraws_prompts_outside_the_band_and_counts_every_skip(tmp_path):
-    cfg = hard_cfg(tmp_path, "band", band_lo=0.1, band_hi=0.9, band_explore=0.5)
+    cfg = hard_cfg(tmp_path, "band", lo=0.1, hi=0.9, explore=0.5)
     cfg.task.levels = [1, 4]  # nearly every group ties: without exploring, the pool would run dry
     cfg.max_steps = 18  # three passes over the 24-prompt pool
     run = train(cfg)
@@ -85,7 +87,7 @@ def test_band_explore_redraws_prompts_outside_the_band_and_counts_every_skip(tmp
         redrawn_outside += pid in rate and not 0.1 <= rate[pid] <= 0.9
         rate[pid] = correct
     share = redrawn_outside / (redrawn_outside + s["skipped_prompts"].sum())  # of the outside prompts met
-    assert 0.3 < share < 0.7  # about band_explore of them were drawn again (about 55 of 110 here)
+    assert 0.3 < share < 0.7  # about `explore` of them were drawn again (about 55 of 110 here)
     assert len(s) == 18 and json.loads((run / "run.json").read_text()).get("stopped") is None
     state = torch.load(run / "checkpoints" / "step-000018" / "state.pt", weights_only=False)["counters"]["sampler"]
     assert state["cursor"] == len(g) + s["skipped_prompts"].sum()  # every prompt taken was drawn or skipped

@@ -9,12 +9,13 @@ import pandas as pd
 import pytest
 import torch
 
-from grpo_lab.config import ConfigError, TrainConfig, validate
+from grpo_lab.errors import ConfigError
+from grpo_lab.config import TrainConfig, validate
 from grpo_lab.samplers.greso import keep_probability
 from grpo_lab.samplers.knapsack import allocate, group_value
 from grpo_lab.samplers.reinforce_ada import balanced_selection, exit_rule_holds
-from grpo_lab.tables import read_table
-from grpo_lab.trainer import train
+from grpo_lab.run.tables import read_table
+from grpo_lab.train.trainer import train
 
 ADAPTIVE = ("reinforce_ada", "knapsack", "greso")
 
@@ -78,10 +79,12 @@ def adaptive_cfg(tmp_path, sampler: str, levels=(1, 2, 4), steps=4, **sampler_kw
     cfg.task.train_per_level = 4
     cfg.eval.n = 0
     s = cfg.sampler
-    s.name, s.group_size, s.round_size, s.min_pos, s.min_neg = sampler, 4, 2, 2, 2
-    s.min_per_prompt, s.max_per_prompt = 2, 12
-    for k, v in sampler_kw.items():
-        setattr(s, k, v)
+    s.name, s.group_size = sampler, 4
+    s.reinforce_ada.round_size, s.reinforce_ada.min_pos, s.reinforce_ada.min_neg = 2, 2, 2
+    s.reinforce_ada.max_per_prompt = 12
+    s.knapsack.round_size, s.knapsack.min_per_prompt, s.knapsack.max_per_prompt = 2, 2, 12
+    for k, v in sampler_kw.items():  # the sampler's own keys (sampler.<name>.<key>)
+        setattr(getattr(s, sampler), k, v)
     return cfg
 
 
@@ -118,7 +121,7 @@ def test_reinforce_ada_budget_and_units(tmp_path):
 
 def test_reinforce_ada_on_prompts_that_never_mix(tmp_path):
     cfg = adaptive_cfg(tmp_path, "reinforce_ada", levels=(4,), steps=2)
-    cfg.sampler.exit_rule = "positive"
+    cfg.sampler.reinforce_ada.exit_rule = "positive"
     g, s = recount_budget(train(cfg))
     per_prompt = g.groupby(["step", "prompt_id"]).agg(drawn=("group_size", "sum"), right=("n_correct", "sum"),
                                                       trained=("n_trained", "sum"))
@@ -143,7 +146,7 @@ def test_knapsack_budget_is_exact_and_follows_the_allocation(tmp_path):
 
 
 def test_greso_skips_are_counted_and_budgets_recounted(tmp_path):
-    cfg = adaptive_cfg(tmp_path, "greso", levels=(1, 2), steps=8, max_rounds=6, greso_p_easy=0.3, greso_p_hard=0.3)
+    cfg = adaptive_cfg(tmp_path, "greso", levels=(1, 2), steps=8, max_rounds=10, p_easy=0.3, p_hard=0.3)
     run = train(cfg)
     g, s = recount_budget(run)
     assert s["skipped_prompts"].sum() > 0
@@ -151,14 +154,14 @@ def test_greso_skips_are_counted_and_budgets_recounted(tmp_path):
     # every prompt taken from the stream was either sampled (one group) or skipped
     assert state["cursor"] == len(g) + s["skipped_prompts"].sum()
     assert not g["used"][g["tie"]].any() and (g.groupby("step")["used"].sum() == 4).all()
-    easy, hard = cfg.sampler.greso_min_p, cfg.sampler.greso_max_p
+    easy, hard = cfg.sampler.greso.min_p, cfg.sampler.greso.max_p
     assert easy <= state["p_easy"] <= hard and easy <= state["p_hard"] <= hard
 
 
 @pytest.mark.parametrize("sampler", [*ADAPTIVE, "band"])
 def test_resume_mid_run_restores_the_sampler_exactly(tmp_path, sampler):
     kw = {"greso": dict(levels=(1, 2), max_rounds=6),  # band: its exploring draws come from its generator
-          "band": dict(band_lo=0.1, band_hi=0.9, band_explore=0.5, steps=6)}.get(sampler, {})
+          "band": dict(lo=0.1, hi=0.9, explore=0.5, steps=6)}.get(sampler, {})
     steps = kw.pop("steps", 4)
     full = train(adaptive_cfg(tmp_path / "full", sampler, steps=steps, **kw))
     cfg = adaptive_cfg(tmp_path / "killed", sampler, steps=steps - 1, **kw)

@@ -15,7 +15,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from wandb.proto import wandb_internal_pb2
 
 from analysis.examples import examples_markdown, read_completions
-from grpo_lab.tables import read_table
+from grpo_lab.run.tables import read_table
 
 ROOT = Path(__file__).resolve().parent.parent
 STEPS = 3
@@ -144,7 +144,7 @@ def test_completions_are_whole_groups_matching_the_group_table(sweep):
 
 def test_resumed_run_keeps_one_tensorboard_event_per_step(tiny_cfg):
     """A step redone after a resume (its checkpoint lost) is in the events once, as in the tables."""
-    from grpo_lab.trainer import train
+    from grpo_lab.train.trainer import train
 
     tiny_cfg.max_steps, tiny_cfg.checkpoint_every = 3, 2
     tiny_cfg.logger.backends = ["tensorboard"]

@@ -6,8 +6,8 @@ import math
 import pandas as pd
 import pytest
 
-from grpo_lab.tables import GROUPS, STEPS, read_table
-from grpo_lab.trainer import train
+from grpo_lab.run.tables import GROUPS, STEPS, read_table
+from grpo_lab.train.trainer import train
 from reference import assert_same_rows
 
 

@@ -3,10 +3,11 @@
 import numpy as np
 import torch
 
-from grpo_lab.rollout import Rollout
+from grpo_lab.rollout.generate import Rollout
 from grpo_lab.samplers import Group
 from grpo_lab.tasks import Problem
-from grpo_lab.trainer import group_rows, unit_advantages, unit_columns
+from grpo_lab.run.rows import group_rows, unit_columns
+from grpo_lab.train.update import unit_advantages
 
 
 def group(rewards, rnd=0, prompt="p"):

@@ -2,8 +2,18 @@
 
 Every group drawn is returned (and written to the group table, `used` or not), so the run's
 sample and token counters are its true inference cost.
+
+Each sampler owns its rules (samplers/base.py: `name`, `settings_type`, `check`, `draw_bounds`) and is
+registered here, once. The config's `sampler` block is made from the registry: `name` and `group_size`,
+shared by all, and one block of keys per sampler that has its own (`sampler.band.lo`, ...), so
+`sampler=band` and `sampler.name=band` are the same run.
 """
 
+from __future__ import annotations
+
+from dataclasses import field, make_dataclass
+
+from grpo_lab.errors import require
 from grpo_lab.samplers.band import BandSampler
 from grpo_lab.samplers.base import Draw, Group, PromptStream, Sampler
 from grpo_lab.samplers.dynamic import DynamicSampler
@@ -13,16 +23,41 @@ from grpo_lab.samplers.knapsack import KnapsackSampler
 from grpo_lab.samplers.reinforce_ada import ReinforceAdaSampler
 from grpo_lab.samplers.resample_on_tie import ResampleOnTieSampler
 
-SAMPLERS = {"fixed": FixedSampler, "resample_on_tie": ResampleOnTieSampler, "dynamic": DynamicSampler,
-            "band": BandSampler, "reinforce_ada": ReinforceAdaSampler, "knapsack": KnapsackSampler,
-            "greso": GresoSampler}
+SAMPLERS: dict[str, type[Sampler]] = {cls.name: cls for cls in (
+    FixedSampler, ResampleOnTieSampler, DynamicSampler, BandSampler, ReinforceAdaSampler, KnapsackSampler,
+    GresoSampler)}
+
+SamplerConfig = make_dataclass("SamplerConfig", [
+    ("name", str, field(default="fixed")),  # which sampler (SAMPLERS): how many samples each prompt gets
+    ("group_size", int, field(default=8)),  # G: samples per group (the paper's fixed groups of eight)
+    *((name, cls.settings_type, field(default_factory=cls.settings_type))
+      for name, cls in SAMPLERS.items() if cls.settings_type is not None),
+])
+SamplerConfig.__module__ = __name__  # pickled with the config by sweep launchers: found here by name
+SamplerConfig.__doc__ = ("The `sampler` block: `name` and `group_size`, then each sampler's own keys under its "
+                         "name (grpo_lab/samplers/<name>.py)")
+
+
+def check_sampler(cfg) -> None:
+    """Every sampler block's own ranges, then the chosen sampler's rules against the shared keys."""
+    require(cfg.name in SAMPLERS, "sampler.name", cfg.name, f"must be one of {', '.join(map(repr, SAMPLERS))}")
+    require(cfg.group_size >= 2, "sampler.group_size", cfg.group_size, "must be >= 2 (a group of one has no baseline)")
+    for name, cls in SAMPLERS.items():
+        if cls.settings_type is not None:
+            getattr(cfg, name).check(f"sampler.{name}")
+    SAMPLERS[cfg.name].check(cfg)
+
+
+def draw_bounds(cfg, prompts: int) -> tuple[int, int]:
+    """The fewest and the most samples one step of the configured sampler can draw over `prompts` prompts."""
+    return SAMPLERS[cfg.name].draw_bounds(cfg, prompts)
 
 
 def build_sampler(cfg, stream: PromptStream) -> Sampler:
-    """cfg: a SamplerConfig; its `name` picks the class."""
-    if cfg.name not in SAMPLERS:
-        raise ValueError(f"sampler.name={cfg.name!r} is not supported. Must be one of {', '.join(map(repr, SAMPLERS))}.")
+    """The sampler `cfg.name` names (cfg: the SamplerConfig), reading its own block of cfg."""
+    require(cfg.name in SAMPLERS, "sampler.name", cfg.name, f"must be one of {', '.join(map(repr, SAMPLERS))}")
     return SAMPLERS[cfg.name](cfg, stream)
 
 
-__all__ = ["Draw", "Group", "PromptStream", "Sampler", "SAMPLERS", "build_sampler"]
+__all__ = ["Draw", "Group", "PromptStream", "Sampler", "SAMPLERS", "SamplerConfig", "build_sampler", "check_sampler",
+           "draw_bounds"]

@@ -5,13 +5,14 @@ import random
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 import numpy as np
 
-from grpo_lab.config import SamplerConfig
-from grpo_lab.rollout import Rollout
 from grpo_lab.tasks.base import Problem
+
+if TYPE_CHECKING:  # the config is checked before torch loads (experiments' preflight imports the samplers)
+    from grpo_lab.rollout.generate import Rollout
 
 
 @dataclass
@@ -78,13 +79,43 @@ class PromptStream:
 
 
 @dataclass
-class Sampler(ABC):
-    """Base: holds the config and the prompt stream; subclasses implement `draw`. Everything a sampler
-    remembers between steps lives in `extra_state` (and the cursor), so a checkpoint restores it exactly."""
+class SamplerSettings:
+    """A sampler's own keys, under `sampler.<its name>.` in the config (its defaults are its reasons)."""
 
-    cfg: SamplerConfig
+    def check(self, key: str) -> None:
+        """Raise ConfigError naming `key`.<field> for a value that cannot work on its own."""
+
+
+@dataclass
+class Sampler(ABC):
+    """Base: holds the sampler config and the prompt stream; subclasses implement `draw`. Everything a sampler
+    remembers between steps lives in `extra_state` (and the cursor), so a checkpoint restores it exactly.
+
+    A subclass owns its rules: `name` (its one spelling), `settings_type` (its keys, `sampler.<name>.*`), `check`
+    (rules that tie its keys to the shared ones) and `draw_bounds` (what one step can draw, for the budget
+    checks). `grpo_lab.samplers` registers it once."""
+
+    name: ClassVar[str]
+    settings_type: ClassVar[type[SamplerSettings] | None] = None  # None: no keys of its own
+
+    cfg: Any  # the SamplerConfig (name, group_size and every sampler's block)
     stream: PromptStream
     extra_state: dict = field(default_factory=dict)
+
+    @property
+    def settings(self) -> Any:
+        """This sampler's own block of the config (`sampler.<name>`)."""
+        return getattr(self.cfg, self.name)
+
+    @classmethod
+    def check(cls, cfg: Any) -> None:
+        """Raise ConfigError for settings that cannot work together with the shared keys (group_size)."""
+        return None  # most samplers' keys stand on their own (SamplerSettings.check)
+
+    @classmethod
+    def draw_bounds(cls, cfg: Any, prompts: int) -> tuple[int, int]:
+        """The fewest and the most samples one step over `prompts` prompts can draw."""
+        return prompts * cfg.group_size, prompts * cfg.group_size
 
     @abstractmethod
     def draw(self, draw_round: DrawRound, prompts: int) -> Draw:

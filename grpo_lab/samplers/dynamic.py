@@ -1,16 +1,37 @@
-from grpo_lab.config import gen_rounds
-from grpo_lab.samplers.base import Draw, Sampler, use
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from grpo_lab.errors import require
+from grpo_lab.samplers.base import Draw, Sampler, SamplerSettings, use
+
+
+@dataclass
+class DynamicSettings(SamplerSettings):
+    # generation rounds a step (DAPO's max_num_gen_batches); a step that has not filled its batch by then
+    # stops the run, saying so (at 3, most jobs of the samplers study stopped early; it sets 8)
+    max_rounds: int = 4
+
+    def check(self, key: str) -> None:
+        require(self.max_rounds >= 1, f"{key}.max_rounds", self.max_rounds, "must be >= 1")
 
 
 class DynamicSampler(Sampler):
     """DAPO's dynamic sampling: draw rounds of fresh prompts, drop tied groups, until the batch has
-    `prompts` informative groups (extras beyond it are dropped too). After `max_gen_rounds` rounds
-    (`max_rounds` when unset) without a full batch it reports exhaustion instead of looping or
-    crashing: the drawn groups are still returned, so the tables stay whole."""
+    `prompts` informative groups (extras beyond it are dropped too). After `max_rounds` generation rounds
+    without a full batch it reports exhaustion instead of looping or crashing: the drawn groups are still
+    returned, so the tables stay whole."""
+
+    name = "dynamic"
+    settings_type = DynamicSettings
+
+    @classmethod
+    def draw_bounds(cls, cfg, prompts: int) -> tuple[int, int]:
+        return prompts * cfg.group_size, prompts * cfg.group_size * cfg.dynamic.max_rounds
 
     def draw(self, draw_round, prompts: int) -> Draw:
         every, kept = [], []
-        rounds, key = gen_rounds(self.cfg)
+        rounds = self.settings.max_rounds
         for _ in range(rounds):
             fresh = draw_round(self.stream.take(prompts), 0)
             every += fresh
@@ -18,5 +39,5 @@ class DynamicSampler(Sampler):
             if len(kept) >= prompts:
                 return Draw(every, [[g] for g in use(kept[:prompts])])
         return Draw(every, [], exhausted=(
-            f"dynamic sampler: {rounds} generation rounds ({key}) found only "
+            f"dynamic sampler: {rounds} generation rounds (sampler.dynamic.max_rounds) found only "
             f"{len(kept)} of {prompts} untied groups; the prompts are too easy or too hard for this model"))

@@ -4,7 +4,7 @@ Allocation", arXiv:2509.25849).
 The paper's rule, as here: each step splits a fixed total of samples, `prompts_per_step x group_size`,
 across the step's prompts so as to maximise the sum over prompts of Value(N_i, p_i), p_i the prompt's
 estimated pass rate. Value(N, p) = (1 - p^N - (1-p)^N) * p(1-p)^2: the chance that N answers are not
-all alike (a nonzero gradient) times the paper's InfoGain p(1-p)^2 (`knapsack_value=info_gain`;
+all alike (a nonzero gradient) times the paper's InfoGain p(1-p)^2 (`value=info_gain`;
 `nontie` drops the InfoGain factor). Each prompt gets between `min_per_prompt` and `max_per_prompt`;
 a prompt never seen gets `group_size` (the uniform allocation: nothing is known of it); a prompt last
 seen at p = 0 or 1 has value 0 and gets the minimum. What the values leave over (every mixed prompt at
@@ -20,11 +20,27 @@ visit. Each prompt's N samples are one groups-table row (group_size N) and one t
 from __future__ import annotations
 
 import heapq
+from dataclasses import dataclass
 
 import numpy as np
 
-from grpo_lab.batching import join_rollouts
-from grpo_lab.samplers.base import Draw, Group, Sampler
+from grpo_lab.errors import require
+from grpo_lab.samplers.base import Draw, Group, Sampler, SamplerSettings
+
+VALUES = ("info_gain", "nontie")
+
+
+@dataclass
+class KnapsackSettings(SamplerSettings):
+    round_size: int = 4  # the allocation's unit of samples (the samplers study's; each unit is one rollout chunk)
+    min_per_prompt: int = 4  # the fewest samples a prompt is allotted (a prompt last seen at p 0 or 1 gets this)
+    max_per_prompt: int = 32  # the most samples a prompt is allotted
+    # the value of a group: info_gain, the paper's (1 - p^N - (1-p)^N) p(1-p)^2 | nontie, 1 - p^N - (1-p)^N
+    value: str = "info_gain"
+
+    def check(self, key: str) -> None:
+        require(self.round_size >= 1, f"{key}.round_size", self.round_size, "must be >= 1")
+        require(self.value in VALUES, f"{key}.value", self.value, f"must be one of {', '.join(map(repr, VALUES))}")
 
 
 def group_value(n: np.ndarray | int, p: np.ndarray | float, kind: str = "info_gain") -> np.ndarray:
@@ -97,18 +113,35 @@ def merge_groups(groups: list[Group]) -> Group:
     correct = np.concatenate([g.correct for g in groups])
     tie = all(g.tie for g in groups) and len({float(g.rewards[0]) for g in groups}) == 1
     # chunks of one rollout: nothing to pad. Across processes they were drawn on one rank (None elsewhere)
+    from grpo_lab.rollout.generate import join_rollouts  # torch: only once groups exist, never at config time
+
     samples = join_rollouts([g.samples for g in groups], pad_id=0) if first.samples is not None else None
     return Group(first.problem, first.round, samples, rewards, correct, tie, rank=first.rank,
                  tokens=sum(g.tokens for g in groups))
 
 
 class KnapsackSampler(Sampler):
+    name = "knapsack"
+    settings_type = KnapsackSettings
+
+    @classmethod
+    def check(cls, cfg) -> None:
+        own, key, g = cfg.knapsack, "sampler.knapsack", cfg.group_size
+        require(own.min_per_prompt >= 2 and own.min_per_prompt % own.round_size == 0, f"{key}.min_per_prompt",
+                own.min_per_prompt, f"must be >= 2 and a multiple of {key}.round_size={own.round_size}")
+        require(g % own.round_size == 0 and own.min_per_prompt <= g, "sampler.group_size", g,
+                f"knapsack needs a multiple of {key}.round_size={own.round_size} within "
+                f"[{key}.min_per_prompt={own.min_per_prompt}, {key}.max_per_prompt={own.max_per_prompt}]")
+        require(own.max_per_prompt >= g and own.max_per_prompt % own.round_size == 0, f"{key}.max_per_prompt",
+                own.max_per_prompt, f"must be >= sampler.group_size={g} and a multiple of "
+                f"{key}.round_size={own.round_size}")
+
     def draw(self, draw_round, prompts: int) -> Draw:
-        c = self.cfg
+        c, group_size = self.settings, self.cfg.group_size
         problems = self.stream.take(prompts)
         seen = self.extra_state.setdefault("pass_rate", {})  # prompt_id -> pass rate at its last visit
-        alloc = allocate([seen.get(p.prompt_id) for p in problems], prompts * c.group_size, c.round_size,
-                         c.min_per_prompt, c.max_per_prompt, c.group_size, c.knapsack_value)
+        alloc = allocate([seen.get(p.prompt_id) for p in problems], prompts * group_size, c.round_size,
+                         c.min_per_prompt, c.max_per_prompt, group_size, c.value)
         chunks = [k for k, a in enumerate(alloc) for _ in range(a // c.round_size)]  # prompt of each chunk
         drawn = draw_round([problems[k] for k in chunks], 0, c.round_size)
         groups = []

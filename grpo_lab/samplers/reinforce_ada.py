@@ -18,9 +18,30 @@ Here: a prompt retires only once it also has `group_size` answers, so every trai
 the earliest answers are taken: answers of one prompt are exchangeable, so this is as good as random.
 """
 
+from __future__ import annotations
+
+from dataclasses import dataclass
+
 import numpy as np
 
-from grpo_lab.samplers.base import Draw, Group, Sampler
+from grpo_lab.errors import require
+from grpo_lab.samplers.base import Draw, Group, Sampler, SamplerSettings
+
+
+@dataclass
+class ReinforceAdaSettings(SamplerSettings):
+    round_size: int = 4  # samples per prompt a round
+    exit_rule: str = "balanced"  # balanced: min_pos right and min_neg wrong | positive: one right
+    min_pos: int = 4  # balanced: right answers to retire a prompt (the paper: half the group)
+    min_neg: int = 4  # balanced: wrong answers to retire a prompt (the paper: half the group)
+    max_per_prompt: int = 32  # a prompt's cap a step (the paper: 4 rounds of 8)
+
+    def check(self, key: str) -> None:
+        require(self.round_size >= 1, f"{key}.round_size", self.round_size, "must be >= 1")
+        require(self.exit_rule in ("balanced", "positive"), f"{key}.exit_rule", self.exit_rule,
+                "must be one of 'balanced', 'positive'")
+        require(self.min_pos >= 1, f"{key}.min_pos", self.min_pos, "must be >= 1")
+        require(self.min_neg >= 1, f"{key}.min_neg", self.min_neg, "must be >= 1")
 
 
 def exit_rule_holds(n_right: int, n_wrong: int, rule: str, min_pos: int, min_neg: int) -> bool:
@@ -45,8 +66,25 @@ def balanced_selection(correct: np.ndarray, size: int) -> np.ndarray:
 
 
 class ReinforceAdaSampler(Sampler):
+    name = "reinforce_ada"
+    settings_type = ReinforceAdaSettings
+
+    @classmethod
+    def check(cls, cfg) -> None:
+        own, key = cfg.reinforce_ada, "sampler.reinforce_ada"
+        require(own.max_per_prompt >= cfg.group_size, f"{key}.max_per_prompt", own.max_per_prompt,
+                f"must be >= sampler.group_size={cfg.group_size} (the group that trains is drawn from its answers)")
+        require(own.exit_rule != "balanced" or own.min_pos + own.min_neg <= own.max_per_prompt, f"{key}.min_pos",
+                own.min_pos, f"min_pos + min_neg must be <= {key}.max_per_prompt={own.max_per_prompt}")
+
+    @classmethod
+    def draw_bounds(cls, cfg, prompts: int) -> tuple[int, int]:
+        own = cfg.reinforce_ada  # a prompt retires once it has group_size answers and its exit rule holds
+        least = min(-(-cfg.group_size // own.round_size) * own.round_size, own.max_per_prompt)
+        return prompts * least, prompts * own.max_per_prompt
+
     def draw(self, draw_round, prompts: int) -> Draw:
-        c = self.cfg
+        c, group_size = self.settings, self.cfg.group_size
         problems = self.stream.take(prompts)
         history: list[list[Group]] = [[] for _ in problems]  # each prompt's rounds
         every: list[Group] = []
@@ -62,13 +100,13 @@ class ReinforceAdaSampler(Sampler):
                 history[i].append(g)
                 correct = np.concatenate([h.correct for h in history[i]])
                 n_right = int(correct.sum())
-                done = len(correct) >= c.group_size and exit_rule_holds(
+                done = len(correct) >= group_size and exit_rule_holds(
                     n_right, len(correct) - n_right, c.exit_rule, c.min_pos, c.min_neg)
                 if not done and len(correct) < c.max_per_prompt:
                     still.append(i)
             active, rnd = still, rnd + 1
         for unit in history:
-            train = balanced_selection(np.concatenate([g.correct for g in unit]), c.group_size)
+            train = balanced_selection(np.concatenate([g.correct for g in unit]), group_size)
             bounds = np.cumsum([0] + [len(g.rewards) for g in unit])
             for g, lo, hi in zip(unit, bounds[:-1], bounds[1:]):
                 g.train = train[lo:hi]

@@ -5,7 +5,6 @@ from grpo_lab.tasks.arithmetic import ArithmeticTask
 from grpo_lab.tasks.mathset import load_math_task
 
 
-
 def build_task(cfg) -> Task:
     """The task a TaskConfig names, with its training and held-out pools."""
     if cfg.name == "arithmetic":

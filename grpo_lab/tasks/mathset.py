@@ -9,8 +9,8 @@ import zlib
 from functools import lru_cache
 from pathlib import Path
 
-from grpo_lab.config import InputError
-from grpo_lab.rewards import last_boxed
+from grpo_lab.errors import InputError
+from grpo_lab.rewards.rules import last_boxed
 from grpo_lab.tasks.base import Problem, Task
 
 DEFAULT_TEMPLATE = "{problem}\nPut the final answer in \\boxed{{}}.\n"

@@ -5,169 +5,54 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import logging
-import os
-import platform
-import subprocess
 import time
 import traceback
-import uuid
-from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
 import torch
-import transformers
 
-from grpo_lab import __version__, distributed
-from grpo_lab.batching import training_units
-from grpo_lab.checkpoints import (check_world_size, checkpoint_steps, drop_state, latest_checkpoint, load_checkpoint,
-                                  prune_checkpoints, rng_state, save_checkpoint)
-from grpo_lab.completions import completion_rows
-from grpo_lab.config import InputError, TrainConfig, validate
-from grpo_lab.evaluation import evaluate, load_task_and_policy
-from grpo_lab.microbatch import MicroBatch, micro_batches
-from grpo_lab.objective import Normalisers, group_advantages, grpo_loss, loss_normalisers, sequence_weights
-from grpo_lab.policy import amp, frozen_copy
-from grpo_lab.progress import run_summary
-from grpo_lab.guards import RunLock, prepare
-from grpo_lab.rewards import RewardWeights, Scorer
-from grpo_lab.kvcache import autocast_dtype
-from grpo_lab.logprobs import completion_logprobs, enable_checkpointing
-from grpo_lab.rollout import Rollout, sample_groups, split_groups
+from grpo_lab import distributed
+from grpo_lab.config import TrainConfig, validate
+from grpo_lab.errors import InputError
+from grpo_lab.model.kvcache import autocast_dtype
+from grpo_lab.model.load import amp, frozen_copy
+from grpo_lab.model.logprobs import enable_checkpointing
+from grpo_lab.rewards.rules import RewardWeights
+from grpo_lab.rewards.scorer import Scorer
+from grpo_lab.rollout.evaluation import evaluate
+from grpo_lab.rollout.generate import Rollout, sample_groups, split_groups
+from grpo_lab.run.checkpoints import (
+    check_world_size,
+    checkpoint_steps,
+    drop_state,
+    latest_checkpoint,
+    load_checkpoint,
+    prune_checkpoints,
+    rng_state,
+    save_checkpoint,
+)
+from grpo_lab.run.completions import completion_rows
+from grpo_lab.run.guards import RunLock, prepare
+from grpo_lab.run.loading import load_task_and_policy
+from grpo_lab.run.record import RunRecord, _now
+from grpo_lab.run.rows import group_rows, unit_columns
+from grpo_lab.run.summary import run_summary
+from grpo_lab.run.tables import parts, read_table, remove_parts_after, write_part
+from grpo_lab.run.tracking import Tracker, build_tracker, eval_metrics, step_metrics
 from grpo_lab.samplers import Draw, Group, PromptStream, build_sampler
-from grpo_lab.tables import parts, read_table, remove_parts_after, write_part
 from grpo_lab.tasks import Problem
-from grpo_lab.tracking import Tracker, build_tracker, eval_metrics, step_metrics
+from grpo_lab.train.batching import training_units
+from grpo_lab.train.microbatch import micro_batches
+from grpo_lab.train.objective import sequence_weights
+from grpo_lab.train.update import _masked, unit_advantages, update
 
 log = logging.getLogger(__name__)
 
 
-class RunRecord:
-    """run.json: identity and status of one job, rewritten atomically on every change (by rank 0 only)."""
-
-    def __init__(self, run_dir: Path, seed: int):
-        self.path = run_dir / "run.json"
-        self.writes = distributed.is_main()
-        old = _read_record(self.path)
-        self.data = {
-            "run_id": old.get("run_id") or f"{datetime.now(timezone.utc):%Y%m%d-%H%M%S}-{uuid.uuid4().hex[:6]}",
-            "status": "running",
-            "started": old.get("started") or _now(),
-            "finished": None,
-            "error": None,
-            "stopped": None,  # why a run ended before max_steps or its budget (a sampler's cap)
-            "version": __version__,
-            "seed": seed,
-            "device": None,
-            "torch": torch.__version__,
-            "machine": describe_machine(),
-            "pid": os.getpid(),  # who writes it: the next start names them if this run.json stays `running`
-            "host": platform.node(),
-            "transformers": transformers.__version__,
-            "git": git_state(),  # the code that ran: {"commit", "dirty"}, None outside a checkout
-            "world_size": distributed.world(),  # processes of the run (torchrun); 1 without
-        }
-        self.data["run_id"] = distributed.broadcast_object(self.data["run_id"])  # rank 0's, on every rank
-
-    @property
-    def run_id(self) -> str:
-        return self.data["run_id"]
-
-    def update(self, **fields) -> None:
-        self.data.update(fields)
-        if not self.writes:
-            return
-        tmp = self.path.with_name(f".run.json.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(self.data, indent=2))
-        os.replace(tmp, self.path)
-
-
-def _read_record(path: Path) -> dict:
-    """The run.json a previous start left ({} if none, or if it is unreadable: it is rewritten)."""
-    try:
-        old = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
-    return old if isinstance(old, dict) else {}
-
-
-def describe_machine() -> str:
-    """The host in one line, e.g. "AMD EPYC, 2 CPUs, x86_64 Linux", plus the GPU when there is one."""
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), cpu)
-    except OSError:
-        pass
-    text = f"{cpu}, {os.cpu_count()} CPUs, {platform.machine()} {platform.system()}"
-    if torch.cuda.is_available():
-        text += f", {torch.cuda.get_device_name()}"
-    return text
-
-
-def git_state() -> dict | None:
-    """The commit of the checkout this package runs from and whether it had uncommitted changes."""
-    here = Path(__file__).resolve().parent
-    try:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True, timeout=10)
-        status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=here,
-                                capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    if commit.returncode != 0 or status.returncode != 0:
-        return None
-    return {"commit": commit.stdout.strip(), "dirty": bool(status.stdout.strip())}
-
-
-def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
-
-
 class SamplerExhausted(RuntimeError):
     """A sampler hit its cap: the run ends there (status done, `stopped` says why in run.json)."""
-
-
-def group_rows(run_id: str, step: int, groups: list[Group], counters: dict,
-               trained: dict[int, tuple[int, int]] | None = None) -> list[dict]:
-    """One groups-table row per group drawn this step; advances `counters` (samples, tokens) in place.
-    `trained` (from `unit_columns`) gives each training group's unit and informative samples."""
-    trained = trained or {}
-    rows = []
-    for grp in groups:
-        unit, n_informative = trained.get(id(grp), (None, 0))
-        g = len(grp.rewards)
-        n_correct = int(grp.correct.sum())
-        tokens = grp.tokens if grp.samples is None else int(grp.samples.lengths.sum())
-        counters["samples_total"] += g
-        counters["tokens_total"] += tokens
-        kind = None
-        if grp.tie:
-            kind = "all_correct" if n_correct == g else "all_wrong" if n_correct == 0 else "other"
-        rows.append(dict(
-            run_id=run_id, step=step, prompt_id=grp.problem.prompt_id, difficulty=grp.problem.difficulty,
-            round=grp.round, group_size=g, rewards=grp.rewards.tolist(), correct=grp.correct.tolist(),
-            reward_mean=float(grp.rewards.mean(dtype=np.float64)), reward_std=float(grp.rewards.std(dtype=np.float64)),
-            n_correct=n_correct,
-            tie=grp.tie, tie_kind=kind, used=grp.used, tokens=tokens, **counters,
-            unit=unit, n_informative=n_informative, n_trained=grp.n_trained, rank=grp.rank,
-            truncated=grp.truncated if grp.samples is None else int(grp.samples.truncated.sum()),
-        ))
-    return rows
-
-
-def unit_columns(units: list[list[Group]], advantages: torch.Tensor) -> dict[int, tuple[int, int]]:
-    """For each group that trained (keyed by id): its unit's index in the step, and how many of its
-    samples had a nonzero advantage, read from the very advantages the update used ((N,), units' order)."""
-    nonzero = (advantages != 0).cpu().numpy()  # (N,)
-    out, start = {}, 0
-    for u, unit in enumerate(units):
-        for grp in unit:
-            g = len(grp.rewards)
-            out[id(grp)] = (u, int(nonzero[start:start + g].sum()))
-            start += g
-    return out
 
 
 def score_rollout(ro: Rollout, problems: list[Problem], kind: str, weights: RewardWeights, scorer: Scorer,
@@ -179,76 +64,6 @@ def score_rollout(ro: Rollout, problems: list[Problem], kind: str, weights: Rewa
     rewards = np.array([s.reward for s in scored], dtype=np.float32).reshape(-1, g)
     correct = np.array([s.correct for s in scored], dtype=bool).reshape(-1, g)
     return rewards, correct, sum(s.timed_out for s in scored)
-
-
-def unit_advantages(units: list[list[Group]], std: str, eps: float, device) -> torch.Tensor:
-    """Advantages (N,) for the training batch: each unit's pooled rewards are one baseline group."""
-    sizes = {sum(len(g.rewards) for g in u) for u in units}
-    pooled = [np.concatenate([g.rewards for g in u]) for u in units]
-    if len(sizes) == 1:  # the common case, one batched call
-        return group_advantages(torch.from_numpy(np.stack(pooled)).to(device), std=std, eps=eps).reshape(-1)
-    return torch.cat([group_advantages(torch.from_numpy(r)[None].to(device), std=std, eps=eps)[0] for r in pooled])
-
-
-def update(model, ref, optimizer, micro: list[MicroBatch], advantages: torch.Tensor, seq_weight: torch.Tensor,
-           cfg: TrainConfig) -> dict:
-    """mu optimizer updates on one batch of samples, each accumulating the gradients of its micro-batches;
-    returns the step's loss statistics (means over mu) and `informative`, the samples whose advantage is
-    nonzero. With none, the policy gradient is exactly zero: no optimizer step is taken (Adam would turn the
-    KL term's near-zero gradient into a full-size step) and the statistics come from one pass without grad.
-
-    Across processes `micro` holds this rank's share of the batch (possibly none): the normalisers and
-    `informative` are summed over ranks, and so are the gradients after accumulation, before clipping,
-    so every rank takes the step one process would take on the whole batch."""
-    a = cfg.algo
-    temp = cfg.rollout.temperature or 1.0
-    chunk = cfg.model.logprob_chunk
-    lengths = (torch.cat([mb.rollout.completion_mask.sum(-1) for mb in micro]) if micro
-               else torch.zeros(0, dtype=torch.long, device=seq_weight.device))  # (N,) tokens in the loss
-    norm = loss_normalisers(lengths, seq_weight, a.loss_agg, cfg.rollout.max_new_tokens)  # this rank's part
-    device = seq_weight.device
-    norm = Normalisers(loss=distributed.global_sum(norm.loss).to(device),  # the whole batch's, over ranks
-                       tokens=distributed.global_sum(norm.tokens).to(device))
-    informative = int(distributed.global_sum(int((advantages != 0).sum())))
-    ref_logp = [None] * len(micro)
-    if a.beta != 0:
-        with torch.inference_mode():
-            ref_logp = [completion_logprobs(ref, mb.rollout, temp, chunk=chunk) for mb in micro]
-    stats = []
-    old_logp = [None] * len(micro)
-    for _ in range(a.mu if informative else 1):
-        optimizer.zero_grad(set_to_none=True)
-        sums = np.zeros(4)
-        for k, mb in enumerate(micro):
-            with torch.set_grad_enabled(informative > 0):
-                logp = completion_logprobs(model, mb.rollout, temp, chunk=chunk)  # (n, T)
-                if old_logp[k] is None:
-                    # The policy before this step's first update is the one that sampled: its log-probs from
-                    # this same pass make the first ratio exactly 1. The sampler's own (ro.old_logp) equal
-                    # them only up to kernel rounding (cached decode vs full pass; visible in bf16).
-                    old_logp[k] = logp.detach()
-                loss, st = grpo_loss(logp, old_logp[k], advantages[mb.rows], mb.rollout.completion_mask,
-                                     ref_logp=ref_logp[k], beta=a.beta, eps_low=a.eps_low, eps_high=a.eps_high,
-                                     agg=a.loss_agg, max_len=cfg.rollout.max_new_tokens,
-                                     seq_weight=seq_weight[mb.rows], norm=norm)
-                if informative:
-                    loss.backward()  # gradients accumulate: each micro-batch's loss is its share of the batch's
-            sums += (st.loss, st.pg_loss, st.kl, st.clip_frac)
-        sums = distributed.all_reduce_(torch.from_numpy(sums)).numpy()  # every rank's share of the batch's
-        grad_norm = float("nan")  # no gradient taken
-        if informative:
-            distributed.sum_gradients([p for p in model.parameters() if p.requires_grad])  # one process: nothing
-            grad_norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), a.max_grad_norm))
-            optimizer.step()
-        stats.append((*sums, grad_norm))
-    loss, pg, kl, clip, gn = np.mean(stats, axis=0).tolist()
-    return dict(loss=loss, pg_loss=pg, kl=kl, clip_frac=clip, grad_norm=gn, informative=informative)
-
-
-def _masked(ro: Rollout) -> Rollout:
-    """algo.mask_truncated: completions cut at max_new_tokens leave the loss (and its token counts); they
-    still count in their group's baseline, as in DAPO's overlong filtering."""
-    return dataclasses.replace(ro, completion_mask=ro.completion_mask & ~ro.truncated[:, None])
 
 
 class Trainer:
@@ -486,7 +301,7 @@ def train(cfg: TrainConfig) -> Path:
     """Run (or resume) one GRPO job into cfg.out_dir. Returns the run directory.
 
     One writer per directory (a lock); a resume only with the config the run was started with
-    (grpo_lab.guards). When the job fails, run.json records why and the original error is raised,
+    (grpo_lab.run.guards). When the job fails, run.json records why and the original error is raised,
     even if run.json itself can no longer be written (a full or read-only disk)."""
     validate(cfg)
     distributed.setup(cfg.dist.backend, cfg.dist.timeout_s)  # under torchrun: join the other ranks

@@ -8,13 +8,13 @@ the prompt costs B forward rows instead of B*G. That is exact, gradients include
 from __future__ import annotations
 
 import dataclasses
-import functools
-import inspect
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
-from grpo_lab.kvcache import PromptCache, autocast_dtype
+from grpo_lab.model.forward import cache_kwarg, prefill, token_logprobs
+from grpo_lab.model.kvcache import PromptCache, autocast_dtype
 
 
 @dataclass
@@ -35,45 +35,12 @@ class Rollout:
 _TENSORS = ("prompt_ids", "prompt_mask", "completion_ids", "completion_mask", "old_logp", "lengths", "truncated")
 
 
-@functools.cache
-def _cache_kwarg_of(model_class: type) -> str:
-    # transformers renamed `past_key_values` to `cache` (5.x); accept models of either vintage.
-    return "cache" if "cache" in inspect.signature(model_class.forward).parameters else "past_key_values"
-
-
-def cache_kwarg(model) -> str:
-    return _cache_kwarg_of(type(model))
-
-
-def prefill(module, prompt_ids, prompt_mask, repeats, cache, *, logits: bool = True):
-    """Run the B prompts once, then expand the last position and the cache to their rows: prompt i
-    gets `repeats` rows (an int, or a (B,) tensor of counts). Returns (the last position's logits
-    (N, V), or with logits=False, `module` being the model's backbone, its hidden state (N, H);
-    the position of each row's next token (N, 1)). The cache then holds N rows."""
-    positions = (prompt_mask.cumsum(-1) - 1).clamp_min(0)  # (B, P) left padding shifts positions
-    extra = {"logits_to_keep": 1} if logits else {}
-    out = module(input_ids=prompt_ids, attention_mask=prompt_mask, position_ids=positions,
-                 use_cache=True, **extra, **{cache_kwarg(module): cache})
-    cache.batch_repeat_interleave(repeats)
-    last = (out.logits if logits else out.last_hidden_state)[:, -1]  # (B, V) or (B, H)
-    next_pos = positions[:, -1:].repeat_interleave(repeats, dim=0) + 1  # (N, 1)
-    return last.repeat_interleave(repeats, dim=0), next_pos  # (N, V) or (N, H)
-
-
 def _draw(probs: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
     """One sample per row of probs (R, V) by inverse CDF: a single uniform per row, several times
     cheaper on CPU than torch.multinomial's exponential race over the whole vocabulary."""
     cdf = probs.cumsum(-1)  # (R, V)
     u = (1 - torch.rand(cdf.shape[0], 1, generator=generator, device=cdf.device)) * cdf[:, -1:]  # in (0, total]
     return torch.searchsorted(cdf, u).squeeze(-1).clamp_max(cdf.shape[-1] - 1)  # (R,)
-
-
-def token_logprobs(logits: torch.Tensor, tokens: torch.Tensor, temperature: float) -> torch.Tensor:
-    """log softmax(logits / temperature) at `tokens`: (..., V), (...) -> (...), in fp32."""
-    logits = logits.float()
-    if temperature not in (0.0, 1.0):
-        logits = logits / temperature
-    return logits.gather(-1, tokens.unsqueeze(-1)).squeeze(-1) - torch.logsumexp(logits, dim=-1)
 
 
 def sample_groups(
@@ -225,3 +192,21 @@ def concat_groups(chunks: list[Rollout], pad_id: int) -> Rollout:
         truncated=torch.cat([c.truncated for c in chunks]),
         group_size=chunks[0].group_size,
     )
+
+
+def join_rollouts(chunks: list[Rollout], pad_id: int) -> Rollout:
+    """Rollouts of one prompt as one Rollout of all their samples (completions right-padded)."""
+    if len(chunks) == 1:
+        return chunks[0]
+    joined = concat_groups(chunks, pad_id)
+    return dataclasses.replace(joined, prompt_ids=joined.prompt_ids[:1], prompt_mask=joined.prompt_mask[:1],
+                               group_size=len(joined.texts))
+
+
+def take_rows(ro: Rollout, rows: np.ndarray) -> Rollout:
+    """The samples `rows` (indices) of a one-prompt Rollout."""
+    idx = torch.as_tensor(rows, dtype=torch.long, device=ro.completion_ids.device)
+    return dataclasses.replace(
+        ro, completion_ids=ro.completion_ids[idx], completion_mask=ro.completion_mask[idx], old_logp=ro.old_logp[idx],
+        texts=[ro.texts[i] for i in rows.tolist()], lengths=ro.lengths[idx], truncated=ro.truncated[idx],
+        group_size=len(rows))

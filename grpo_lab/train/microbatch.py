@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from grpo_lab.rollout import Rollout, concat_groups
+from grpo_lab.rollout.generate import Rollout, concat_groups
 
 
 @dataclass

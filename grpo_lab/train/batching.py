@@ -12,27 +12,8 @@ import dataclasses
 from math import gcd
 
 import numpy as np
-import torch
 
-from grpo_lab.rollout import Rollout, concat_groups
-
-
-def join_rollouts(chunks: list[Rollout], pad_id: int) -> Rollout:
-    """Rollouts of one prompt as one Rollout of all their samples (completions right-padded)."""
-    if len(chunks) == 1:
-        return chunks[0]
-    joined = concat_groups(chunks, pad_id)
-    return dataclasses.replace(joined, prompt_ids=joined.prompt_ids[:1], prompt_mask=joined.prompt_mask[:1],
-                               group_size=len(joined.texts))
-
-
-def take_rows(ro: Rollout, rows: np.ndarray) -> Rollout:
-    """The samples `rows` (indices) of a one-prompt Rollout."""
-    idx = torch.as_tensor(rows, dtype=torch.long, device=ro.completion_ids.device)
-    return dataclasses.replace(
-        ro, completion_ids=ro.completion_ids[idx], completion_mask=ro.completion_mask[idx], old_logp=ro.old_logp[idx],
-        texts=[ro.texts[i] for i in rows.tolist()], lengths=ro.lengths[idx], truncated=ro.truncated[idx],
-        group_size=len(rows))
+from grpo_lab.rollout.generate import Rollout, concat_groups, join_rollouts, take_rows
 
 
 def chunk_rows(ro: Rollout, size: int) -> list[Rollout]:

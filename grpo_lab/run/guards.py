@@ -12,15 +12,16 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import os
 import shutil
-import logging
 import socket
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from grpo_lab.config import InputError, TrainConfig
+from grpo_lab.config import TrainConfig
+from grpo_lab.errors import InputError
 
 log = logging.getLogger(__name__)
 

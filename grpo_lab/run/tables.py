@@ -1,7 +1,7 @@
 """Writers and readers of the run tables (groups/, steps/, eval/, completions/): parquet parts with fixed schemas.
 
 A part is written under a temporary name (unique per process) and renamed, so a killed run never
-leaves half a file; the next start removes the temporaries (grpo_lab.guards.clean_temporaries).
+leaves half a file; the next start removes the temporaries (grpo_lab.run.guards.clean_temporaries).
 """
 
 from __future__ import annotations

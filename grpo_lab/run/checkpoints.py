@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from grpo_lab.config import InputError
+from grpo_lab.errors import InputError
 
 _STEP = re.compile(r"step-(\d{6})$")
 

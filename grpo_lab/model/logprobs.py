@@ -12,11 +12,16 @@ Two memory levers at real shapes (vocabulary V = 151,936, thousands of tokens):
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 from transformers.modeling_layers import GradientCheckpointingLayer
 
-from grpo_lab.kvcache import PromptCache, autocast_dtype
-from grpo_lab.rollout import Rollout, cache_kwarg, prefill, token_logprobs
+from grpo_lab.model.kvcache import PromptCache, autocast_dtype
+
+if TYPE_CHECKING:  # a type only: the rollout stage builds Rollouts from the model, not the reverse
+    from grpo_lab.rollout.generate import Rollout
+from grpo_lab.model.forward import cache_kwarg, prefill, token_logprobs
 
 # Model types whose logits are exactly hidden @ lm_head.weight.T (no bias, scaling or soft-capping);
 # others take the full-logits path, which is exact for every causal LM.

@@ -1,0 +1,112 @@
+"""Policies: the built-in tiny model (built and warm-started locally, cached) or any local
+transformers causal LM; device and dtype choice; the frozen reference copy."""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import json
+import logging
+from pathlib import Path
+
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+from transformers.utils import logging as hf_logging
+
+from grpo_lab.model.files import check_model_files, resolve_model_path
+from grpo_lab.model.tiny import TinySpec, build_tiny
+from grpo_lab.model.tokenizer import CharTokenizer
+
+log = logging.getLogger(__name__)
+
+
+def pick_device(device: str = "auto") -> torch.device:
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(device)
+
+
+def pick_dtype(dtype: str, device: torch.device) -> torch.dtype:
+    """The dtype the weights are stored in. "auto" keeps fp32 weights everywhere: on CUDA the passes
+    run in bf16 under autocast (see `amp`), while Adam's small steps still land on fp32 weights
+    (stored in bf16 they would mostly round away). An explicit dtype stores the weights in it."""
+    allowed = {"auto": torch.float32, "float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+    if dtype not in allowed:
+        raise ValueError(f"model.dtype={dtype!r} is not supported. Must be one of {', '.join(map(repr, allowed))}.")
+    return allowed[dtype]
+
+
+def amp(dtype: str, device: torch.device) -> contextlib.AbstractContextManager:
+    """The context the model's passes run in: bf16 autocast for "auto" on a CUDA device with bf16,
+    nothing otherwise (CPU runs stay in exact fp32)."""
+    if dtype == "auto" and device.type == "cuda" and torch.cuda.is_bf16_supported():
+        return torch.autocast("cuda", dtype=torch.bfloat16)
+    return contextlib.nullcontext()
+
+
+def load_policy(name: str, path: str | None, device: str = "auto", dtype: str = "auto", spec: TinySpec | None = None,
+                gguf_file: str | None = None):
+    """Returns (model, tokenizer) on the chosen device. name: "tiny" or "hf" (a local folder or pkg:NAME,
+    see model_files; with gguf_file, that GGUF file in it, dequantized by transformers)."""
+    dev = pick_device(device)
+    dt = pick_dtype(dtype, dev)
+    hf_logging.disable_progress_bar()  # one bar per shard per job floods sweep logs
+    if name == "tiny":
+        folder = build_tiny(spec or TinySpec())
+        tokenizer = CharTokenizer.from_pretrained(folder)
+    elif name == "hf":
+        check_model_files(path, gguf_file)
+        folder = resolve_model_path(path, gguf_file)
+        if gguf_file is None and _tokenizer_class(folder) == CharTokenizer.__name__:
+            tokenizer = CharTokenizer.from_pretrained(folder)  # a model folder written by grpo-lab itself
+        else:
+            tokenizer = AutoTokenizer.from_pretrained(folder, padding_side="left", gguf_file=gguf_file)
+        if tokenizer.pad_token_id is None:
+            tokenizer.pad_token = tokenizer.eos_token
+    else:
+        raise ValueError(f"model.name={name!r} is not supported. Must be one of 'tiny', 'hf'.")
+    # Eager attention: at a few dozen tokens it beats SDPA's dispatch overhead on CPU.
+    attn = "eager" if dev.type == "cpu" else "sdpa"
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=dt, attn_implementation=attn,
+                                                 gguf_file=gguf_file if name == "hf" else None).to(dev)
+    if gguf_file is not None:
+        _drop_gguf_quantizer(model, gguf_file)
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    return model, tokenizer
+
+
+def _drop_gguf_quantizer(model, gguf_file: str) -> None:
+    """transformers dequantizes GGUF weights into plain floats on this path, yet keeps its GGUF quantizer
+    attached, which refuses save_pretrained (so every checkpoint). The weights are an ordinary model's:
+    detach the quantizer so they train and save as one."""
+    quantizer = getattr(model, "hf_quantizer", None)
+    if quantizer is None:
+        return
+    if not all(p.is_floating_point() for p in model.parameters()):
+        raise ValueError(f"model.gguf_file={gguf_file!r}: transformers kept quantized GGUF blocks; grpo-lab trains "
+                         "dequantized weights only")
+    quantizer.remove_quantization_config(model)
+
+
+def _tokenizer_class(folder: Path) -> str | None:
+    config = folder / "tokenizer_config.json"
+    return json.loads(config.read_text()).get("tokenizer_class") if config.exists() else None
+
+
+def frozen_copy(model: torch.nn.Module, dtype: torch.dtype | None = None) -> torch.nn.Module:
+    """The reference policy for the KL term: a copy that never trains, stored in `dtype` if given."""
+    ref = copy.deepcopy(model).eval()
+    if dtype is not None:  # parameters only: buffers such as the rotary inv_freq stay fp32 (bf16 would shift
+        for p in ref.parameters():  # the angles of distant positions)
+            p.data = p.data.to(dtype)
+    ref.requires_grad_(False)
+    return ref
+
+
+def eos_ids(model, tokenizer) -> list[int]:
+    """Every token id that ends a completion (the tokenizer's, plus the generation config's)."""
+    ids = {tokenizer.eos_token_id}
+    gen = getattr(model, "generation_config", None)
+    extra = getattr(gen, "eos_token_id", None)
+    ids.update(extra if isinstance(extra, list) else [extra])
+    return sorted(i for i in ids if i is not None)

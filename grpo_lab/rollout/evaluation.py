@@ -1,0 +1,97 @@
+"""Held-out evaluation: n samples per prompt, one eval-table row per sample."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+
+from grpo_lab.rewards.rules import RewardWeights
+from grpo_lab.rewards.scorer import Scorer, score_all
+from grpo_lab.rollout.generate import sample_groups
+from grpo_lab.tasks.base import Problem, Task
+
+
+def evaluate(
+    model,
+    tokenizer,
+    problems: list[Problem] | tuple[Problem, ...],
+    *,
+    n: int,
+    temperature: float,
+    max_new_tokens: int,
+    end_ids: list[int],
+    answer_kind: str,
+    seed: int,
+    run_id: str,
+    step: int,
+    prompts_per_batch: int = 64,
+    max_rows: int | None = None,
+    scorer: Scorer | None = None,
+    answer_format: str = "bare",
+    stop: list[str] | tuple[str, ...] = (),
+) -> list[dict]:
+    """Sample n completions for each problem and score them. A generator of its own, seeded by
+    (seed, step), keeps evaluation from moving the training run's random stream. max_rows: rows per
+    generation call (rollout.max_rows_per_call)."""
+    generator = torch.Generator(device=next(model.parameters()).device).manual_seed(seed * 1_000_003 + step)
+    rows = []
+    was_training = model.training
+    model.eval()
+    for start in range(0, len(problems), prompts_per_batch):
+        batch = problems[start:start + prompts_per_batch]
+        ro = sample_groups(model, tokenizer, [p.prompt for p in batch], n, max_new_tokens=max_new_tokens,
+                           temperature=temperature, generator=generator, end_ids=end_ids, max_rows=max_rows,
+                           stop=stop)
+        lengths = ro.lengths.tolist()
+        golds = [p.answer for p in batch for _ in range(n)]
+        scored = score_all(ro.texts, (~ro.truncated).tolist(), golds, answer_kind, RewardWeights(), scorer,
+                           answer_format=answer_format)
+        for k, s in enumerate(scored):
+            p = batch[k // n]
+            rows.append(dict(run_id=run_id, step=step, prompt_id=p.prompt_id, difficulty=p.difficulty,
+                             sample=k % n, answer=s.answer, correct=s.correct, tokens=lengths[k]))
+    model.train(was_training)
+    return rows
+
+
+def pass_rate_bin(p: float, bins: int = 5) -> str:
+    """Label of p's bin among `bins` equal bins of [0, 1]: "p0.0-0.2", ..., "p0.8-1.0"."""
+    k = min(int(p * bins), bins - 1)
+    return f"p{k / bins:.1f}-{(k + 1) / bins:.1f}"
+
+
+def label_by_pass_rate(task: Task, model, tokenizer, *, n: int, temperature: float, max_new_tokens: int,
+                       end_ids: list[int], seed: int, max_rows: int | None = None,
+                       stop: list[str] | tuple[str, ...] = ()) -> Task:
+    """The task with every problem's difficulty replaced by a bin of `model`'s measured pass rate
+    (n samples each; seeded, so training and later evaluations agree on the labels)."""
+    rows = evaluate(model, tokenizer, task.train + task.held_out, n=n, temperature=temperature,
+                    max_new_tokens=max_new_tokens, end_ids=end_ids, answer_kind=task.answer_kind, seed=seed,
+                    run_id="", step=0, max_rows=max_rows, answer_format=task.answer_format, stop=stop)
+    right: dict[str, int] = {}
+    for r in rows:
+        right[r["prompt_id"]] = right.get(r["prompt_id"], 0) + int(r["correct"])
+    label = {pid: pass_rate_bin(c / n) for pid, c in right.items()}  # one division: exact bin edges
+
+    def relabel(problems):
+        return tuple(dataclasses.replace(p, difficulty=label[p.prompt_id]) for p in problems)
+
+    return dataclasses.replace(task, train=relabel(task.train), held_out=relabel(task.held_out),
+                               difficulty_labels={})  # the bins name themselves
+
+
+def accuracy_by_difficulty(rows: list[dict]) -> dict[str, float]:
+    """Mean sampled accuracy per difficulty label of a list of eval rows."""
+    totals: dict[str, list[int]] = {}
+    for r in rows:
+        t = totals.setdefault(r["difficulty"], [0, 0])
+        t[0] += r["correct"]
+        t[1] += 1
+    return {d: c / n for d, (c, n) in sorted(totals.items())}
+
+
+
+
+
+

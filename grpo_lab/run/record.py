@@ -1,0 +1,97 @@
+"""run.json: a job's identity and status, and where it ran (machine, packages, git state)."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+import uuid
+from datetime import datetime, timezone
+from pathlib import Path
+
+import torch
+import transformers
+
+from grpo_lab import __version__, distributed
+
+
+class RunRecord:
+    """run.json: identity and status of one job, rewritten atomically on every change (by rank 0 only)."""
+
+    def __init__(self, run_dir: Path, seed: int):
+        self.path = run_dir / "run.json"
+        self.writes = distributed.is_main()
+        old = _read_record(self.path)
+        self.data = {
+            "run_id": old.get("run_id") or f"{datetime.now(timezone.utc):%Y%m%d-%H%M%S}-{uuid.uuid4().hex[:6]}",
+            "status": "running",
+            "started": old.get("started") or _now(),
+            "finished": None,
+            "error": None,
+            "stopped": None,  # why a run ended before max_steps or its budget (a sampler's cap)
+            "version": __version__,
+            "seed": seed,
+            "device": None,
+            "torch": torch.__version__,
+            "machine": describe_machine(),
+            "pid": os.getpid(),  # who writes it: the next start names them if this run.json stays `running`
+            "host": platform.node(),
+            "transformers": transformers.__version__,
+            "git": git_state(),  # the code that ran: {"commit", "dirty"}, None outside a checkout
+            "world_size": distributed.world(),  # processes of the run (torchrun); 1 without
+        }
+        self.data["run_id"] = distributed.broadcast_object(self.data["run_id"])  # rank 0's, on every rank
+
+    @property
+    def run_id(self) -> str:
+        return self.data["run_id"]
+
+    def update(self, **fields) -> None:
+        self.data.update(fields)
+        if not self.writes:
+            return
+        tmp = self.path.with_name(f".run.json.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(self.data, indent=2))
+        os.replace(tmp, self.path)
+
+
+def _read_record(path: Path) -> dict:
+    """The run.json a previous start left ({} if none, or if it is unreadable: it is rewritten)."""
+    try:
+        old = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return old if isinstance(old, dict) else {}
+
+
+def describe_machine() -> str:
+    """The host in one line, e.g. "AMD EPYC, 2 CPUs, x86_64 Linux", plus the GPU when there is one."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), cpu)
+    except OSError:
+        pass
+    text = f"{cpu}, {os.cpu_count()} CPUs, {platform.machine()} {platform.system()}"
+    if torch.cuda.is_available():
+        text += f", {torch.cuda.get_device_name()}"
+    return text
+
+
+def git_state() -> dict | None:
+    """The commit of the checkout this package runs from and whether it had uncommitted changes."""
+    here = Path(__file__).resolve().parent
+    try:
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True, timeout=10)
+        status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=here,
+                                capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if commit.returncode != 0 or status.returncode != 0:
+        return None
+    return {"commit": commit.stdout.strip(), "dirty": bool(status.stdout.strip())}
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
