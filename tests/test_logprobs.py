@@ -111,3 +111,72 @@ def test_bf16_reference_keeps_fp32_buffers():
     assert all(p.dtype == torch.bfloat16 and not p.requires_grad for p in ref.parameters())
     assert all(b.dtype == torch.float32 for b in ref.buffers() if b.is_floating_point())  # rotary inv_freq
     assert next(model.parameters()).dtype == torch.float32  # the policy is untouched
+
+
+def plain_entropy(model, ro, temperature: float) -> torch.Tensor:
+    """Entropy (N, T) of each completion position from full logits: -sum p log p over the vocabulary, a loop."""
+    g = ro.group_size
+    ids = torch.cat([ro.prompt_ids.repeat_interleave(g, 0), ro.completion_ids], 1)
+    mask = torch.cat([ro.prompt_mask.repeat_interleave(g, 0), torch.ones_like(ro.completion_ids)], 1)
+    pos = (mask.cumsum(-1) - 1).clamp_min(0)
+    with torch.no_grad():
+        logits = model(input_ids=ids, attention_mask=mask, position_ids=pos).logits[:, ro.prompt_ids.shape[1] - 1:-1]
+    out = torch.zeros(ro.completion_ids.shape)
+    for i in range(out.shape[0]):
+        for t in range(out.shape[1]):
+            if ro.completion_mask[i, t]:
+                p = torch.softmax(logits[i, t].double() / temperature, -1)
+                out[i, t] = float(-(p * p.log()).sum())
+    return out
+
+
+@pytest.mark.parametrize("chunk", [0, 5, 10**6])
+@pytest.mark.parametrize("temperature", [1.0, 0.7])
+def test_entropy_of_the_chunked_pass_equals_the_full_softmax_and_is_detached(chunk, temperature):
+    model, ro = random_model("qwen2"), hand_rollout()
+    want = plain_entropy(model, ro, temperature)
+    logp, ent = completion_logprobs(model, ro, temperature, chunk=chunk, entropy=True)
+    torch.testing.assert_close(ent, want, atol=1e-5, rtol=1e-5)
+    assert not ent.requires_grad and logp.requires_grad and (ent[~ro.completion_mask] == 0).all()
+    assert (ent[ro.completion_mask] > 0).all()
+    # asking for the entropy changes neither the log-probs nor their gradients
+    alone = logprobs_and_grads(model, ro, lambda m, r: completion_logprobs(m, r, temperature, chunk=chunk))
+    both = logprobs_and_grads(model, ro, lambda m, r: completion_logprobs(m, r, temperature, chunk=chunk,
+                                                                             entropy=True)[0])
+    assert_same(both, alone, atol=0)
+
+
+class LargestVocabTensor(torch.utils._python_dispatch.TorchDispatchMode):
+    """Records the largest tensor any op allocates whose last dimension is the vocabulary (an output that
+    shares an input's storage, a view such as the weight's transpose, allocates nothing)."""
+
+    def __init__(self, vocab: int):
+        super().__init__()
+        self.vocab, self.largest = vocab, 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        inputs = {a.untyped_storage().data_ptr() for a in torch.utils._pytree.tree_leaves((args, kwargs))
+                  if isinstance(a, torch.Tensor)}
+        for t in out if isinstance(out, (tuple, list)) else (out,):
+            if (isinstance(t, torch.Tensor) and t.dim() and t.shape[-1] == self.vocab
+                    and t.untyped_storage().data_ptr() not in inputs):
+                self.largest = max(self.largest, t.numel())
+        return out
+
+
+@pytest.mark.parametrize("group_size", [2, 8])
+def test_entropy_never_holds_more_than_a_chunk_of_logits(group_size):
+    """The chunked pass with entropies (forward and backward) holds at most (chunk, V) vocabulary-wide values at
+    once, whatever the number of positions; the full-logits path holds all (N, T, V) of them."""
+    model, ro = random_model("qwen2"), hand_rollout(group_size)
+    positions = int(ro.completion_mask.sum())
+    for chunk in (5, 0):
+        mode = LargestVocabTensor(V)
+        with mode:
+            logp, ent = completion_logprobs(model, ro, 1.0, chunk=chunk, entropy=True)
+            logp.sum().backward()
+        if chunk:
+            assert mode.largest == chunk * V  # not positions x V: memory does not grow with V x T
+        else:
+            assert mode.largest >= positions * V

@@ -40,3 +40,14 @@ def token_logprobs(logits: torch.Tensor, tokens: torch.Tensor, temperature: floa
     if temperature not in (0.0, 1.0):
         logits = logits / temperature
     return logits.gather(-1, tokens.unsqueeze(-1)).squeeze(-1) - torch.logsumexp(logits, dim=-1)
+
+
+@torch.no_grad()
+def token_entropy(logits: torch.Tensor, temperature: float) -> torch.Tensor:
+    """Entropy of softmax(logits / temperature) over the vocabulary: (..., V) -> (...), fp32, detached:
+    log-sum-exp minus the expected logit, H = lse - sum(p * z)."""
+    z = logits.float()
+    if temperature not in (0.0, 1.0):
+        z = z / temperature
+    lse = torch.logsumexp(z, dim=-1, keepdim=True)
+    return (lse - (torch.exp(z - lse) * z).sum(-1, keepdim=True)).squeeze(-1)

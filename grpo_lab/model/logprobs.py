@@ -21,7 +21,7 @@ from grpo_lab.model.kvcache import PromptCache, autocast_dtype
 
 if TYPE_CHECKING:  # a type only: the rollout stage builds Rollouts from the model, not the reverse
     from grpo_lab.rollout.generate import Rollout
-from grpo_lab.model.forward import cache_kwarg, prefill, token_logprobs
+from grpo_lab.model.forward import cache_kwarg, prefill, token_entropy, token_logprobs
 
 # Model types whose logits are exactly hidden @ lm_head.weight.T (no bias, scaling or soft-capping);
 # others take the full-logits path, which is exact for every causal LM.
@@ -31,22 +31,29 @@ PLAIN_HEAD_TYPES = ("llama", "qwen2", "qwen3", "mistral", "qwen2_moe", "qwen3_mo
 class _HeadLogprobs(torch.autograd.Function):
     """log softmax(hidden @ weight.T / temperature) at `tokens`, `chunk` rows at a time, forward and
     backward: (M, H), (V, H), (M,) -> (M,) fp32. Matmuls run in `dtype` (the autocast dtype, as
-    the model's own output layer would), softmax and gradients of the logits in fp32."""
+    the model's own output layer would), softmax and gradients of the logits in fp32. With `entropy`,
+    also each row's entropy over the vocabulary (M,), from the same chunk's logits: detached (no
+    gradient flows through it), and no more than (chunk, V) logits exist at once for it either."""
 
     @staticmethod
-    def forward(ctx, hidden, weight, tokens, temperature: float, chunk: int, dtype: torch.dtype):
+    def forward(ctx, hidden, weight, tokens, temperature: float, chunk: int, dtype: torch.dtype, entropy: bool):
         w = weight.to(dtype)
         out = torch.empty(hidden.shape[0], dtype=torch.float32, device=hidden.device)  # (M,)
+        ent = torch.empty(hidden.shape[0] if entropy else 0, dtype=torch.float32, device=hidden.device)  # (M,) | (0,)
         for s in range(0, hidden.shape[0], chunk):
             logits = (hidden[s:s + chunk].to(dtype) @ w.T).float() / temperature  # (c, V)
             tok = tokens[s:s + chunk, None]
-            out[s:s + chunk] = (logits.gather(-1, tok) - torch.logsumexp(logits, -1, keepdim=True)).squeeze(-1)
+            lse = torch.logsumexp(logits, -1, keepdim=True)  # (c, 1)
+            out[s:s + chunk] = (logits.gather(-1, tok) - lse).squeeze(-1)
+            if entropy:  # H = lse - sum(p * z), in place on one more (c, V) buffer
+                ent[s:s + chunk] = (lse - (logits - lse).exp_().mul_(logits).sum(-1, keepdim=True)).squeeze(-1)
         ctx.save_for_backward(hidden, weight, tokens)
         ctx.temperature, ctx.chunk, ctx.dtype = temperature, chunk, dtype
-        return out
+        ctx.mark_non_differentiable(ent)
+        return out, ent
 
     @staticmethod
-    def backward(ctx, grad_out):  # grad_out (M,)
+    def backward(ctx, grad_out, grad_ent):  # grad_out (M,); the entropy is a constant: grad_ent is ignored
         hidden, weight, tokens = ctx.saved_tensors
         temperature, chunk, dtype = ctx.temperature, ctx.chunk, ctx.dtype
         w = weight.to(dtype)
@@ -63,15 +70,16 @@ class _HeadLogprobs(torch.autograd.Function):
                 grad_h[s:s + chunk] = d @ w
             if grad_w is not None:
                 grad_w += (d.T @ h).float()  # (V, H)
-        return grad_h, None if grad_w is None else grad_w.to(weight.dtype), None, None, None, None
+        return grad_h, None if grad_w is None else grad_w.to(weight.dtype), None, None, None, None, None
 
 
 def head_logprobs(hidden: torch.Tensor, weight: torch.Tensor, tokens: torch.Tensor, temperature: float,
-                  chunk: int) -> torch.Tensor:
+                  chunk: int, entropy: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     """Log-probs (M,) fp32 of `tokens` (M,) given final hidden states (M, H) and the output layer's
-    weight (V, H), without ever holding more than (chunk, V) logits."""
+    weight (V, H), without ever holding more than (chunk, V) logits; and, with `entropy`, each
+    position's entropy (M,) (detached), else an empty tensor."""
     dtype = autocast_dtype(hidden.device) or weight.dtype
-    return _HeadLogprobs.apply(hidden, weight, tokens, float(temperature), chunk, dtype)
+    return _HeadLogprobs.apply(hidden, weight, tokens, float(temperature), chunk, dtype, entropy)
 
 
 def plain_head(model) -> torch.Tensor | None:
@@ -83,10 +91,13 @@ def plain_head(model) -> torch.Tensor | None:
     return head.weight
 
 
-def completion_logprobs(model, rollout: Rollout, temperature: float, *, chunk: int = 0) -> torch.Tensor:
+def completion_logprobs(model, rollout: Rollout, temperature: float, *, chunk: int = 0,
+                        entropy: bool = False) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """Log-probs (N, T) of the rollout's completion tokens under `model`, prompts prefilled once per group,
     zero at padding. Differentiable when called with grad enabled: gradients flow through the expanded
-    prompt cache. chunk > 0: at most `chunk` positions' logits at a time (plain output layers only)."""
+    prompt cache. chunk > 0: at most `chunk` positions' logits at a time (plain output layers only).
+    entropy=True: also (log-probs, entropies (N, T)), each position's entropy of softmax(logits /
+    temperature) over the whole vocabulary, detached, zero at padding, from the same pass (and chunks)."""
     weight = plain_head(model) if chunk else None
     body = model if weight is None else model.base_model  # the backbone: hidden states, not logits
     device = rollout.completion_ids.device
@@ -105,10 +116,12 @@ def completion_logprobs(model, rollout: Rollout, temperature: float, *, chunk: i
                    use_cache=True, **{cache_kwarg(body): cache})
         rest = out.logits if weight is None else out.last_hidden_state  # (N, T-1, V|H)
         states = torch.cat([states, rest], dim=1)  # (N, T, V|H)
-    if weight is None:
-        return token_logprobs(states, ids, temperature).masked_fill(~mask, 0.0)
-    picked = head_logprobs(states[mask], weight, ids[mask], temperature, chunk)  # (M,) real tokens only
-    return torch.zeros(n, t, dtype=picked.dtype, device=device).masked_scatter(mask, picked)
+    if weight is None:  # the full-logits path holds (N, T, V) logits anyway
+        logp = token_logprobs(states, ids, temperature).masked_fill(~mask, 0.0)
+        return (logp, token_entropy(states, temperature).masked_fill(~mask, 0.0)) if entropy else logp
+    picked, ent = head_logprobs(states[mask], weight, ids[mask], temperature, chunk, entropy)  # (M,) real tokens only
+    logp = torch.zeros(n, t, dtype=picked.dtype, device=device).masked_scatter(mask, picked)
+    return (logp, torch.zeros(n, t, dtype=ent.dtype, device=device).masked_scatter(mask, ent)) if entropy else logp
 
 
 def enable_checkpointing(model) -> None:
