@@ -42,6 +42,9 @@ class TaskConfig:
     system_prompt: str | None = None  # chat_template: a system message first (None: the template's default)
 
 
+ADVANTAGE_RULES = ("grpo", "ngrpo", "rl_zvp")  # algo.advantage (grpo_lab/train/advantages.py)
+
+
 @dataclass
 class AlgoConfig:
     lr: float = 1e-4  # on the tiny model 1e-4 learned, 5e-4 collapsed
@@ -49,6 +52,11 @@ class AlgoConfig:
     eps_low: float = 0.2  # PPO clip below 1
     eps_high: float = 0.2  # PPO clip above 1 (DAPO raises it to 0.28)
     mu: int = 1  # updates per batch of samples (the paper's mu); old log-probs are reused
+    # grpo: eq. 3 (a tied unit learns nothing) | ngrpo: a virtual right answer in every group's baseline (its
+    # own Bessel std + 1e-6; algo.std is not used) | rl_zvp: eq. 3, and entropy-shaped token advantages in a
+    # tied unit (grpo_lab/train/advantages.py)
+    advantage: str = "grpo"
+    zvp_alpha: float = 0.1  # rl_zvp: the entropy's scale in a tied unit (the paper: 0.1; 0.05-0.3 tested)
     std: str = "population"  # population (eq. 3) | sample (TRL, verl) | none (Dr. GRPO)
     std_eps: float = 1e-8  # a group whose reward std is <= this is a tie
     loss_agg: str = "sequence"  # sequence (paper) | token (DAPO) | constant (Dr. GRPO)
@@ -162,6 +170,9 @@ def validate(cfg: TrainConfig) -> None:
     require(cfg.algo.mu >= 1, "algo.mu", cfg.algo.mu, "must be >= 1")
     require(cfg.algo.std in ("population", "sample", "none"), "algo.std", cfg.algo.std,
              "must be one of 'population', 'sample', 'none'")
+    require(cfg.algo.advantage in ADVANTAGE_RULES, "algo.advantage", cfg.algo.advantage,
+             f"must be one of {', '.join(map(repr, ADVANTAGE_RULES))}")
+    require(cfg.algo.zvp_alpha > 0, "algo.zvp_alpha", cfg.algo.zvp_alpha, "must be > 0")
     require(cfg.algo.loss_agg in ("sequence", "token", "constant"), "algo.loss_agg", cfg.algo.loss_agg,
              "must be one of 'sequence', 'token', 'constant'")
     require(cfg.algo.max_grad_norm > 0, "algo.max_grad_norm", cfg.algo.max_grad_norm, "must be > 0")

@@ -18,7 +18,7 @@ from grpo_lab.config import TrainConfig
 from grpo_lab.train.objective import AGG_MODES
 from grpo_lab.model.load import frozen_copy, load_policy
 from grpo_lab.train.microbatch import micro_batches
-from grpo_lab.train.update import update
+from grpo_lab.train.update import TrainingRows, update
 
 # which groups (of 4) each rank trains on, and in micro-batches of how many groups (None: all at once):
 # split evenly; evenly with gradient accumulation over one-group micro-batches; all on rank 0 (rank 1 none)
@@ -46,7 +46,7 @@ def apply_update(base: dict, groups: list, advantages: list[torch.Tensor], agg: 
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     micro = micro_batches([[g] for g in groups], pad_id, micro_groups)  # units of one group each
     adv = torch.cat(advantages) if advantages else torch.zeros(0)  # (N,)
-    stats = update(model, ref, optimizer, micro, adv, torch.ones(adv.shape[0]), cfg)
+    stats = update(model, ref, optimizer, micro, TrainingRows.plain(adv), cfg)
     return {"weights": torch.cat([p.detach().reshape(-1) for p in model.parameters()]),
             "grads": torch.cat([p.grad.reshape(-1) for p in model.parameters()]), "stats": stats}
 

@@ -1,50 +1,76 @@
-"""The groups table's rows: one per group a step drew, with the training unit and informative samples
-read from the advantages the update used."""
+"""The groups table's rows: one per group a step drew (and one per earlier group it replayed), with the training
+unit, the advantage each sample's update used and the informative samples read from them."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
-import torch
 
 from grpo_lab.samplers import Group
 
 
+@dataclass
+class Trained:
+    """What one group's samples trained with: its unit's index in the step, each sample's advantage (NaN where the
+    sample did not enter the update) and, for per-token rules, each sample's mean and max token entropy."""
+
+    unit: int
+    advantages: np.ndarray  # (G,) float32
+    entropy: np.ndarray | None = None  # (G, 2) float32: mean, max; NaN where not trained
+
+    @property
+    def n_informative(self) -> int:
+        """Samples whose advantage was nonzero (NaN, a sample that did not train, is not)."""
+        return int(np.sum(np.nan_to_num(self.advantages) != 0))
+
+
 def group_rows(run_id: str, step: int, groups: list[Group], counters: dict,
-               trained: dict[int, tuple[int, int]] | None = None) -> list[dict]:
-    """One groups-table row per group drawn this step; advances `counters` (samples, tokens) in place.
-    `trained` (from `unit_columns`) gives each training group's unit and informative samples."""
+               trained: dict[int, Trained] | None = None) -> list[dict]:
+    """One groups-table row per group this step drew or replayed; advances `counters` (samples, tokens) in place
+    for the drawn ones only: a replayed group was drawn (and counted) at its `source_step`.
+    `trained` (from `unit_columns`) gives each training group's unit and advantages."""
     trained = trained or {}
     rows = []
     for grp in groups:
-        unit, n_informative = trained.get(id(grp), (None, 0))
         g = len(grp.rewards)
+        done = trained.get(id(grp))
         n_correct = int(grp.correct.sum())
         tokens = grp.tokens if grp.samples is None else int(grp.samples.lengths.sum())
-        counters["samples_total"] += g
-        counters["tokens_total"] += tokens
+        if not grp.reused:
+            counters["samples_total"] += g
+            counters["tokens_total"] += tokens
         kind = None
         if grp.tie:
             kind = "all_correct" if n_correct == g else "all_wrong" if n_correct == 0 else "other"
+        entropy = None if done is None or done.entropy is None else done.entropy
         rows.append(dict(
             run_id=run_id, step=step, prompt_id=grp.problem.prompt_id, difficulty=grp.problem.difficulty,
             round=grp.round, group_size=g, rewards=grp.rewards.tolist(), correct=grp.correct.tolist(),
             reward_mean=float(grp.rewards.mean(dtype=np.float64)), reward_std=float(grp.rewards.std(dtype=np.float64)),
             n_correct=n_correct,
             tie=grp.tie, tie_kind=kind, used=grp.used, tokens=tokens, **counters,
-            unit=unit, n_informative=n_informative, n_trained=grp.n_trained, rank=grp.rank,
+            unit=None if done is None else done.unit, n_informative=0 if done is None else done.n_informative,
+            n_trained=grp.n_trained, rank=grp.rank,
             truncated=grp.truncated if grp.samples is None else int(grp.samples.truncated.sum()),
+            advantages=(np.full(g, np.nan) if done is None else done.advantages).tolist(),
+            entropy_mean=None if entropy is None else entropy[:, 0].tolist(),
+            entropy_max=None if entropy is None else entropy[:, 1].tolist(),
+            reused=grp.reused, source_step=grp.source_step,
         ))
     return rows
 
 
-def unit_columns(units: list[list[Group]], advantages: torch.Tensor) -> dict[int, tuple[int, int]]:
-    """For each group that trained (keyed by id): its unit's index in the step, and how many of its
-    samples had a nonzero advantage, read from the very advantages the update used ((N,), units' order)."""
-    nonzero = (advantages != 0).cpu().numpy()  # (N,)
+def unit_columns(units: list[list[Group]], advantages: np.ndarray,
+                 entropy: np.ndarray | None = None) -> dict[int, Trained]:
+    """For each group of a unit (keyed by id): its unit's index in the step and its samples' advantages, read
+    from the very advantages the update used, (P,) in the units' pooled order with NaN where a sample did not
+    train; `entropy` (P, 2), the same for per-token rules."""
     out, start = {}, 0
     for u, unit in enumerate(units):
         for grp in unit:
             g = len(grp.rewards)
-            out[id(grp)] = (u, int(nonzero[start:start + g].sum()))
+            out[id(grp)] = Trained(u, np.asarray(advantages[start:start + g], np.float32),
+                                   None if entropy is None else np.asarray(entropy[start:start + g], np.float32))
             start += g
     return out

@@ -38,6 +38,17 @@ GROUPS = pa.schema([
     ("n_trained", pa.int16()),  # samples of this group that entered the gradient (reinforce_ada trains a subset)
     ("rank", pa.int16()),  # the process that drew the group (0 in a single-process run)
     ("truncated", pa.int16()),  # samples cut at max_new_tokens (no end token, no stop string)
+    # per sample, the advantage its update used (algo.advantage; for rl_zvp's shaped tokens, their mean over the
+    # sample's tokens); NaN where the sample did not enter the update. Every rule recounts from it
+    ("advantages", pa.list_(pa.float32())),
+    # rl_zvp: per sample, the mean and max entropy of the policy's next-token distribution over its tokens in the
+    # update's first pass (NaN where it did not train); null under rules that need no entropy
+    ("entropy_mean", pa.list_(pa.float32())),
+    ("entropy_max", pa.list_(pa.float32())),
+    # a replayed group (sampler=replay): trained again at this step, drawn (and counted in samples_total) at
+    # source_step; its row does not advance samples_total or tokens_total. null source_step: drawn at this step
+    ("reused", pa.bool_()),
+    ("source_step", pa.int32()),
 ])
 
 STEPS = pa.schema(
@@ -52,6 +63,10 @@ STEPS = pa.schema(
     + [("score_timeouts", pa.int32())]  # answers whose check ran out of time (scored wrong)
     + [("skipped_prompts", pa.int32())]  # prompts a sampler passed over unsampled this step (greso, band)
     + [("truncated", pa.int32())]  # samples of the step cut at max_new_tokens
+    # samples that entered the update (drawn now or reused); of them reused (replayed from an earlier step, not
+    # drawn again: `samples` counts draws only); informative samples of tied groups (ngrpo, rl_zvp give them
+    # nonzero advantages; grpo never)
+    + [("trained", pa.int32()), ("reused", pa.int32()), ("informative_tied", pa.int32())]
 )
 
 EVAL = pa.schema([

@@ -29,9 +29,21 @@ class Group:
     # which samples enter the gradient when used (None: all). The unit's baseline still pools every sample:
     # reinforce_ada trains a fixed-size subset of a prompt's answers against the mean of all of them
     train: np.ndarray | None = None  # (G,) bool
+    # which samples make the unit's baseline (None: all). PODS trains a max-variance subset against the
+    # statistics of that subset only; a sample outside the baseline never trains
+    baseline: np.ndarray | None = None  # (G,) bool
     rank: int = 0  # the process that drew it (data parallel): it holds the samples and trains on them
     tokens: int = 0  # tokens generated for this group
     truncated: int = 0  # its samples cut at max_new_tokens (read from `samples` where this rank holds them)
+    # a replayed group (sampler=replay): drawn at `source_step`, trained again with the advantages it had then;
+    # its samples' old_logp are the log-probs of the policy that sampled them (its behaviour log-probs)
+    source_step: int | None = None
+    advantages: np.ndarray | None = None  # (G,) float32
+
+    @property
+    def reused(self) -> bool:
+        """A replay of a group drawn at an earlier step: trained again, not drawn again."""
+        return self.source_step is not None
 
     @property
     def n_trained(self) -> int:
@@ -97,6 +109,9 @@ class Sampler(ABC):
 
     name: ClassVar[str]
     settings_type: ClassVar[type[SamplerSettings] | None] = None  # None: no keys of its own
+    # True when its state holds what only one rank has (a replay buffer's completions stay where they were drawn):
+    # a checkpoint then keeps every rank's state_dict, and each rank restores its own
+    rank_local: ClassVar[bool] = False
 
     cfg: Any  # the SamplerConfig (name, group_size and every sampler's block)
     stream: PromptStream
@@ -120,6 +135,12 @@ class Sampler(ABC):
     @abstractmethod
     def draw(self, draw_round: DrawRound, prompts: int) -> Draw:
         """Draw the groups of one step that trains on (up to) `prompts` prompts."""
+
+    def observe(self, step: int, draw: Draw, trained: dict, behaviour: dict) -> None:
+        """After the step's update: `trained` (id(group) -> grpo_lab.run.rows.Trained: each sample's advantage,
+        the same on every rank) and `behaviour` (id(group) -> (G, T) log-probs of its samples under the policy
+        that drew them, for this rank's groups whose every sample trained). Most samplers need neither."""
+        return None
 
     @property
     def rng(self) -> np.random.Generator:

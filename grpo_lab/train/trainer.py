@@ -37,16 +37,13 @@ from grpo_lab.run.completions import completion_rows
 from grpo_lab.run.guards import RunLock, prepare
 from grpo_lab.run.loading import load_task_and_policy
 from grpo_lab.run.record import RunRecord, _now
-from grpo_lab.run.rows import group_rows, unit_columns
+from grpo_lab.run.rows import group_rows
 from grpo_lab.run.summary import run_summary
 from grpo_lab.run.tables import parts, read_table, remove_parts_after, write_part
 from grpo_lab.run.tracking import Tracker, build_tracker, eval_metrics, step_metrics
 from grpo_lab.samplers import Draw, Group, PromptStream, build_sampler
 from grpo_lab.tasks import Problem
-from grpo_lab.train.batching import training_units
-from grpo_lab.train.microbatch import micro_batches
-from grpo_lab.train.objective import sequence_weights
-from grpo_lab.train.update import _masked, unit_advantages, update
+from grpo_lab.train.learn import learn
 
 log = logging.getLogger(__name__)
 
@@ -101,7 +98,8 @@ class Trainer:
             self.last_step, state = load_checkpoint(ckpt, self.model, self.optimizer, self.generator,
                                                     distributed.rank(), distributed.world())
             self.counters = {k: state[k] for k in self.counters}
-            self.sampler.load_state_dict(state["sampler"])
+            self.sampler.load_state_dict(state["ranks_sampler"][distributed.rank()] if state.get("ranks_sampler")
+                                         else state["sampler"])
             log.info("resuming %s from step %d", self.run_dir, self.last_step)
         if distributed.is_main():  # rank 0 writes every table; the other ranks' rows reach it by gathers
             remove_parts_after(self.run_dir, self.last_step)  # rows past the checkpoint are redrawn identically
@@ -181,46 +179,31 @@ class Trainer:
         with self.amp():
             draw: Draw = self.sampler.draw(self._draw_round, cfg.prompts_per_step)
         t1 = time.perf_counter()
-        losses = dict.fromkeys(("loss", "pg_loss", "kl", "clip_frac", "grad_norm"), float("nan"))  # no update
-        losses["informative"] = 0
-        trained = {}
-        if draw.units:  # the same on every rank: samplers decide from global rounds
-            a = cfg.algo
-            local = [[g for g in u if g.samples is not None] for u in draw.units]  # this rank's share
-            pieces, _ = training_units([u for u in local if u], self.tokenizer.pad_token_id)
-            trains = np.concatenate([np.ones(len(g.rewards), bool) if g.train is None else g.train
-                                     for u in draw.units for g in u])  # (N_pooled,) every rank's samples
-            here = np.array([g.samples is not None for u in draw.units for g in u for _ in g.rewards])  # (N_pooled,)
-            adv = unit_advantages(draw.units, a.std, a.std_eps, self.device)  # (N_pooled,)
-            keep = torch.from_numpy(trains).to(adv.device)
-            trained = unit_columns(draw.units, adv * keep)  # informative: a nonzero advantage on a sample that trains
-            mine = torch.from_numpy(here[trains]).to(adv.device)  # (N,) the training rows this rank holds
-            adv = adv[keep]  # (N,) baselines from every sample of a unit, rows of those that train
-            if a.mask_truncated:
-                pieces = [[_masked(ro) for ro in unit] for unit in pieces]
-            micro = micro_batches(pieces, self.tokenizer.pad_token_id, a.micro_batch_groups, a.micro_batch_tokens)
-            sizes = [n for u in draw.units if (n := sum(g.n_trained for g in u))]  # samples that train, per unit
-            weight = sequence_weights(sizes, cfg.sampler.group_size, a.unit_weight).to(self.device)  # (N,)
-            with self.amp():  # this rank's rows, in the micro-batches' order (units, then groups)
-                losses = update(self.model, self.ref, self.optimizer, micro, adv[mine], weight[mine], cfg)
+        learned = learn(self.model, self.ref, self.optimizer, draw, cfg, self.tokenizer.pad_token_id, self.device,
+                        self.amp())
+        self.sampler.observe(step, draw, learned.trained, learned.behaviour)  # e.g. the replay buffer's offers
         t2 = time.perf_counter()
 
         run_id = self.record.run_id
-        groups = group_rows(run_id, step, draw.groups, self.counters, trained)
-        correct = np.concatenate([g.correct for g in draw.groups]) if draw.groups else np.zeros(0, bool)
-        rewards = np.concatenate([g.rewards for g in draw.groups]) if draw.groups else np.zeros(0)
-        row = dict(run_id=run_id, step=step, **losses, lr=cfg.algo.lr, reward_mean=_mean(rewards),
-                   accuracy=_mean(correct), tie_frac=_mean([g.tie for g in draw.groups]), groups=len(groups),
+        groups = group_rows(run_id, step, draw.groups, self.counters, learned.trained)
+        drawn = [g for g in draw.groups if not g.reused]  # what this step sampled (replays were drawn before)
+        correct = np.concatenate([g.correct for g in drawn]) if drawn else np.zeros(0, bool)
+        rewards = np.concatenate([g.rewards for g in drawn]) if drawn else np.zeros(0)
+        fresh = [r for r in groups if not r["reused"]]
+        row = dict(run_id=run_id, step=step, **learned.losses, lr=cfg.algo.lr, reward_mean=_mean(rewards),
+                   accuracy=_mean(correct), tie_frac=_mean([g.tie for g in drawn]), groups=len(fresh),
                    samples=int(correct.size), **self.counters, skipped_prompts=draw.skipped,
                    t_rollout=t1 - t0, t_update=t2 - t1, t_total=time.perf_counter() - t0,
-                   score_timeouts=self.score_timeouts, truncated=sum(g["truncated"] for g in groups))
+                   score_timeouts=self.score_timeouts, truncated=sum(r["truncated"] for r in fresh),
+                   trained=sum(r["n_trained"] for r in groups), reused=sum(r["n_trained"] for r in groups if r["reused"]),
+                   informative_tied=sum(r["n_informative"] for r in groups if r["tie"]))
         self._write("groups", step, groups)
         self._write("steps", step, [row])
         if cfg.log_completions:  # across processes: rank 0's own groups (the texts stay where they were drawn)
             mine = [(g, r) for g, r in zip(draw.groups, groups) if g.samples is not None]
             self._write("completions", step, completion_rows([g for g, _ in mine], [r for _, r in mine],
                                                              cfg.log_completions))
-        self.tracker.log(step_metrics(row, groups), step)
+        self.tracker.log(step_metrics(row, fresh), step)
         self.last_step = step
         if draw.exhausted:
             raise SamplerExhausted(f"{draw.exhausted}. Stopped at step {step}; the tables so far are whole.")
@@ -228,6 +211,8 @@ class Trainer:
 
     def checkpoint(self) -> None:
         state = {**self.counters, "sampler": self.sampler.state_dict()}
+        if self.sampler.rank_local and distributed.world() > 1:  # what only each rank holds: every rank's state
+            state["ranks_sampler"] = distributed.gather_objects(state["sampler"])
         ranks_rng = distributed.gather_objects(rng_state(self.generator)) if distributed.world() > 1 else None
         if not distributed.is_main():  # the model, optimizer and sampler are the same on every rank
             return

@@ -1,9 +1,11 @@
-"""One optimizer step's update: each training unit's advantages (eq. 3 over its pooled rewards), then mu
-clipped updates with the k3 KL, gradients accumulated over micro-batches (and summed over ranks)."""
+"""One optimizer step's update: mu clipped updates with the k3 KL on a step's training rows, gradients
+accumulated over micro-batches (and summed over ranks). The advantages come from grpo_lab/train/advantages.py;
+RL-ZVP's per-token ones are shaped here, from the entropies of the first policy pass."""
 
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -12,26 +14,39 @@ from grpo_lab import distributed
 from grpo_lab.config import TrainConfig
 from grpo_lab.model.logprobs import completion_logprobs
 from grpo_lab.rollout.generate import Rollout
-from grpo_lab.samplers import Group
+from grpo_lab.train.advantages import rl_zvp_advantages
 from grpo_lab.train.microbatch import MicroBatch
-from grpo_lab.train.objective import Normalisers, group_advantages, grpo_loss, loss_normalisers
+from grpo_lab.train.objective import Normalisers, grpo_loss, loss_normalisers
 
 
-def unit_advantages(units: list[list[Group]], std: str, eps: float, device) -> torch.Tensor:
-    """Advantages (N,) for the training batch: each unit's pooled rewards are one baseline group."""
-    sizes = {sum(len(g.rewards) for g in u) for u in units}
-    pooled = [np.concatenate([g.rewards for g in u]) for u in units]
-    if len(sizes) == 1:  # the common case, one batched call
-        return group_advantages(torch.from_numpy(np.stack(pooled)).to(device), std=std, eps=eps).reshape(-1)
-    return torch.cat([group_advantages(torch.from_numpy(r)[None].to(device), std=std, eps=eps)[0] for r in pooled])
+@dataclass
+class TrainingRows:
+    """This rank's training rows, in the micro-batches' order (units, then groups)."""
+
+    advantages: torch.Tensor  # (n,) the rule's per-sample advantage, or a replayed sample's stored one
+    weight: torch.Tensor  # (n,) each sequence's weight in the loss (objective.sequence_weights)
+    direction: torch.Tensor | None = None  # (n,) int8 RL-ZVP's sign on a tied unit's samples; None: per-sample rule
+    behaviour: torch.Tensor | None = None  # (n,) bool: reused samples, whose ratio divides by their stored old_logp
+
+    @classmethod
+    def plain(cls, advantages: torch.Tensor) -> TrainingRows:
+        return cls(advantages, torch.ones(advantages.shape[0], device=advantages.device))
 
 
-def update(model, ref, optimizer, micro: list[MicroBatch], advantages: torch.Tensor, seq_weight: torch.Tensor,
-           cfg: TrainConfig) -> dict:
-    """mu optimizer updates on one batch of samples, each accumulating the gradients of its micro-batches;
-    returns the step's loss statistics (means over mu) and `informative`, the samples whose advantage is
-    nonzero. With none, the policy gradient is exactly zero: no optimizer step is taken (Adam would turn the
-    KL term's near-zero gradient into a full-size step) and the statistics come from one pass without grad.
+def update(model, ref, optimizer, micro: list[MicroBatch], rows: TrainingRows, cfg: TrainConfig) -> dict:
+    """mu optimizer updates on one batch of samples, each accumulating the gradients of its micro-batches.
+
+    Returns the step's loss statistics (means over mu); `informative`, the samples whose advantage is nonzero
+    (over ranks); and per row of this rank: `advantages` (what the update used: the sample's advantage, the
+    mean over its tokens for RL-ZVP's shaped ones), `entropy` ((n, 2) mean and max over its tokens; RL-ZVP
+    only, else None) and `behaviour` (its log-probs in the first pass, (n, T), zero at padding: the policy that
+    sampled a fresh sample). With no informative sample the policy gradient is exactly zero: no optimizer step
+    is taken (Adam would turn the KL term's near-zero gradient into a full-size step).
+
+    The ratio's denominator is the first pass's log-probs (the policy before this step's first update is the
+    one that sampled; its own log-probs from this same pass make the first ratio exactly 1, where the sampler's
+    cached decode matches only up to kernel rounding), except for reused samples (`rows.behaviour`): theirs are
+    the log-probs of the earlier policy that sampled them, stored in their rollout's old_logp.
 
     Across processes `micro` holds this rank's share of the batch (possibly none): the normalisers and
     `informative` are summed over ranks, and so are the gradients after accumulation, before clipping,
@@ -39,46 +54,87 @@ def update(model, ref, optimizer, micro: list[MicroBatch], advantages: torch.Ten
     a = cfg.algo
     temp = cfg.rollout.temperature or 1.0
     chunk = cfg.model.logprob_chunk
+    shaped = rows.direction is not None  # a per-token rule: entropies from the first pass
+    device = rows.weight.device
     lengths = (torch.cat([mb.rollout.completion_mask.sum(-1) for mb in micro]) if micro
-               else torch.zeros(0, dtype=torch.long, device=seq_weight.device))  # (N,) tokens in the loss
-    norm = loss_normalisers(lengths, seq_weight, a.loss_agg, cfg.rollout.max_new_tokens)  # this rank's part
-    device = seq_weight.device
+               else torch.zeros(0, dtype=torch.long, device=device))  # (n,) tokens in the loss
+    norm = loss_normalisers(lengths, rows.weight, a.loss_agg, cfg.rollout.max_new_tokens)  # this rank's part
     norm = Normalisers(loss=distributed.global_sum(norm.loss).to(device),  # the whole batch's, over ranks
                        tokens=distributed.global_sum(norm.tokens).to(device))
-    informative = int(distributed.global_sum(int((advantages != 0).sum())))
+    signal = rows.advantages != 0
+    if shaped:
+        signal = signal | (rows.direction != 0)
+    can_learn = int(distributed.global_sum(int(signal.sum()))) > 0  # rows that may carry a gradient
     ref_logp = [None] * len(micro)
     if a.beta != 0:
         with torch.inference_mode():
             ref_logp = [completion_logprobs(ref, mb.rollout, temp, chunk=chunk) for mb in micro]
-    stats = []
-    old_logp = [None] * len(micro)
-    for _ in range(a.mu if informative else 1):
+    stats, informative = [], 0
+    old_logp, first, used = [None] * len(micro), [None] * len(micro), [None] * len(micro)
+    entropy = [None] * len(micro)
+    for _ in range(a.mu if can_learn else 1):
         optimizer.zero_grad(set_to_none=True)
         sums = np.zeros(4)
         for k, mb in enumerate(micro):
-            with torch.set_grad_enabled(informative > 0):
-                logp = completion_logprobs(model, mb.rollout, temp, chunk=chunk)  # (n, T)
-                if old_logp[k] is None:
-                    # The policy before this step's first update is the one that sampled: its log-probs from
-                    # this same pass make the first ratio exactly 1. The sampler's own (ro.old_logp) equal
-                    # them only up to kernel rounding (cached decode vs full pass; visible in bf16).
-                    old_logp[k] = logp.detach()
-                loss, st = grpo_loss(logp, old_logp[k], advantages[mb.rows], mb.rollout.completion_mask,
-                                     ref_logp=ref_logp[k], beta=a.beta, eps_low=a.eps_low, eps_high=a.eps_high,
-                                     agg=a.loss_agg, max_len=cfg.rollout.max_new_tokens,
-                                     seq_weight=seq_weight[mb.rows], norm=norm)
-                if informative:
+            mask = mb.rollout.completion_mask
+            with torch.set_grad_enabled(can_learn):
+                if first[k] is None:  # the first pass: the denominators, and RL-ZVP's entropies
+                    logp, ent = completion_logprobs(model, mb.rollout, temp, chunk=chunk, entropy=True) if shaped \
+                        else (completion_logprobs(model, mb.rollout, temp, chunk=chunk), None)  # (n, T)
+                    first[k] = logp.detach()
+                    old_logp[k] = first[k] if rows.behaviour is None else torch.where(
+                        rows.behaviour[mb.rows, None], mb.rollout.old_logp, first[k])
+                    used[k] = rows.advantages[mb.rows] if not shaped else rl_zvp_advantages(
+                        rows.advantages[mb.rows], rows.direction[mb.rows], ent, mask, a.zvp_alpha)  # (n,) | (n, T)
+                    entropy[k] = None if ent is None else _token_stats(ent, mask)
+                else:
+                    logp = completion_logprobs(model, mb.rollout, temp, chunk=chunk)  # (n, T)
+                loss, st = grpo_loss(logp, old_logp[k], used[k], mask, ref_logp=ref_logp[k], beta=a.beta,
+                                     eps_low=a.eps_low, eps_high=a.eps_high, agg=a.loss_agg,
+                                     max_len=cfg.rollout.max_new_tokens, seq_weight=rows.weight[mb.rows], norm=norm)
+                if can_learn:
                     loss.backward()  # gradients accumulate: each micro-batch's loss is its share of the batch's
             sums += (st.loss, st.pg_loss, st.kl, st.clip_frac)
         sums = distributed.all_reduce_(torch.from_numpy(sums)).numpy()  # every rank's share of the batch's
+        if not stats:  # the first update: what each row's advantage came to, and how many carry a gradient
+            per_row = torch.cat([_row_advantage(u, mb, rows) for u, mb in zip(used, micro)]) if micro \
+                else rows.advantages
+            informative = int(distributed.global_sum(int((per_row != 0).sum())))
         grad_norm = float("nan")  # no gradient taken
-        if informative:
+        if can_learn and informative:
             distributed.sum_gradients([p for p in model.parameters() if p.requires_grad])  # one process: nothing
             grad_norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), a.max_grad_norm))
             optimizer.step()
         stats.append((*sums, grad_norm))
+        if not informative:
+            break  # a shaped tied unit whose every token came to 0 (one-token answers): nothing to learn
     loss, pg, kl, clip, gn = np.mean(stats, axis=0).tolist()
-    return dict(loss=loss, pg_loss=pg, kl=kl, clip_frac=clip, grad_norm=gn, informative=informative)
+    width = max((f.shape[1] for f in first), default=0)
+    behaviour = (torch.cat([torch.nn.functional.pad(f, (0, width - f.shape[1])) for f in first]) if micro
+                 else torch.zeros(0, 0, device=device))  # (n, T)
+    return dict(loss=loss, pg_loss=pg, kl=kl, clip_frac=clip, grad_norm=gn, informative=informative,
+                advantages=per_row.detach(), behaviour=behaviour,
+                entropy=torch.cat(entropy) if shaped and micro else None)
+
+
+def _row_advantage(used: torch.Tensor, mb: MicroBatch, rows: TrainingRows) -> torch.Tensor:
+    """What each row's update used, one number a row (n,): the advantage itself, or the mean over the row's
+    tokens of a shaped one (0 for a row with no token in the loss)."""
+    if used.dim() == 1:
+        return used
+    mask = mb.rollout.completion_mask
+    mean = (used * mask).sum(-1) / mask.sum(-1).clamp_min(1)  # (n,)
+    return torch.where(rows.direction[mb.rows] != 0, mean, rows.advantages[mb.rows].to(mean.dtype))
+
+
+def _token_stats(entropy: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """(n, 2): each row's mean and max token entropy over its tokens in the loss (NaN for a row with none)."""
+    m = mask.bool()
+    count = m.sum(-1)
+    mean = (entropy * m).sum(-1) / count.clamp_min(1)
+    top = entropy.masked_fill(~m, float("-inf")).amax(-1)
+    nan = torch.full_like(mean, float("nan"))
+    return torch.stack([torch.where(count > 0, mean, nan), torch.where(count > 0, top, nan)], -1)
 
 
 def _masked(ro: Rollout) -> Rollout:

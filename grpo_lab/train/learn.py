@@ -1,0 +1,98 @@
+"""What a step learns from its draw: the units' advantages (grpo_lab/train/advantages.py), this rank's training
+rows in micro-batches, the update, and what every sample trained with, gathered from every rank for the tables
+(and for a sampler that keeps what trained: the replay buffer)."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from grpo_lab import distributed
+from grpo_lab.config import TrainConfig
+from grpo_lab.rollout.generate import Rollout
+from grpo_lab.run.rows import Trained, unit_columns
+from grpo_lab.samplers import Draw, Group
+from grpo_lab.train.advantages import unit_advantages
+from grpo_lab.train.batching import training_units
+from grpo_lab.train.microbatch import micro_batches
+from grpo_lab.train.objective import sequence_weights
+from grpo_lab.train.update import TrainingRows, _masked, update
+
+NO_UPDATE = dict.fromkeys(("loss", "pg_loss", "kl", "clip_frac", "grad_norm"), float("nan"))
+
+
+@dataclass
+class Learned:
+    losses: dict  # the steps table's loss columns and `informative` (NaN losses: no update)
+    trained: dict[int, Trained] = field(default_factory=dict)  # per group (by id) that trained: unit, advantages
+    # per group of this rank whose every sample trained: its samples' log-probs under the policy that drew them (the
+    # update's first pass), (G, T) like its rollout's old_logp. What a replayed group's ratio divides by
+    behaviour: dict[int, torch.Tensor] = field(default_factory=dict)
+
+
+def learn(model, ref, optimizer, draw: Draw, cfg: TrainConfig, pad_id: int, device, amp) -> Learned:
+    """One update on `draw.units` (the same on every rank: samplers decide from global rounds); `amp` is the
+    context every model pass runs in."""
+    if not draw.units:
+        return Learned(dict(NO_UPDATE, informative=0))
+    a = cfg.algo
+    units = [[_on_device(g, device) for g in u] for u in draw.units]  # a replayed group's samples wait on the CPU
+    groups = [g for u in units for g in u]
+    trains = np.concatenate([np.ones(len(g.rewards), bool) if g.train is None else g.train for g in groups])  # (P,)
+    owner = np.concatenate([np.full(len(g.rewards), g.rank) for g in groups])  # (P,) the rank holding each sample
+    adv = unit_advantages(units, a.advantage, std=a.std, eps=a.std_eps, device=device,
+                          max_reward=cfg.reward.accuracy + cfg.reward.format)  # (P,) every rank's samples
+    rows = np.flatnonzero(trains)  # (N,) the training rows, in the pooled order
+    mine = owner[rows] == distributed.rank()  # (N,) the training rows this rank holds
+    pieces, _ = training_units([v for v in ([g for g in u if g.samples is not None] for u in units) if v], pad_id)
+    if a.mask_truncated:
+        pieces = [[_masked(ro) for ro in unit] for unit in pieces]
+    micro = micro_batches(pieces, pad_id, a.micro_batch_groups, a.micro_batch_tokens)
+    sizes = [n for u in units if (n := sum(g.n_trained for g in u))]  # samples that train, per unit
+    weight = sequence_weights(sizes, cfg.sampler.group_size, a.unit_weight).to(device)  # (N,)
+    take = torch.from_numpy(rows[mine]).to(device)  # this rank's rows, in the micro-batches' order (units, groups)
+    reused = torch.from_numpy(adv.replayed[rows[mine]]).to(device)
+    rank_rows = TrainingRows(adv.advantages[take], weight[torch.from_numpy(mine).to(device)],
+                             direction=adv.direction[take] if a.advantage == "rl_zvp" else None,
+                             behaviour=reused if adv.replayed.any() else None)
+    with amp:
+        out = update(model, ref, optimizer, micro, rank_rows, cfg)
+    used = _gather(rows, owner, out["advantages"].float().cpu().numpy(), len(trains))  # (P,) NaN: not trained
+    entropy = None if out["entropy"] is None else _gather(rows, owner, out["entropy"].float().cpu().numpy(),
+                                                          len(trains))  # (P, 2)
+    losses = {k: out[k] for k in (*NO_UPDATE, "informative")}
+    return Learned(losses, unit_columns(units, used, entropy), _behaviour(groups, trains, owner, out["behaviour"]))
+
+
+def _gather(rows: np.ndarray, owner: np.ndarray, mine: np.ndarray, pooled: int) -> np.ndarray:
+    """Every rank's per-row values (its training rows, in order) as one (P, ...) array, NaN where no row trained."""
+    out = np.full((pooled, *mine.shape[1:]), np.nan, np.float32)
+    for r, values in enumerate(distributed.gather_objects(mine)):
+        out[rows[owner[rows] == r]] = values
+    return out
+
+
+def _behaviour(groups: list[Group], trains: np.ndarray, owner: np.ndarray, first: torch.Tensor) -> dict:
+    """The first pass's log-probs of each group of this rank whose every sample trained, (G, T) at its width."""
+    out, row, start = {}, 0, 0
+    for g in groups:
+        n = len(g.rewards)
+        k = int(trains[start:start + n].sum()) if owner[start] == distributed.rank() else 0
+        if k == n and g.samples is not None:
+            width = g.samples.completion_ids.shape[1]
+            lp = first[row:row + n, :width]
+            out[id(g)] = torch.nn.functional.pad(lp, (0, width - lp.shape[1])).detach()
+        row, start = row + k, start + n
+    return out
+
+
+def _on_device(g: Group, device) -> Group:
+    """The group with its samples on `device` (a replayed group's are kept on the CPU between steps)."""
+    ro: Rollout | None = g.samples
+    if ro is not None and g.reused:
+        g.samples = dataclasses.replace(ro, **{f.name: getattr(ro, f.name).to(device) for f in dataclasses.fields(ro)
+                                               if isinstance(getattr(ro, f.name), torch.Tensor)})
+    return g
