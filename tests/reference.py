@@ -26,3 +26,29 @@ def assert_same_rows(full: Path, resumed: Path, tables=("groups", "eval")) -> No
         a = read_table(full, table).drop_columns(["run_id"]).to_pylist()
         b = read_table(resumed, table).drop_columns(["run_id"]).to_pylist()
         assert len(a) > 0 and a == b, table
+
+
+def plain_grpo(rewards: list[float], eps: float = 1e-8) -> list[float]:
+    """Eq. 3 for one group, a loop: (r - mean) / population std, exactly 0 for a tie."""
+    g = len(rewards)
+    mean = sum(rewards) / g
+    sd = (sum((r - mean) ** 2 for r in rewards) / g) ** 0.5
+    return [0.0 if sd <= eps else (r - mean) / sd for r in rewards]
+
+
+def plain_ngrpo(rewards: list[float], max_reward: float = 1.0, eps: float = 1e-6) -> list[float]:
+    """NGRPO for one group, a loop: one virtual answer of max_reward in the mean and the Bessel std."""
+    both = list(rewards) + [max_reward]
+    mean = sum(both) / len(both)
+    sd = (sum((r - mean) ** 2 for r in both) / (len(both) - 1)) ** 0.5
+    return [(r - mean) / (sd + eps) for r in rewards]
+
+
+def plain_rl_zvp(advantage: float, direction: int, entropy: list[float], alpha: float) -> list[float]:
+    """RL-ZVP's token advantages for one response (its tokens only), a loop."""
+    if direction > 0:
+        return [alpha * h for h in entropy]
+    if direction < 0:
+        top = max(entropy)
+        return [-alpha * (top - h) for h in entropy]
+    return [advantage] * len(entropy)

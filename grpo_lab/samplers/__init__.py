@@ -16,16 +16,19 @@ from dataclasses import field, make_dataclass
 from grpo_lab.errors import require
 from grpo_lab.samplers.band import BandSampler
 from grpo_lab.samplers.base import Draw, Group, PromptStream, Sampler
+from grpo_lab.samplers.dars import DarsSampler
 from grpo_lab.samplers.dynamic import DynamicSampler
 from grpo_lab.samplers.fixed import FixedSampler
 from grpo_lab.samplers.greso import GresoSampler
 from grpo_lab.samplers.knapsack import KnapsackSampler
+from grpo_lab.samplers.pods import PodsSampler
 from grpo_lab.samplers.reinforce_ada import ReinforceAdaSampler
+from grpo_lab.samplers.replay import ReplaySampler
 from grpo_lab.samplers.resample_on_tie import ResampleOnTieSampler
 
 SAMPLERS: dict[str, type[Sampler]] = {cls.name: cls for cls in (
     FixedSampler, ResampleOnTieSampler, DynamicSampler, BandSampler, ReinforceAdaSampler, KnapsackSampler,
-    GresoSampler)}
+    GresoSampler, PodsSampler, ReplaySampler, DarsSampler)}
 
 SamplerConfig = make_dataclass("SamplerConfig", [
     ("name", str, field(default="fixed")),  # which sampler (SAMPLERS): how many samples each prompt gets
