@@ -26,10 +26,11 @@ class Trained:
 
 
 def group_rows(run_id: str, step: int, groups: list[Group], counters: dict,
-               trained: dict[int, Trained] | None = None) -> list[dict]:
+               trained: dict[int, Trained] | None = None, entropy: bool = False) -> list[dict]:
     """One groups-table row per group this step drew or replayed; advances `counters` (samples, tokens) in place
     for the drawn ones only: a replayed group was drawn (and counted) at its `source_step`.
-    `trained` (from `unit_columns`) gives each training group's unit and advantages."""
+    `trained` (from `unit_columns`) gives each training group's unit and advantages; `entropy`: the rule keeps
+    token entropies (NaN for samples that did not train; the columns are null otherwise)."""
     trained = trained or {}
     rows = []
     for grp in groups:
@@ -43,7 +44,7 @@ def group_rows(run_id: str, step: int, groups: list[Group], counters: dict,
         kind = None
         if grp.tie:
             kind = "all_correct" if n_correct == g else "all_wrong" if n_correct == 0 else "other"
-        entropy = None if done is None or done.entropy is None else done.entropy
+        h = None if not entropy else np.full((g, 2), np.nan) if done is None or done.entropy is None else done.entropy
         rows.append(dict(
             run_id=run_id, step=step, prompt_id=grp.problem.prompt_id, difficulty=grp.problem.difficulty,
             round=grp.round, group_size=g, rewards=grp.rewards.tolist(), correct=grp.correct.tolist(),
@@ -54,8 +55,8 @@ def group_rows(run_id: str, step: int, groups: list[Group], counters: dict,
             n_trained=grp.n_trained, rank=grp.rank,
             truncated=grp.truncated if grp.samples is None else int(grp.samples.truncated.sum()),
             advantages=(np.full(g, np.nan) if done is None else done.advantages).tolist(),
-            entropy_mean=None if entropy is None else entropy[:, 0].tolist(),
-            entropy_max=None if entropy is None else entropy[:, 1].tolist(),
+            entropy_mean=None if h is None else h[:, 0].tolist(),
+            entropy_max=None if h is None else h[:, 1].tolist(),
             reused=grp.reused, source_step=grp.source_step,
         ))
     return rows

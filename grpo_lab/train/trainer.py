@@ -185,7 +185,8 @@ class Trainer:
         t2 = time.perf_counter()
 
         run_id = self.record.run_id
-        groups = group_rows(run_id, step, draw.groups, self.counters, learned.trained)
+        groups = group_rows(run_id, step, draw.groups, self.counters, learned.trained,
+                            entropy=cfg.algo.advantage == "rl_zvp")
         drawn = [g for g in draw.groups if not g.reused]  # what this step sampled (replays were drawn before)
         correct = np.concatenate([g.correct for g in drawn]) if drawn else np.zeros(0, bool)
         rewards = np.concatenate([g.rewards for g in drawn]) if drawn else np.zeros(0)
