@@ -2,7 +2,9 @@
 
     update IN OUT: this rank's share of fixed rollouts (IN, written by the test) through
         trainer.update, for every loss aggregation and two ways of splitting the groups over
-        ranks; rank 0 saves the weights, gradients and statistics after each to OUT.
+        ranks; rank 0 saves the weights, gradients and statistics after each to OUT. When IN holds
+        RL-ZVP directions and reused groups' behaviour flags, the rows are shaped per token and the
+        reused ones divide by their stored log-probs; what each row trained with is gathered to rank 0.
     stuck TIMEOUT_S: rank 1 never joins the second collective; rank 0 must fail within TIMEOUT_S.
 """
 
@@ -33,9 +35,10 @@ def update_config(agg: str) -> TrainConfig:
 
 
 def apply_update(base: dict, groups: list, advantages: list[torch.Tensor], agg: str, pad_id: int,
-                 micro_groups: int | None = None) -> dict:
+                 micro_groups: int | None = None, direction: list | None = None, behaviour: list | None = None) -> dict:
     """A fresh copy of the base model and optimizer, one `update` on these groups (this rank's
-    share); returns the weights, the last mu-step's gradients and the step's statistics."""
+    share); returns the weights, the last mu-step's gradients, the step's statistics and what each row
+    trained with (this rank's rows)."""
     cfg = update_config(agg)
     model, _ = load_policy("tiny", None, "cpu", "float32")
     model.load_state_dict(base)
@@ -46,9 +49,16 @@ def apply_update(base: dict, groups: list, advantages: list[torch.Tensor], agg: 
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     micro = micro_batches([[g] for g in groups], pad_id, micro_groups)  # units of one group each
     adv = torch.cat(advantages) if advantages else torch.zeros(0)  # (N,)
-    stats = update(model, ref, optimizer, micro, TrainingRows.plain(adv), cfg)
+    rows = TrainingRows.plain(adv)
+    if direction is not None:
+        rows.direction = torch.cat(direction) if direction else torch.zeros(0, dtype=torch.int8)
+        rows.behaviour = torch.cat(behaviour) if behaviour else torch.zeros(0, dtype=torch.bool)
+    out = update(model, ref, optimizer, micro, rows, cfg)
+    stats = {k: v for k, v in out.items() if k not in ("advantages", "behaviour", "entropy")}
+    per_row = {k: out[k] for k in ("advantages", "entropy") if out[k] is not None}
     return {"weights": torch.cat([p.detach().reshape(-1) for p in model.parameters()]),
-            "grads": torch.cat([p.grad.reshape(-1) for p in model.parameters()]), "stats": stats}
+            "grads": torch.cat([p.grad.reshape(-1) for p in model.parameters()]), "stats": stats,
+            "rows": distributed.gather_objects(per_row)}
 
 
 def run_update(src: str, dst: str) -> None:
@@ -58,8 +68,10 @@ def run_update(src: str, dst: str) -> None:
     for agg in AGG_MODES:
         for split, (mine, micro_groups) in SPLITS.items():
             keep = [i for i in range(len(data["groups"])) if mine(i, rank, world)]
+            extra = {k: [data[k][i] for i in keep] for k in ("direction", "behaviour") if k in data}
             out[agg, split] = apply_update(data["base"], [data["groups"][i] for i in keep],
-                                           [data["advantages"][i] for i in keep], agg, data["pad_id"], micro_groups)
+                                           [data["advantages"][i] for i in keep], agg, data["pad_id"], micro_groups,
+                                           **extra)
     if distributed.is_main():
         torch.save(out, dst)
 

@@ -51,6 +51,26 @@ def test_micro_batches_train_to_the_whole_batchs_weights(tiny_cfg, tmp_path, lim
         torch.testing.assert_close(w_micro[k], w_whole[k], atol=1e-5, rtol=0, msg=k)
 
 
+def test_micro_batches_of_shaped_and_reused_rows_train_to_the_whole_batchs_weights(tiny_cfg, tmp_path):
+    """RL-ZVP's per-token advantages (from each micro-batch's own entropies) and replayed rows (their stored
+    behaviour log-probs) accumulate to the whole batch's gradient too."""
+    tiny_cfg.sampler.name, tiny_cfg.algo.advantage = "replay", "rl_zvp"
+    tiny_cfg.algo.loss_agg, tiny_cfg.algo.mu = "token", 2
+    tiny_cfg.eval.n = 0
+    whole, whole_rows = run_steps(copy.deepcopy(tiny_cfg), 4)
+    tiny_cfg.out_dir = str(tmp_path / "micro")
+    tiny_cfg.algo.micro_batch_groups = 1
+    micro, micro_rows = run_steps(tiny_cfg, 4)
+    assert sum(r["reused"] for r in micro_rows) > 0 and sum(r["informative_tied"] for r in micro_rows) > 0
+    for a, b in zip(whole_rows, micro_rows):
+        assert (a["samples"], a["reused"], a["informative"]) == (b["samples"], b["reused"], b["informative"])
+        for key in ("loss", "pg_loss", "kl", "clip_frac", "grad_norm"):
+            assert a[key] == pytest.approx(b[key], rel=1e-4, abs=1e-6), key
+    w_whole, w_micro = weights(whole), weights(micro)
+    for k in w_whole:
+        torch.testing.assert_close(w_micro[k], w_whole[k], atol=1e-5, rtol=0, msg=k)
+
+
 def test_micro_batch_plan_keeps_units_whole_and_respects_both_limits():
     costs = [(1, 4, 5, 3), (3, 12, 5, 6), (1, 4, 6, 2), (1, 4, 5, 6)]  # (groups, rows, prompt width, length)
     assert plan(costs, None, None) == [range(0, 4)]

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
@@ -59,6 +60,49 @@ def test_two_rank_update_equals_one_process_on_the_combined_batch(tmp_path):
             for key, value in one["stats"].items():
                 assert got["stats"][key] == pytest.approx(value, rel=1e-6, abs=1e-6), (agg, split, key)
         assert one["stats"]["grad_norm"] > 0 and one["stats"]["kl"] > 0  # a real step: mu=2 moved the policy
+
+
+def test_two_rank_shaped_and_reused_update_equals_one_process(tmp_path):
+    """RL-ZVP's tied groups (shaped per token from each rank's own entropies) and a reused group (its ratio over its
+    stored log-probs): two ranks take one process's step on the combined batch, and each row trained with the same."""
+    import dataclasses
+
+    from grpo_lab.model.logprobs import completion_logprobs
+
+    model, tokenizer = load_policy("tiny", None, "cpu", "float32")
+    ro = sample_groups(model, tokenizer, ["12+34=", "7+5=", "305+117=", "1+2="], 4, max_new_tokens=6, temperature=1.0,
+                       generator=torch.Generator().manual_seed(1), end_ids=eos_ids(model, tokenizer))
+    groups = split_groups(ro)
+    with torch.no_grad():
+        earlier = completion_logprobs(model, groups[3], 1.0) - 0.2 * groups[3].completion_mask
+    groups[3] = dataclasses.replace(groups[3], old_logp=earlier)  # drawn by an earlier policy: reused now
+    rewards = torch.tensor([[1, 1, 1, 1], [1, 0, 0, 1], [0, 0, 0, 0], [0, 1, 1, 1]], dtype=torch.float32)
+    advantages = list(group_advantages(rewards))
+    direction = [torch.full((4,), d, dtype=torch.int8) for d in (1, 0, -1, 0)]  # a positive and a negative prompt
+    behaviour = [torch.full((4,), i == 3) for i in range(4)]
+    data = {"base": model.state_dict(), "groups": groups, "advantages": advantages, "pad_id": tokenizer.pad_token_id,
+            "direction": direction, "behaviour": behaviour}
+    torch.save(data, tmp_path / "batch.pt")
+    out = torchrun(str(WORKER), "update", str(tmp_path / "batch.pt"), str(tmp_path / "two.pt"))
+    assert out.returncode == 0, out.stderr[-3000:]
+    two = torch.load(tmp_path / "two.pt", weights_only=False)
+    order = {"even": [0, 2, 1, 3], "even-micro": [0, 2, 1, 3], "lopsided": [0, 1, 2, 3]}  # groups in rank order
+    for agg in AGG_MODES:
+        one = apply_update(data["base"], groups, advantages, agg, tokenizer.pad_token_id, direction=direction,
+                           behaviour=behaviour)
+        (rows,) = one["rows"]
+        assert (rows["advantages"][:4] > 0).all() and (rows["advantages"][8:12] < 0).all()  # tied, informative
+        assert one["stats"]["informative"] == 16 and one["stats"]["clip_frac"] > 0  # the reused rows are clipped
+        for split in SPLITS:
+            got = two[agg, split]
+            assert (got["weights"] - one["weights"]).abs().max() <= 1e-6, (agg, split)
+            assert (got["grads"] - one["grads"]).abs().max() <= 1e-6, (agg, split)
+            for key, value in one["stats"].items():
+                assert got["stats"][key] == pytest.approx(value, rel=1e-6, abs=1e-6), (agg, split, key)
+            for key in ("advantages", "entropy"):
+                by_group = torch.cat([r[key] for r in got["rows"] if key in r]).reshape(4, 4, -1)
+                want = rows[key].reshape(4, 4, -1)[order[split]]
+                torch.testing.assert_close(by_group, want, atol=1e-6, rtol=1e-6, equal_nan=True)
 
 
 def test_a_stuck_rank_fails_the_run_after_the_timeout():
@@ -182,3 +226,49 @@ def test_world_size_one_is_unchanged(tiny_cfg):
     run = train(tiny_cfg)
     g = read_table(run, "groups").to_pandas()
     assert set(g["rank"]) == {0} and json.loads((run / "run.json").read_text())["world_size"] == 1
+
+
+@pytest.mark.parametrize("sampler,rule", [("pods", "ngrpo"), ("dars", "grpo")])
+def test_two_rank_runs_of_pods_and_dars_recount(tmp_path, sampler, rule):
+    from test_samplers_ties import recount, recount_advantages
+
+    run = tmp_path / "run"
+    out = torchrun(*_train_cmd(run, "max_steps=3", f"sampler={sampler}", f"algo.advantage={rule}", "sampler.pods.n=8",
+                               "sampler.dars.max_per_prompt=12", "eval=none", levels="1,2,4"))
+    assert out.returncode == 0, out.stderr[-3000:]
+    g, _ = recount(run)
+    assert set(g["rank"]) == {0, 1} and recount_advantages(g, rule, m=4 if sampler == "pods" else None) > 0
+
+
+def test_two_rank_replay_keeps_one_buffer_resumes_exactly(tmp_path):
+    """Every rank holds the same buffer (scores, advantages) and the completions it drew itself; the replayed groups
+    train on their own rank; a checkpoint keeps every rank's share and a resumed run redraws the same rows."""
+    from test_samplers_ties import buffer_from_table, recount, recount_advantages
+
+    args = ("sampler=replay", "algo.advantage=rl_zvp", "checkpoint_every=1", "eval=none")
+    full = tmp_path / "full"
+    out = torchrun(*_train_cmd(full, "max_steps=5", *args, levels="1,2,4"))
+    assert out.returncode == 0, out.stderr[-3000:]
+    g, s = recount(full)
+    assert recount_advantages(g, "rl_zvp") > 0 and s["reused"].sum() > 0
+    assert set(g.loc[g["reused"], "rank"]) == {0, 1}  # each rank trains the replays of what it drew
+    state = torch.load(full / "checkpoints" / "step-000005" / "state.pt", weights_only=False)["counters"]
+    ranks = state["ranks_sampler"]
+    meta = [[(e["step"], e["problem"].prompt_id, e["score"], e["rank"], e["advantages"].tolist()) for e in r["buffer"]]
+            for r in ranks]
+    assert meta[0] == meta[1] and len(meta[0]) > 2
+    assert [(m[0], m[1], m[2]) for m in meta[0]] == [(e["step"], e["prompt_id"], e["score"])
+                                                      for e in buffer_from_table(g, 64)]
+    for r, share in enumerate(ranks):  # completions only where they were drawn
+        assert all((e["samples"] is not None) == (e["rank"] == r) for e in share["buffer"])
+
+    killed = tmp_path / "killed"
+    out = torchrun(*_train_cmd(killed, "max_steps=4", *args, levels="1,2,4"))
+    assert out.returncode == 0, out.stderr[-3000:]
+    (killed / "checkpoints" / "step-000004").rename(killed / "checkpoints" / ".gone")  # step 4 written, not saved
+    out = torchrun(*_train_cmd(killed, "max_steps=5", *args, levels="1,2,4"))
+    assert out.returncode == 0, out.stderr[-3000:]
+    for table, drop in (("groups", ["run_id"]), ("steps", ["run_id", "t_rollout", "t_update", "t_total"])):
+        a = read_table(full, table).drop_columns(drop).to_pandas()
+        b = read_table(killed, table).drop_columns(drop).to_pandas()
+        pd.testing.assert_frame_equal(a, b)

@@ -291,3 +291,36 @@ def test_budget_checks_know_each_new_samplers_draw(tmp_path, sampler, least, mos
     cfg.max_samples = cfg.max_steps * most + 1
     with pytest.raises(ConfigError, match=f"at most {most} samples"):
         validate(cfg)
+
+
+def test_a_reused_samples_ratio_divides_by_its_behaviour_log_probs():
+    """Fresh rows' first ratio is exactly 1; a reused row's is the current policy over the one that sampled it."""
+    import dataclasses
+
+    from grpo_lab.model.load import eos_ids
+    from grpo_lab.rollout.generate import sample_groups, split_groups
+    from grpo_lab.train.microbatch import micro_batches
+    from grpo_lab.train.objective import grpo_loss
+    from grpo_lab.train.update import TrainingRows, update
+
+    model, tokenizer = load_policy("tiny", None, "cpu", "float32")
+    ro = sample_groups(model, tokenizer, ["12+34=", "7+5="], 4, max_new_tokens=6, temperature=1.0,
+                       generator=torch.Generator().manual_seed(0), end_ids=eos_ids(model, tokenizer))
+    with torch.no_grad():
+        now = completion_logprobs(model, ro, 1.0, chunk=512)
+    mask = ro.completion_mask
+    stored = now - 0.3 * mask  # the policy that sampled them found every token 0.3 nats less likely
+    ro = dataclasses.replace(ro, old_logp=stored)
+    adv = torch.tensor([1.0, -1.0, 1.0, -1.0, 1.0, 1.0, -1.0, -1.0])
+    behaviour = torch.tensor([False] * 4 + [True] * 4)
+    cfg = TrainConfig()
+    cfg.algo.beta, cfg.algo.loss_agg, cfg.algo.mu = 0.0, "token", 1
+    micro = micro_batches([[g] for g in split_groups(ro)], tokenizer.pad_token_id)
+    out = update(model, None, torch.optim.SGD(model.parameters(), lr=0.0), micro,
+                 TrainingRows(adv, torch.ones(8), behaviour=behaviour), cfg)
+    _, want = grpo_loss(now, torch.where(behaviour[:, None], stored, now), adv, mask, beta=0.0, agg="token")
+    assert out["pg_loss"] == pytest.approx(want.pg_loss, rel=1e-5) and out["clip_frac"] == pytest.approx(
+        want.clip_frac, rel=1e-6)
+    # e^0.3 = 1.35 > 1.2: the reused rows with A > 0 are clipped, every token of them, and nothing else is
+    assert out["clip_frac"] > 0 and out["clip_frac"] == pytest.approx(float(mask[4:6].sum() / mask.sum()), rel=1e-6)
+    torch.testing.assert_close(out["behaviour"][:, :now.shape[1]], now, atol=1e-6, rtol=0)  # this pass's, for the buffer
