@@ -66,6 +66,14 @@ INVALID = [  # (override, the key the error must name)
     ("rollout.stop=['']", "rollout.stop"),
     ("model.gguf_file=x.gguf", "model.gguf_file"),
     ("model=local model.path=pkg:no_such_package", "model.path"),
+    # learning from ties
+    ("algo.advantage=gpro", "algo.advantage"),
+    ("algo.zvp_alpha=0", "algo.zvp_alpha"),
+    ("sampler=pods sampler.pods.n=4", "sampler.pods.n"),
+    ("sampler.replay.size=0", "sampler.replay.size"),
+    ("sampler=dars sampler.dars.schedule=et2", "sampler.dars.schedule"),
+    ("sampler=dars sampler.dars.max_per_prompt=4", "sampler.dars.max_per_prompt"),
+    ("arm=nope", "arm/nope"),
 ]
 
 
@@ -79,10 +87,35 @@ def test_valid_presets_compose_and_a_bad_swept_value_is_caught():
     for args in (["experiment=ties_by_difficulty"], ["experiment=fixed_vs_adaptive"], ["experiment=equal_budget"],
                  ["algo=dapo", "sampler=dynamic"], ["algo=dr_grpo", "sampler=band"], ["launcher=joblib"],
                  ["-m", "seed=0,1", "sampler=fixed,resample_on_tie"], ["-m", "experiment=samplers"],
-                 ["sampler=reinforce_ada"], ["sampler=knapsack"], ["sampler=greso"]):
+                 ["sampler=reinforce_ada"], ["sampler=knapsack"], ["sampler=greso"], ["algo=ngrpo"],
+                 ["algo=rl_zvp", "sampler=replay"], ["sampler=pods"], ["sampler=dars"], ["arm=dars"],
+                 ["-m", "experiment=tie_learning"]):
         jobs, error = preflight("train", args)
         assert error is None and jobs, args
     assert "sampler.group_size" in preflight("train", ["-m", "sampler.group_size=4,1"])[1]
+
+
+def test_the_tie_learning_arms_differ_only_in_the_rule_and_the_sampler():
+    """Each arm is one job config; arms differ from plain GRPO's in algo.advantage and sampler.name alone."""
+    import dataclasses
+
+    def flat(obj, prefix=""):
+        out = {}
+        for f in dataclasses.fields(obj):
+            v = getattr(obj, f.name)
+            out |= flat(v, f"{prefix}{f.name}.") if dataclasses.is_dataclass(v) else {f"{prefix}{f.name}": v}
+        return out
+
+    jobs, error = preflight("train", ["-m", "experiment=tie_learning"])
+    assert error is None
+    arms = {(j.algo.advantage, j.sampler.name) for j in jobs}
+    assert arms == {("grpo", "fixed"), ("ngrpo", "fixed"), ("rl_zvp", "fixed"), ("grpo", "pods"), ("grpo", "replay"),
+                    ("grpo", "dynamic"), ("grpo", "dars")}
+    base = flat(next(j for j in jobs if (j.algo.advantage, j.sampler.name, j.seed) == ("grpo", "fixed", 0)))
+    for j in jobs:
+        changed = {k for k, v in flat(j).items() if v != base[k]}
+        assert changed <= {"algo.advantage", "sampler.name", "seed"}, changed
+    assert {j.seed for j in jobs} == set(range(12))
 
 
 def test_one_spelling_per_sampler_gives_one_run():
