@@ -5,7 +5,8 @@ building the training batch) costs per step, against the whole step, measured si
 
 Each sampler trains the built-in tiny model (B = 16 prompts, G = 8, levels 1-4) in the same process,
 after 3 warm-up steps. A step's sampler time is its draw minus the time spent inside the rollouts it
-asked for (sampling and scoring), plus `training_units`; the ratio is that over the step's wall time.
+asked for (sampling and scoring), plus `training_units` and what it does after the update (`observe`: the
+replay buffer's offers); the ratio is that over the step's wall time.
 A second table times the knapsack allocation alone at larger batches.
 """
 
@@ -21,10 +22,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-import grpo_lab.train.trainer as trainer_module
-from grpo_lab.config import SAMPLER_NAMES, TrainConfig
-from grpo_lab.samplers.knapsack import allocate
+import grpo_lab.train.learn as learn_module
+from grpo_lab.config import TrainConfig
 from grpo_lab.run.record import RunRecord
+from grpo_lab.samplers import SAMPLERS
+from grpo_lab.samplers.knapsack import allocate
 from grpo_lab.train.trainer import Trainer
 
 
@@ -34,6 +36,7 @@ def config(sampler: str, out: Path, threads: int) -> TrainConfig:
     cfg.sampler.name = sampler
     cfg.sampler.band.lo, cfg.sampler.band.hi, cfg.sampler.band.explore = 0.1, 0.9, 0.1  # as experiment=samplers
     cfg.sampler.dynamic.max_rounds = cfg.sampler.greso.max_rounds = 8  # never stop for want of untied groups
+    cfg.algo.unit_weight = "sample"  # as experiment=tie_learning (dars's extra answers weigh)
     cfg.eval.n = 0
     return cfg
 
@@ -41,7 +44,7 @@ def config(sampler: str, out: Path, threads: int) -> TrainConfig:
 def time_sampler(sampler: str, out: Path, steps: int, warmup: int, threads: int) -> tuple[float, float]:
     """(median step ms, median sampler bookkeeping ms) over `steps` steps."""
     trainer = Trainer(config(sampler, out, threads), RunRecord(Path(out), 0))
-    inner = {"rollout": 0.0, "batch": 0.0}
+    inner = {"rollout": 0.0, "batch": 0.0, "observe": 0.0}
 
     def timed(fn, key):
         """`fn`, adding its wall time to inner[key]."""
@@ -54,18 +57,19 @@ def time_sampler(sampler: str, out: Path, steps: int, warmup: int, threads: int)
         return wrapped
 
     trainer._draw_round = timed(trainer._draw_round, "rollout")
-    batching = trainer_module.training_units
-    trainer_module.training_units = timed(batching, "batch")
+    trainer.sampler.observe = timed(trainer.sampler.observe, "observe")
+    batching = learn_module.training_units
+    learn_module.training_units = timed(batching, "batch")
     step_ms, own_ms = [], []
     try:
         for i in range(warmup + steps):
-            inner["rollout"], inner["batch"] = 0.0, 0.0
+            inner.update(rollout=0.0, batch=0.0, observe=0.0)
             row = trainer.step()
             if i >= warmup:
                 step_ms.append(1000 * row["t_total"])
-                own_ms.append(1000 * (row["t_rollout"] - inner["rollout"] + inner["batch"]))
+                own_ms.append(1000 * (row["t_rollout"] - inner["rollout"] + inner["batch"] + inner["observe"]))
     finally:
-        trainer_module.training_units = batching
+        learn_module.training_units = batching
     return float(np.median(step_ms)), float(np.median(own_ms))
 
 
@@ -94,7 +98,7 @@ def main() -> None:
           f"{args.threads} thread(s); {steps} steps after {warmup} warm-up")
     print("| sampler | step ms | sampler ms | sampler / step |\n|---|---|---|---|")
     with tempfile.TemporaryDirectory() as tmp:
-        for sampler in SAMPLER_NAMES:
+        for sampler in SAMPLERS:
             step, own = time_sampler(sampler, Path(tmp), steps, warmup, args.threads)
             print(f"| {sampler} | {step:.1f} | {own:.2f} | {own / step:.2%} |")
     print("\n| prompts a step | knapsack allocation ms |\n|---|---|")

@@ -33,7 +33,7 @@ def test_vs_trl_smoke():
 def test_samplers_benchmark_smoke():
     out = _run("benchmarks/samplers.py", "--smoke")
     assert out.returncode == 0, out.stderr[-2000:]
-    assert "| greso |" in out.stdout and "| 256 |" in out.stdout
+    assert "| greso |" in out.stdout and "| replay |" in out.stdout and "| 256 |" in out.stdout
 
 
 def test_speed_regression_benchmark_smoke():
