@@ -36,6 +36,12 @@ def test_samplers_benchmark_smoke():
     assert "| greso |" in out.stdout and "| replay |" in out.stdout and "| 256 |" in out.stdout
 
 
+def test_arms_benchmark_smoke():
+    out = _run("benchmarks/arms.py", "--smoke")
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "| dars |" in out.stdout and "one held-out evaluation" in out.stdout
+
+
 def test_speed_regression_benchmark_smoke():
     out = _run("benchmarks/regression.py", "--baseline", ".", "--blocks", "1", "--steps-per-block", "1")
     assert out.returncode == 0, out.stderr[-2000:]

@@ -33,6 +33,16 @@ def torchrun(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
                            *args], cwd=ROOT, env=ENV, text=True, capture_output=True, timeout=timeout)
 
 
+def assert_same_step(got: dict, one: dict, agg: str, split: str) -> None:
+    """Two ranks' step against one process's: weights after mu=2 SGD steps, the last step's clipped gradient,
+    element by element (measured: <= 2.3e-7, float32 rounding of differently padded shards; a local normaliser is
+    off by ~50%), and every statistic."""
+    assert (got["weights"] - one["weights"]).abs().max() <= 1e-6, (agg, split)
+    assert (got["grads"] - one["grads"]).abs().max() <= 1e-6, (agg, split)
+    for key, value in one["stats"].items():
+        assert got["stats"][key] == pytest.approx(value, rel=1e-6, abs=1e-6), (agg, split, key)
+
+
 def test_two_rank_update_equals_one_process_on_the_combined_batch(tmp_path):
     model, tokenizer = load_policy("tiny", None, "cpu", "float32")
     prompts = ["12+34=", "7+5=", "305+117=", "1+2="]  # prompts of different lengths: re-padding differs per rank
@@ -52,13 +62,7 @@ def test_two_rank_update_equals_one_process_on_the_combined_batch(tmp_path):
         one = apply_update(data["base"], groups, advantages, agg, tokenizer.pad_token_id)
         assert (one["weights"] - base).abs().max() > 1e-4  # the step moved the weights
         for split in SPLITS:
-            got = two[agg, split]
-            # weights after mu=2 SGD steps, and the last step's clipped gradient, element by element
-            assert (got["weights"] - one["weights"]).abs().max() <= 1e-6, (agg, split)
-            # (measured: <= 2.3e-7, float32 rounding of differently padded shards; a local normaliser is off by ~50%)
-            assert (got["grads"] - one["grads"]).abs().max() <= 1e-6, (agg, split)
-            for key, value in one["stats"].items():
-                assert got["stats"][key] == pytest.approx(value, rel=1e-6, abs=1e-6), (agg, split, key)
+            assert_same_step(two[agg, split], one, agg, split)
         assert one["stats"]["grad_norm"] > 0 and one["stats"]["kl"] > 0  # a real step: mu=2 moved the policy
 
 
@@ -95,10 +99,7 @@ def test_two_rank_shaped_and_reused_update_equals_one_process(tmp_path):
         assert one["stats"]["informative"] == 16 and one["stats"]["clip_frac"] > 0  # the reused rows are clipped
         for split in SPLITS:
             got = two[agg, split]
-            assert (got["weights"] - one["weights"]).abs().max() <= 1e-6, (agg, split)
-            assert (got["grads"] - one["grads"]).abs().max() <= 1e-6, (agg, split)
-            for key, value in one["stats"].items():
-                assert got["stats"][key] == pytest.approx(value, rel=1e-6, abs=1e-6), (agg, split, key)
+            assert_same_step(got, one, agg, split)
             for key in ("advantages", "entropy"):
                 by_group = torch.cat([r[key] for r in got["rows"] if key in r]).reshape(4, 4, -1)
                 want = rows[key].reshape(4, 4, -1)[order[split]]

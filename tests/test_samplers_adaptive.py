@@ -83,6 +83,7 @@ def adaptive_cfg(tmp_path, sampler: str, levels=(1, 2, 4), steps=4, **sampler_kw
     s.reinforce_ada.round_size, s.reinforce_ada.min_pos, s.reinforce_ada.min_neg = 2, 2, 2
     s.reinforce_ada.max_per_prompt = 12
     s.knapsack.round_size, s.knapsack.min_per_prompt, s.knapsack.max_per_prompt = 2, 2, 12
+    s.pods.n, s.dars.max_per_prompt = 8, 12
     for k, v in sampler_kw.items():  # the sampler's own keys (sampler.<name>.<key>)
         setattr(getattr(s, sampler), k, v)
     return cfg
@@ -177,7 +178,8 @@ def test_resume_mid_run_restores_the_sampler_exactly(tmp_path, sampler):
 
 
 @pytest.mark.parametrize("sampler,least,most", [("reinforce_ada", 4 * 4, 4 * 12), ("knapsack", 16, 16),
-                                                ("greso", 16, 16 * 4)])
+                                                ("greso", 16, 16 * 4), ("pods", 4 * 8, 4 * 8), ("dars", 16, 4 * 12),
+                                                ("replay", 16, 16)])
 def test_budget_checks_know_each_samplers_draw(tmp_path, sampler, least, most):
     cfg = adaptive_cfg(tmp_path, sampler)
     cfg.max_samples = least - 1

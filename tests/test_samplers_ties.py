@@ -281,18 +281,6 @@ def test_bad_sampler_settings_are_one_line_naming_the_key(tmp_path, key, value, 
         validate(cfg)
 
 
-@pytest.mark.parametrize("sampler,least,most", [("pods", 4 * 8, 4 * 8), ("dars", 4 * 4, 4 * 12),
-                                                ("replay", 16, 16)])
-def test_budget_checks_know_each_new_samplers_draw(tmp_path, sampler, least, most):
-    cfg = tie_cfg(tmp_path, sampler)
-    cfg.max_samples = least - 1
-    with pytest.raises(ConfigError, match=f"below one step's draw \\({least} samples"):
-        validate(cfg)
-    cfg.max_samples = cfg.max_steps * most + 1
-    with pytest.raises(ConfigError, match=f"at most {most} samples"):
-        validate(cfg)
-
-
 def test_a_reused_samples_ratio_divides_by_its_behaviour_log_probs():
     """Fresh rows' first ratio is exactly 1; a reused row's is the current policy over the one that sampled it."""
     import dataclasses
