@@ -112,9 +112,10 @@ def update(model, ref, optimizer, micro: list[MicroBatch], rows: TrainingRows, c
     width = max((f.shape[1] for f in first), default=0)
     behaviour = (torch.cat([torch.nn.functional.pad(f, (0, width - f.shape[1])) for f in first]) if micro
                  else torch.zeros(0, 0, device=device))  # (n, T)
+    if shaped:  # a rank with no rows still answers (n, 2): every rank then takes part in the same gathers
+        entropy = torch.cat(entropy) if micro else torch.zeros(0, 2, device=device)
     return dict(loss=loss, pg_loss=pg, kl=kl, clip_frac=clip, grad_norm=gn, informative=informative,
-                advantages=per_row.detach(), behaviour=behaviour,
-                entropy=torch.cat(entropy) if shaped and micro else None)
+                advantages=per_row.detach(), behaviour=behaviour, entropy=entropy if shaped else None)
 
 
 def _row_advantage(used: torch.Tensor, mb: MicroBatch, rows: TrainingRows) -> torch.Tensor:
