@@ -15,12 +15,16 @@ from hydra.core.config_store import ConfigStore
 from hydra.core.hydra_config import HydraConfig
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import MissingMandatoryValue
 
 from grpo_lab.errors import ConfigError, InputError
-from grpo_lab.config import EvalJobConfig, TrainConfig, validate
+from grpo_lab.config import EvalJobConfig, TrainConfig, advice, validate
 
 CONF_DIR = str(Path(__file__).resolve().parent.parent / "conf")
 SCHEMAS: dict[str, type] = {"train": TrainConfig, "evaluate": EvalJobConfig}
+# Hydra's flags that print a config or help and run nothing
+INSPECT_FLAGS = {"--help", "-h", "--hydra-help", "--cfg", "-c", "--info", "-i", "--shell-completion", "-sc", "--resolve"}
+REQUIRED = {"run_dir": "DIR (a run directory: runs/<date>/<time> or a sweep's job folder multirun/<date>/<time>/<n>)"}
 # Hydra's flags that take the next argument as their value (--info's is optional: a known word)
 FLAGS_WITH_VALUE = {"--cfg", "-c", "--package", "-p", "--config-path", "-cp", "--config-name", "-cn",
                     "--config-dir", "-cd", "--experimental-rerun", "--shell-completion", "-sc"}
@@ -123,6 +127,9 @@ def preflight(config_name: str, args: list[str]) -> tuple[list[Any], str | None]
         return compose_jobs(config_name, args), None
     except InputError as e:  # a bad key, or a data file that cannot be used
         return [], str(e)
+    except MissingMandatoryValue as e:  # a key with no default the command line must give
+        key = e.full_key or "?"
+        return [], f"{key} is required: add {key}={REQUIRED.get(key, 'VALUE')}"
     except Exception as e:  # noqa: BLE001 - Hydra and OmegaConf raise many types; all are config errors here
         message = one_line(e)
         unknown = re.search(r"Could not override '([^']+)'", message)
@@ -147,7 +154,9 @@ def did_you_mean(config_name: str, key: str) -> str:
     key = key.lstrip("+~")
     known = schema_keys(SCHEMAS[config_name])
     group, _, leaf = key.rpartition(".")
-    moved = [k for k in known if group and k.startswith(f"{group}.") and k.endswith(f".{leaf}") and k != key]
+    # a key that moved into a block (sampler.max_rounds), or a bare key of a group (pool=all)
+    moved = [k for k in known if k.startswith(f"{group}.") and k.endswith(f".{leaf}") and k != key] if group else \
+        [k for k in known if k.endswith(f".{leaf}")]
     close = moved or difflib.get_close_matches(key, known, n=1, cutoff=0.6)
     return f"; did you mean {' or '.join(map(repr, close))}?" if close else ""
 
@@ -170,3 +179,8 @@ def typed(config_name: str, cfg: DictConfig) -> Any:
     if isinstance(obj, TrainConfig):
         validate(obj)
     return obj
+
+
+def config_warnings(jobs: list[Any]) -> list[str]:
+    """Each distinct warning (`grpo_lab.config.advice`) of the jobs a command would run, once."""
+    return list(dict.fromkeys(w for job in jobs if isinstance(job, TrainConfig) for w in advice(job)))

@@ -11,7 +11,7 @@ from pathlib import Path
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
-from experiments.common import preflight, register_configs, typed
+from experiments.common import INSPECT_FLAGS, preflight, register_configs, typed
 from grpo_lab.config import EvalJobConfig, TrainConfig
 from grpo_lab.run.evaluate import evaluate_checkpoints
 
@@ -39,6 +39,14 @@ def run(cfg: DictConfig) -> None:
 
 
 def main() -> None:
+    if any(a in ("--help", "-h") for a in sys.argv[1:]):
+        from experiments.help import evaluate_help
+
+        print(evaluate_help())
+        return
+    if any(a.split("=")[0] in INSPECT_FLAGS for a in sys.argv[1:]):  # prints a config, runs nothing: no run_dir needed
+        run()
+        return
     jobs, error = preflight("evaluate", sys.argv[1:])
     if error:
         sys.exit(f"config error: {error}")

@@ -11,21 +11,21 @@ import logging
 import os
 import sys
 from datetime import datetime
+from pathlib import Path
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
-from experiments.common import preflight, register_configs, to_train_config
+from experiments.common import (CONF_DIR, INSPECT_FLAGS, config_warnings, preflight, register_configs,
+                                to_train_config)
 from grpo_lab.errors import InputError
 from grpo_lab.config import TrainConfig
 from grpo_lab.progress import Heartbeat
 
 register_configs()
 log = logging.getLogger(__name__)
-INSPECT_FLAGS = {"--help", "-h", "--hydra-help", "--cfg", "-c", "--info", "-i", "--shell-completion", "-sc",
-                 "--resolve"}
 
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="train")
@@ -72,9 +72,16 @@ def shared_run_dir(args: list[str], first: TrainConfig) -> list[str]:
 
 
 def main() -> None:
+    if any(a in ("--help", "-h") for a in sys.argv[1:]):  # our keys with their meanings (Hydra's: --hydra-help)
+        from experiments.help import train_help
+
+        print(train_help(Path(CONF_DIR)))
+        return
     jobs, error = preflight("train", sys.argv[1:])
     if error:
         sys.exit(f"config error: {error}")
+    for warning in config_warnings(jobs):  # valid, but cannot learn: said once, before anything loads
+        print(f"warning: {warning}", file=sys.stderr)
     inspecting = any(a.split("=")[0] in INSPECT_FLAGS for a in sys.argv[1:])  # prints a config or help, runs nothing
     torchrun = "RANK" in os.environ and "WORLD_SIZE" in os.environ  # as grpo_lab.distributed reads it
     if torchrun and not inspecting and any(a in ("-m", "--multirun") for a in sys.argv[1:]):

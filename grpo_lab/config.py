@@ -60,8 +60,8 @@ class AlgoConfig:
     std: str = "population"  # population (eq. 3) | sample (TRL, verl) | none (Dr. GRPO)
     std_eps: float = 1e-8  # a group whose reward std is <= this is a tie
     loss_agg: str = "sequence"  # sequence (paper) | token (DAPO) | constant (Dr. GRPO)
-    max_grad_norm: float = 1.0
-    weight_decay: float = 0.0
+    max_grad_norm: float = 1.0  # the gradient's global norm is clipped to this before each optimizer step
+    weight_decay: float = 0.0  # AdamW's decoupled weight decay (0: none, as DeepSeekMath)
     micro_batch_groups: int | None = None  # training units per backward pass (accumulated); None: the whole batch
     micro_batch_tokens: int | None = None  # and at most this many padded positions per micro-batch; None: no cap
     unit_weight: str = "prompt"  # prompt: a pooled unit weighs as one prompt (the paper); sample: as its samples
@@ -70,7 +70,7 @@ class AlgoConfig:
 
 @dataclass
 class RolloutConfig:
-    temperature: float = 1.0
+    temperature: float = 1.0  # sampling temperature of training rollouts (0: greedy, every group tied)
     max_new_tokens: int = 6  # arithmetic answers are <= 4 digits + the end token
     max_rows_per_call: int | None = None  # rows (prompts x samples) per generation call, here and in eval; None: all
     stop: list[str] = field(default_factory=list)  # strings that end a completion (cut before them, as vLLM)
@@ -78,7 +78,7 @@ class RolloutConfig:
 
 @dataclass
 class RewardConfig:
-    accuracy: float = 1.0
+    accuracy: float = 1.0  # weight of the accuracy reward (1 = right, 0 = wrong)
     format: float = 0.0  # 0 keeps rewards binary, so ties are exactly all-correct / all-wrong
     workers: int = 2  # processes checking LaTeX answers (spawned once, reused every step; integers need none)
     answer_timeout_s: float = 2.0  # one LaTeX answer's check; past it the answer is wrong and counted
@@ -89,7 +89,7 @@ class RewardConfig:
 class EvalConfig:
     n: int = 16  # samples per held-out prompt: pass@k and cons@k are then known for every k <= n
     every: int = 0  # evaluate every this many steps (0: only the base model and the last step)
-    temperature: float = 1.0
+    temperature: float = 1.0  # sampling temperature of held-out samples
     # also evaluate each time samples drawn cross a multiple of this (0: off): arms that spend samples at
     # different rates are then evaluated at equal budgets, which is how the report aligns checkpoints
     every_samples: int = 0
@@ -111,7 +111,7 @@ class LoggerConfig:
     backends: list[str] = field(default_factory=lambda: ["console"])  # any of LOGGER_BACKENDS (conf/logger/)
     every_s: float = 10.0  # console: a line for the first step, then at most this often (seconds)
     every: int = 0  # console: also a line every this many steps (0: by time only)
-    project: str = "grpo-lab"  # W&B project
+    project: str = "grpo-lab"  # the W&B project runs are logged to
     name: str | None = None  # W&B run name; None: the job's overrides (experiments/ sets it), else the run id
     group: str | None = None  # W&B group; None: the sweep directory (experiments/ sets it)
     wandb_mode: str | None = None  # online | offline | disabled; None: wandb's own (WANDB_MODE, else online)
@@ -126,8 +126,8 @@ class DistConfig:
 @dataclass
 class TrainConfig:
     out_dir: str = "runs/default"  # the run directory (Hydra sets it to the job's folder)
-    seed: int = 0
-    max_steps: int = 100
+    seed: int = 0  # the run's seed: sampling, the prompt stream's order and the sampler's own draws
+    max_steps: int = 100  # optimizer steps at most (a sample or token budget may end the run first)
     max_samples: int | None = None  # stop once this many samples were drawn (equal-budget comparisons)
     max_tokens: int | None = None  # stop once this many tokens were generated
     prompts_per_step: int = 16  # B: prompts (groups) per optimizer step
@@ -153,12 +153,14 @@ def validate(cfg: TrainConfig) -> None:
     """One pass over every key, before any model loads. Raises ConfigError naming the first bad key."""
     require(cfg.model.name in ("tiny", "hf"), "model.name", cfg.model.name, "must be one of 'tiny', 'hf'")
     require(cfg.model.name != "hf" or bool(cfg.model.path), "model.path", cfg.model.path,
-             "model.name=hf needs a local model folder or pkg:NAME (nothing is downloaded)")
+            "model=local needs model.path=DIR, a local model folder (or pkg:NAME; nothing is downloaded)")
     require(cfg.model.dtype in ("auto", "float32", "bfloat16", "float16"), "model.dtype", cfg.model.dtype,
              "must be one of 'auto', 'float32', 'bfloat16', 'float16'")
     require(cfg.task.name in ("arithmetic", "mathset"), "task.name", cfg.task.name, "must be one of 'arithmetic', 'mathset'")
-    require(cfg.task.name != "mathset" or (bool(cfg.task.path) and os.path.isfile(cfg.task.path)), "task.path",
-             cfg.task.path, "task.name=mathset needs an existing JSONL or parquet file")
+    require(cfg.task.name != "mathset" or bool(cfg.task.path), "task.path", cfg.task.path,
+            "task=mathset needs task.path=FILE, a local JSONL or parquet file of problems")
+    require(cfg.task.name != "mathset" or os.path.isfile(cfg.task.path), "task.path", cfg.task.path,
+            "no such file (task=mathset needs an existing JSONL or parquet file)")
     require(cfg.task.eval_path is None or os.path.isfile(cfg.task.eval_path), "task.eval_path", cfg.task.eval_path,
              "must be an existing JSONL or parquet file")
     require(cfg.task.train_per_level >= 1, "task.train_per_level", cfg.task.train_per_level, "must be >= 1")
@@ -259,6 +261,32 @@ def validate(cfg: TrainConfig) -> None:
              "needs an instruct model (model=local or model=smollm2); the built-in model has no chat template")
     require(all(isinstance(s, str) and s for s in cfg.rollout.stop), "rollout.stop", cfg.rollout.stop,
              "must be a list of non-empty strings")
+
+
+def advice(cfg: TrainConfig) -> list[str]:
+    """One line for each setting that is valid but cannot learn, or wastes the run: every group would tie,
+    or every answer be cut or misread. Printed as warnings before any job starts; never an error."""
+    out = []
+    if cfg.task.name == "mathset" and cfg.model.name == "tiny":
+        out.append("task=mathset with the built-in model (model=tiny): it knows only the arithmetic task's a+b= "
+                   "prompts, so every answer will be wrong and every group tie; use model=local model.path=DIR")
+    if cfg.task.chat_template and cfg.rollout.max_new_tokens < 16:
+        out.append(f"rollout.max_new_tokens={cfg.rollout.max_new_tokens} with a chat model: replies are sentences "
+                   "and will be cut before their answer (truncated, rewarded 0); give them 32 or more")
+    if cfg.model.name == "hf" and cfg.task.name == "arithmetic" and cfg.task.answer_format == "bare":
+        out.append("task.answer_format=bare with a model=local model: the whole reply must be the number, which "
+                   "instruct models rarely write; use task.answer_format=boxed (or another format that reads the "
+                   "answer out of a sentence) with task.chat_template=true")
+    if cfg.model.name == "hf" and cfg.algo.lr >= 1e-5:
+        out.append(f"algo.lr={cfg.algo.lr:g} with a model=local model: that is the built-in model's rate; pretrained "
+                   "LLMs are trained near 1e-6 (TRL's default) and collapse at 1e-4")
+    if cfg.rollout.temperature == 0:
+        out.append("rollout.temperature=0: greedy rollouts make a group's G answers identical, so every group ties "
+                   "and nothing trains")
+    if cfg.eval.n > 1 and cfg.eval.temperature == 0:
+        out.append(f"eval.temperature=0 with eval.n={cfg.eval.n}: the n greedy samples are identical, so pass@k and "
+                   "cons@k equal pass@1 at every k")
+    return out
 
 
 def model_files_present(path: str) -> bool:

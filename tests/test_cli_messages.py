@@ -26,6 +26,8 @@ def _run(module: str, *args: str, cwd: Path = ROOT) -> subprocess.CompletedProce
     ("max_step=3", "did you mean 'max_steps'?"),
     ("+algo.betta=0.1", "did you mean 'algo.beta'?"),  # an added key is refused too, not silently dropped
     ("logger.every_seconds=5", "did you mean 'logger.every_s'?"),
+    ("pool=all", "did you mean 'sampler.resample_on_tie.pool'?"),  # a bare key of a group
+    ("sampler.pool=last", "did you mean 'sampler.resample_on_tie.pool'?"),  # a key that moved into its sampler
 ])
 def test_mistyped_key_gets_a_did_you_mean(override, hint):
     _, error = preflight("train", [override])
@@ -35,6 +37,53 @@ def test_mistyped_key_gets_a_did_you_mean(override, hint):
 def test_unknown_key_without_a_near_name_is_still_one_line():
     _, error = preflight("train", ["+zzz=1"])
     assert error == "zzz is not a config key"
+
+
+@pytest.mark.parametrize("override,needed", [("model=local", "model.path=DIR"), ("task=mathset", "task.path=FILE")])
+def test_a_missing_required_value_names_the_override_to_add(override, needed):
+    _, error = preflight("train", [override])
+    assert error is not None and needed in error and "\n" not in error
+
+
+def test_help_lists_every_key_with_its_meaning():
+    from experiments.common import schema_keys
+    from grpo_lab.config import TrainConfig
+
+    out = _run("experiments.train", "--help")
+    assert out.returncode == 0 and out.stderr == ""
+    lines = {line.split("=", 1)[0].strip(): line for line in out.stdout.splitlines() if line.startswith("  ")}
+    for key in schema_keys(TrainConfig):  # every key, and a meaning beside each (read from the code's comments)
+        assert key in lines, key
+        assert len(lines[key].split("  ", 2)[-1].split()) >= 3, lines[key]
+    assert "sampler: band, dynamic, fixed" in out.stdout  # the groups and their options
+
+
+def test_evaluate_help_and_config_need_no_run_dir(tmp_path):
+    out = _run("experiments.evaluate", "--help")
+    assert out.returncode == 0 and "run_dir" in out.stdout
+    out = _run("experiments.evaluate", "--cfg", "job", cwd=tmp_path)
+    assert out.returncode == 0 and "run_dir: ???" in out.stdout and not list(tmp_path.iterdir())
+    out = _run("experiments.evaluate", "n=4")
+    assert out.returncode != 0 and out.stderr.strip().splitlines() == [
+        "config error: run_dir is required: add run_dir=DIR (a run directory: runs/<date>/<time> or a sweep's job "
+        "folder multirun/<date>/<time>/<n>)"]
+
+
+@pytest.mark.parametrize("overrides,warned", [
+    (["task=mathset", "task.path={math}"], "task=mathset with the built-in model"),
+    (["rollout.temperature=0"], "every group ties"),
+    (["eval.temperature=0"], "equal pass@1 at every k"),
+])
+def test_settings_that_cannot_learn_are_warned_in_one_line(overrides, warned, tmp_path):
+    from experiments.common import config_warnings
+
+    math = tmp_path / "math.jsonl"
+    math.write_text('{"problem": "What is $1+1$?", "answer": "2", "level": 1}\n' * 5)
+    jobs, error = preflight("train", [o.format(math=math) for o in overrides])
+    assert error is None
+    warnings = config_warnings(jobs)
+    assert len(warnings) == 1 and warned in warnings[0] and "\n" not in warnings[0]
+    assert config_warnings(preflight("train", [])[0]) == []  # the default run is not warned about
 
 
 def test_info_with_a_value_prints_and_runs_nothing(tmp_path):

@@ -81,9 +81,12 @@ def test_math_set_loader(tmp_path):
     assert p.answer == r"\frac{3}{2}" and p.difficulty == "4" and "What is 3/2?" in p.prompt
     assert load_math_task(str(path)) == task  # the hash split is stable
 
+    plain = tmp_path / "plain.jsonl"  # no level field: every problem is one difficulty, "all"
+    plain.write_text("\n".join(json.dumps({"problem": f"{i}+1", "answer": str(i + 1)}) for i in range(20)))
+    assert {p.difficulty for p in (lambda t: t.train + t.held_out)(load_math_task(str(plain)))} == {"all"}
     bad = tmp_path / "bad.jsonl"
-    bad.write_text(json.dumps({"problem": "1+1", "answer": "2"}))
-    with pytest.raises(ValueError, match=r"bad.jsonl:1: no field 'level'"):
+    bad.write_text(json.dumps({"problem": "1+1"}))
+    with pytest.raises(ValueError, match=r"bad.jsonl:1: no field 'answer'"):
         load_math_task(str(bad))
     with pytest.raises(FileNotFoundError, match="task.path: no such file"):
         load_math_task(str(tmp_path / "missing.parquet"))

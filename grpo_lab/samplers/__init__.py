@@ -31,8 +31,8 @@ SAMPLERS: dict[str, type[Sampler]] = {cls.name: cls for cls in (
     GresoSampler, PodsSampler, ReplaySampler, DarsSampler)}
 
 SamplerConfig = make_dataclass("SamplerConfig", [
-    ("name", str, field(default="fixed")),  # which sampler (SAMPLERS): how many samples each prompt gets
-    ("group_size", int, field(default=8)),  # G: samples per group (the paper's fixed groups of eight)
+    ("name", str, field(default="fixed", metadata={"help": f"how many samples each prompt gets: {', '.join(SAMPLERS)}"})),
+    ("group_size", int, field(default=8, metadata={"help": "G: samples per group (the paper's fixed groups of eight)"})),
     *((name, cls.settings_type, field(default_factory=cls.settings_type))
       for name, cls in SAMPLERS.items() if cls.settings_type is not None),
 ])

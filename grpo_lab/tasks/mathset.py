@@ -14,6 +14,7 @@ from grpo_lab.rewards.rules import last_boxed
 from grpo_lab.tasks.base import Problem, Task
 
 DEFAULT_TEMPLATE = "{problem}\nPut the final answer in \\boxed{{}}.\n"
+NO_LEVEL = "all"  # the difficulty of problems whose file has no level field
 
 
 class DataError(InputError):
@@ -74,7 +75,8 @@ def _problems(path: Path, problem_field: str, answer_field: str, level_field: st
     for i, (where, rec) in enumerate(_read_records(path)):
         if not isinstance(rec, dict):
             raise DataError(f"{where}: not a JSON object (a {type(rec).__name__})")
-        problem, level = _text(where, rec, problem_field), _text(where, rec, level_field)
+        problem = _text(where, rec, problem_field)
+        level = _text(where, rec, level_field) if level_field in rec else NO_LEVEL  # optional: one difficulty
         if rec.get(answer_field) is None and rec.get("solution") is not None:  # MATH boxes it in the solution
             answer = last_boxed(_text(where, rec, "solution"))
             if answer is None or not answer.strip():

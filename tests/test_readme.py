@@ -1,0 +1,56 @@
+"""The README's "Your own study" command runs as printed (shrunk by overrides appended after it): a local
+model folder, a local JSONL of problems, two samplers over three seeds at one sample budget, ending in a
+report that compares them. The command is read out of README.md, so the README cannot rot."""
+
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from fixtures.models import build_chat_model
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def readme_command(section: str) -> list[str]:
+    """The first bash block under a README heading, as arguments (line continuations joined)."""
+    text = (ROOT / "README.md").read_text()
+    body = text.split(f"## {section}\n", 1)[1]
+    block = re.search(r"```bash\n(.*?)```", body, re.S).group(1)
+    return shlex.split(block.replace("\\\n", " "))
+
+
+def test_your_own_study_runs_as_the_readme_prints_it(tmp_path):
+    args = readme_command("Your own study")
+    assert args[:3] == ["python", "-m", "experiments.train"]
+    model = build_chat_model(tmp_path / "model")
+    problems = tmp_path / "problems.jsonl"
+    problems.write_text("\n".join(json.dumps({"problem": f"What is ${a} + {b}$?", "answer": str(a + b),
+                                              "level": 1 + (a > 4)}) for a in range(10) for b in range(3)))
+    command = [a.replace("/path/to/model", str(model)).replace("/path/to/problems.jsonl", str(problems))
+               for a in args[3:]]
+    sweep = tmp_path / "sweep"
+    small = ["max_samples=48", "prompts_per_step=2", "sampler.group_size=4", "rollout.max_new_tokens=8",
+             "eval.every_samples=24", "eval.n=2", "reward.workers=1", f"hydra.sweep.dir={sweep}"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    out = subprocess.run([sys.executable, "-m", "experiments.train", *command, *small], cwd=ROOT, env=env,
+                         text=True, capture_output=True, timeout=1200)
+    assert out.returncode == 0, out.stderr[-3000:]
+    jobs = sorted(p for p in sweep.iterdir() if (p / "run.json").exists())
+    assert len(jobs) == 6  # two samplers x three seeds
+    samplers = set()
+    for job in jobs:
+        assert json.loads((job / "run.json").read_text())["status"] == "done"
+        config = json.loads((job / "config.json").read_text())
+        samplers.add(config["sampler.name"])
+        assert config["model.path"] == str(model) and config["task.chat_template"] is True
+        drawn = pd.read_parquet(job / "groups")["samples_total"].max()
+        assert 48 <= drawn < 48 + 2 * 4 * 4  # the budget, overshot by at most one step's draw
+    assert samplers == {"fixed", "resample_on_tie"}
+    report = (sweep / "report" / "REPORT.md").read_text()
+    assert "fixed" in report and "resample_on_tie" in report
