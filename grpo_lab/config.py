@@ -283,6 +283,16 @@ def advice(cfg: TrainConfig) -> list[str]:
     if cfg.rollout.temperature == 0:
         out.append("rollout.temperature=0: greedy rollouts make a group's G answers identical, so every group ties "
                    "and nothing trains")
+    if cfg.algo.advantage == "ngrpo" and cfg.algo.std != "population":
+        out.append(f"algo.std={cfg.algo.std} is not used by algo.advantage=ngrpo: its advantages divide by its own "
+                   "std (Bessel's, over the group and its virtual right answer, + 1e-6)")
+    if cfg.sampler.name == "dars" and cfg.algo.unit_weight == "prompt":
+        out.append("sampler=dars with algo.unit_weight=prompt: a prompt's extra answers share one group's weight, so "
+                   "hard prompts gain none (DARS's point); algo.unit_weight=sample weighs every answer alike, as its "
+                   "code")
+    if cfg.sampler.name == "pods" and cfg.sampler.pods.n == cfg.sampler.group_size:
+        out.append(f"sampler.pods.n={cfg.sampler.pods.n} equals sampler.group_size: every answer drawn trains, "
+                   "which is sampler=fixed; PODS draws more than it trains")
     if cfg.eval.n > 1 and cfg.eval.temperature == 0:
         out.append(f"eval.temperature=0 with eval.n={cfg.eval.n}: the n greedy samples are identical, so pass@k and "
                    "cons@k equal pass@1 at every k")

@@ -73,6 +73,9 @@ def test_evaluate_help_and_config_need_no_run_dir(tmp_path):
     (["task=mathset", "task.path={math}"], "task=mathset with the built-in model"),
     (["rollout.temperature=0"], "every group ties"),
     (["eval.temperature=0"], "equal pass@1 at every k"),
+    (["algo=ngrpo", "algo.std=sample"], "is not used by algo.advantage=ngrpo"),
+    (["sampler=dars"], "hard prompts gain none"),
+    (["sampler=pods", "sampler.pods.n=8"], "which is sampler=fixed"),
 ])
 def test_settings_that_cannot_learn_are_warned_in_one_line(overrides, warned, tmp_path):
     from experiments.common import config_warnings
