@@ -6,9 +6,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.seeds import compare_values, with_holm
-from analysis.stats import (bootstrap_difference_ci, cluster_ratio_ci, holm, min_detectable_effect, seed_test,
-                            smallest_p, t_difference_ci)
+from analysis.stats.intervals import bootstrap_difference_ci, cluster_ratio_ci, t_difference_ci
+from analysis.stats.seeds import compare_values, with_holm
+from analysis.stats.tests import holm, min_detectable_effect, seed_test, smallest_p
 
 
 def test_sign_flip_test_equals_enumeration_by_hand():

@@ -1,12 +1,22 @@
-"""Sampling strategies (arms) compared at equal budget: wasted samples and first-round training
-accuracy against the samples (or tokens) drawn, per seed and across seeds.
+"""What each sample drawn bought: informative or wasted, per group, per job and per arm, and at equal
+budgets of samples (or tokens) drawn.
 
-A sample is informative when its advantage in its training unit was nonzero, wasted otherwise
-(`analysis.informative`); `wasted_frac` is the one number reported (the informative fraction is
-1 minus it). `train_accuracy_round0` is the fraction correct of the first-round training samples
-drawn in a budget window: a secondary, on-policy measure. First rounds only, because redraws go
-to prompts that just tied, so an arm that redraws would be scored on another prompt mix; even so
-it is measured on training prompts, and the held-out comparison comes first.
+A sample is *informative* when its advantage in its training unit was nonzero, and *wasted*
+otherwise (a tied unit, a group left out of the update, or a dropped draw). A training unit is the
+set of samples that shared one advantage baseline: one group under fixed, dynamic and band
+sampling, and one prompt's pooled rounds under resample_on_tie with `pool=all`, so a tied round
+pooled with a later mixed round trains. The trainer records each group's unit and its informative
+samples (`unit`, `n_informative`), read from the advantages the update used. Runs written before
+those columns existed are recounted: the used groups of one prompt at one step form its unit (true
+of every sampler unless a prompt recurs within a step), and a unit is informative when its pooled
+rewards are not all equal (every group tied with one common reward), in which case all its samples
+count (exact for binary rewards, where no sample can equal a mixed group's mean).
+
+`wasted_frac` is the one number reported (the informative fraction is 1 minus it).
+`train_accuracy_round0` is the fraction correct of the first-round training samples drawn in a
+budget window: a secondary, on-policy measure. First rounds only, because redraws go to prompts that
+just tied, so an arm that redraws would be scored on another prompt mix; even so it is measured on
+training prompts, and the held-out comparison comes first.
 """
 
 from __future__ import annotations
@@ -16,12 +26,43 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from analysis.arms import job_arms
-from analysis.informative import sample_counts
-from analysis.labels import sort_naturally
+from analysis.data.arms import job_arms
+from analysis.data.labels import sort_naturally
+
+RECORDED = "recorded"  # n_informative read from the groups table
+RECOUNTED = "recounted"  # rebuilt from used, tie and reward_mean (runs before the column existed)
 
 BUDGETS = {"samples": "samples_total", "tokens": "tokens_total"}
 METRICS = ("wasted_frac", "train_accuracy_round0")
+
+
+def sample_counts(groups: pd.DataFrame, tol: float = 1e-6) -> tuple[pd.DataFrame, str]:
+    """Per group row: samples, informative and wasted samples; and how they were counted
+    (`RECORDED`, `RECOUNTED`, or "recorded and recounted" when jobs differ)."""
+    samples = groups["group_size"].to_numpy(np.int64)
+    recorded = groups["n_informative"].to_numpy(float) if "n_informative" in groups else np.full(len(groups), np.nan)
+    missing = np.isnan(recorded)
+    informative = np.where(missing, 0, recorded).astype(np.int64)
+    if missing.any():
+        informative[missing] = _recount(groups.loc[missing], tol)
+    how = RECOUNTED if missing.all() else RECORDED if not missing.any() else f"{RECORDED} and {RECOUNTED}"
+    frame = pd.DataFrame({"samples": samples, "informative": informative, "wasted": samples - informative},
+                         index=groups.index)
+    return frame, how
+
+
+def _recount(groups: pd.DataFrame, tol: float) -> np.ndarray:
+    """Informative samples per group from (job, step, prompt_id) units of used groups."""
+    used = groups["used"].to_numpy(bool)
+    unit = pd.Series(list(zip(groups["job"].astype(str), groups["step"], groups["prompt_id"].astype(str))),
+                     index=groups.index)
+    mean = groups["reward_mean"].to_numpy(float)
+    frame = pd.DataFrame({"unit": unit, "tie": groups["tie"].to_numpy(bool), "mean": mean})[used]
+    per_unit = frame.groupby("unit", sort=False).agg(all_tied=("tie", "all"), lo=("mean", "min"), hi=("mean", "max"))
+    mixed = ~(per_unit["all_tied"] & (per_unit["hi"] - per_unit["lo"] <= tol))
+    informative_unit = unit.map(mixed).fillna(False).to_numpy(bool) & used
+    return np.where(informative_unit, groups["group_size"].to_numpy(np.int64), 0)
+
 
 
 def _flags(groups: pd.DataFrame) -> pd.DataFrame:
@@ -101,3 +142,12 @@ def across_seeds(curves: pd.DataFrame, arm: Sequence[str]) -> pd.DataFrame:
     out = grouped.mean().join(grouped.min().add_suffix("_low")).join(grouped.max().add_suffix("_high"))
     out["seeds"] = grouped.size()
     return sort_naturally(out.reset_index(), [*arm, "budget"])
+
+
+
+def tokens_per_sample(groups: pd.DataFrame, arm: Sequence[str]) -> pd.Series:
+    """Each arm's tokens generated per sample drawn, over all its jobs."""
+    per_job = groups.groupby("job", observed=True)[["samples_total", "tokens_total"]].max().join(job_arms(groups, arm))
+    sums = per_job.groupby(list(arm), observed=True)[["samples_total", "tokens_total"]].sum()
+    return sums["tokens_total"] / sums["samples_total"]
+

@@ -2,7 +2,7 @@
 capacity in LLMs beyond the base model?"): does the trained model's pass@1 gain hold at large k, or
 does the base model catch up and pass it?
 
-Per difficulty and arm: the mean over held-out prompts of unbiased pass@k (`analysis.budget.pass_at_k`)
+Per difficulty and arm: the mean over held-out prompts of unbiased pass@k (`analysis.stats.at_k.pass_at_k`)
 for every k up to the eval's n, for the base model (step 0) and the trained one (each job's last
 evaluated step); a prompt's value is the mean over the arm's jobs (seeds) that evaluated it. The
 curves *cross* at the smallest k where the base model is ahead (trained - base < 0) having been
@@ -17,9 +17,8 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from analysis import markdown
-from analysis.budget import pass_at_k
-from analysis.labels import sort_naturally
+from analysis.data.labels import sort_naturally
+from analysis.stats.at_k import pass_at_k
 
 
 def prompt_curves(eval: pd.DataFrame, by: Sequence[str] = ("sampler",)) -> pd.DataFrame:
@@ -91,54 +90,3 @@ def crossing_k(gain: np.ndarray, ks: np.ndarray) -> float:
         return float("nan")
     at = np.flatnonzero(gain < 0)
     return float(ks[at[0]]) if at.size else float("nan")
-
-
-def coverage_section(eval: pd.DataFrame, by: Sequence[str] = ("sampler",), shown_ks: Sequence[int] = (1, 4, 16, 64),
-                     computed: tuple[pd.DataFrame, pd.DataFrame] | None = None) -> str:
-    """The report's markdown section on coverage after RL, findings in words (`computed`: `coverage(eval,
-    by)` when the caller already has it)."""
-    curves, crossings = coverage(eval, by) if computed is None else computed
-    lines = ["## Coverage after RL", "",
-             "pass@k of the base model (step 0) and the trained one (each job's last evaluation) on the held-out "
-             "prompts, for k up to the eval's n (Yue et al. 2025 ask whether RL's pass@1 gain holds at large k). "
-             "`gain` = trained - base with a 95% bootstrap interval over prompts; the curves cross at the "
-             "smallest k where the base model is ahead.", ""]
-    for row in crossings[crossings["difficulty"] == "all"].itertuples(index=False):
-        arm = ", ".join(f"{k}={getattr(row, k)}" for k in by)
-        if row.gain_at_1 <= 0:
-            text = f"the trained model is not ahead at k = 1 (gain {row.gain_at_1:+.3f})"
-        elif np.isnan(row.cross_k):
-            text = f"the trained model stays ahead up to k = {row.n} (gain at 1 {row.gain_at_1:+.3f})"
-        else:
-            text = (f"the base model overtakes it at k = {row.cross_k:g} (95% CI {_k(row.cross_low)}–"
-                    f"{_k(row.cross_high)}; gain at 1 {row.gain_at_1:+.3f})")
-        lines.append(f"- {arm}: {text}.")
-    shown = curves[curves["k"].isin([k for k in shown_ks if k <= curves["k"].max()] + [int(curves["k"].max())])]
-    return "\n".join(lines) + "\n\n" + markdown.table(crossings) + "\n\n" + markdown.table(shown)
-
-
-def coverage_sentence(curves: pd.DataFrame, crossings: pd.DataFrame, by: Sequence[str] = ("sampler",)) -> str:
-    """Coverage after RL in one Findings line, all held-out prompts pooled: per arm the trained model's
-    gain over the base at k = 1 with its interval, and where (if anywhere up to n) the base overtakes it."""
-    at_1 = curves[(curves["difficulty"] == "all") & (curves["k"] == curves["k"].min())]
-    parts = []
-    for _, row in crossings[crossings["difficulty"] == "all"].iterrows():
-        arm = ", ".join(str(row[k]) for k in by)
-        match = (at_1[list(by)].astype(str) == [str(row[k]) for k in by]).all(axis=1)
-        gain = at_1[match].iloc[0]
-        text = f"{arm} {gain['gain']:+.3f} [{gain['gain_low']:+.3f}, {gain['gain_high']:+.3f}] at k = 1"
-        if row["gain_at_1"] <= 0:
-            text += ", not ahead of the base to begin with"
-        elif np.isnan(row["cross_k"]):
-            text += f", still ahead at k = {row['n']}"
-        else:
-            text += (f", overtaken by the base at k = {row['cross_k']:g} (95% interval {_k(row['cross_low'])}–"
-                     f"{_k(row['cross_high'])})")
-        parts.append(text)
-    n = int(crossings["n"].max())
-    return (f"Coverage after RL (trained − base pass@k on all held-out prompts, k up to {n}; 95% intervals over "
-            f"prompts): {'; '.join(parts)}.")
-
-
-def _k(value: float) -> str:
-    return "never" if np.isinf(value) else f"{value:g}"

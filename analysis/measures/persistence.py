@@ -17,8 +17,8 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from analysis import markdown
-from analysis.labels import sort_naturally
+from analysis.data.labels import sort_naturally
+from analysis.stats.intervals import ratio_ci
 
 KINDS = ("all_correct", "all_wrong", "mixed")
 
@@ -48,21 +48,6 @@ def transitions(visit_rows: pd.DataFrame) -> pd.DataFrame:
     return first.assign(next_kind=nxt["kind"].to_numpy(), next_step=nxt["step"].to_numpy())
 
 
-def ratio_ci(num: np.ndarray, den: np.ndarray, n_boot: int = 1000, level: float = 0.95,
-             seed: int = 0) -> tuple[float, float]:
-    """Percentile bootstrap interval of sum(num) / sum(den) resampling the rows (clusters) with replacement."""
-    num, den = np.asarray(num, float), np.asarray(den, float)
-    if len(num) == 0:
-        return float("nan"), float("nan")
-    draws = np.random.default_rng(seed).integers(0, len(num), size=(n_boot, len(num)))  # (n_boot, clusters)
-    counts = np.zeros((n_boot, len(num)))
-    np.add.at(counts, (np.arange(n_boot)[:, None], draws), 1)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        ratios = counts @ num / (counts @ den)  # (n_boot,)
-    tail = (1 - level) / 2
-    return float(np.nanquantile(ratios, tail)), float(np.nanquantile(ratios, 1 - tail))
-
-
 def persistence(groups: pd.DataFrame, by: Sequence[str] = ("sampler",), n_boot: int = 1000, level: float = 0.95,
                 seed: int = 0) -> pd.DataFrame:
     """By *by, difficulty ("all" too) and the kind of a visit: pairs (a visit and the prompt's next),
@@ -82,23 +67,3 @@ def persistence(groups: pd.DataFrame, by: Sequence[str] = ("sampler",), n_boot: 
     columns = [*by, "difficulty", "kind", "pairs", "prompts", "tied_again_frac", "same_kind_frac", "mixed_frac",
                "ci_low", "ci_high", "samples_per_visit"]
     return sort_naturally(pd.DataFrame(rows, columns=columns), [*by, "difficulty", "kind"])
-
-
-def persistence_section(groups: pd.DataFrame, by: Sequence[str] = ("sampler",),
-                        table: pd.DataFrame | None = None) -> str:
-    """The report's markdown section on tie persistence (`table`: `persistence(groups, by)` when the
-    caller already has it)."""
-    table = persistence(groups, by) if table is None else table
-    tied = table[(table["kind"] != "mixed") & (table["difficulty"] == "all")]
-    lines = ["## Tie persistence", "",
-             "A visit is one prompt at one step (all its groups then, pooled); of the prompts tied at one visit, "
-             "`tied_again_frac` were tied again at their next visit (either way; `same_kind_frac`: the same way) "
-             "and `mixed_frac` became mixed. 95% intervals bootstrap over prompts. GRESO (Zheng et al. 2025) "
-             "reports over 90% persistence on its data; skipping tied prompts pays only where it is high.", ""]
-    for row in tied.itertuples(index=False):
-        arm = ", ".join(f"{k}={getattr(row, k)}" for k in by)
-        lines.append(f"- {arm}: {row.kind} visits were tied again at the next visit in {row.tied_again_frac:.1%} "
-                     f"of {row.pairs} cases (95% CI {row.ci_low:.1%}–{row.ci_high:.1%}, {row.prompts} prompts).")
-    shown = [*by, "difficulty", "kind", "pairs", "prompts", "tied_again_frac", "ci_low", "ci_high", "same_kind_frac",
-             "mixed_frac", "samples_per_visit"]
-    return "\n".join(lines) + "\n\n" + markdown.table(table[shown])

@@ -1,5 +1,5 @@
 """Tied groups: how often a group is unanimous, by difficulty and over training, beside the
-prediction P_tie = p^G + (1-p)^G; and the theory that follows from it.
+prediction P_tie = p^G + (1-p)^G.
 
 A tie is the table's `tie` (reward std <= eps: zero advantage, no signal), split by `tie_kind`
 into all_correct and all_wrong; a tie of kind "other" (tied on a non-binary reward) counts in
@@ -10,66 +10,23 @@ prompt: the groups of one prompt share its pass rate, so they are not independen
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from typing import NamedTuple
+from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike
 
-from analysis.labels import sort_naturally
-from analysis.stats import cluster_ratio_ci, comb_ratio
+from analysis.data.labels import sort_naturally
+from analysis.stats.binomial import comb_ratio
+from analysis.stats.intervals import cluster_ratio_ci
 
 KINDS = ("all_correct", "all_wrong")
-
-
-def tie_probability(p: ArrayLike, group_size: ArrayLike) -> np.ndarray:
-    """P_tie = p^G + (1-p)^G: the chance that G independent samples at pass rate p all agree."""
-    p = np.asarray(p, dtype=float)
-    return p**group_size + (1 - p) ** group_size
-
-
-def expected_samples_to_nontie(p: ArrayLike, group_size: ArrayLike) -> np.ndarray:
-    """G / (1 - P_tie): samples spent on a prompt, redrawing tied groups, until one is not tied
-    (rounds are geometric); inf where p is 0 or 1."""
-    with np.errstate(divide="ignore"):
-        return np.asarray(group_size, dtype=float) / (1 - tie_probability(p, group_size))
-
-
-class GroupSizeAdvice(NamedTuple):
-    """`best`: the group size with most informative groups per sample; `table`: every size tried."""
-
-    best: int
-    table: pd.DataFrame
-
-
-def advise_group_size(pass_rates: ArrayLike, sizes: Iterable[int] = range(2, 33),
-                      overhead: float = 0.0) -> GroupSizeAdvice:
-    """The group size G that maximises informative (non-tied) groups per sample, for prompts
-    with the given pass rates drawn one group each: mean(1 - P_tie) / (G + overhead).
-
-    `overhead` is a group's fixed cost in samples (prompt prefill, scheduling). Without it the
-    answer is always 2 (3 ties with it): 1 - P_tie grows concavely in G, so the signal per
-    sample only falls as G grows; an overhead is what makes larger groups worth it.
-
-    >>> advise_group_size([0.1, 0.5, 0.9], overhead=8).best
-    6
-    """
-    g = np.asarray(list(sizes))  # (sizes,)
-    p = np.asarray(pass_rates, dtype=float)[:, None]  # (prompts, 1)
-    tie = tie_probability(p, g).mean(axis=0)  # (sizes,)
-    per_1k = 1000 * (1 - tie) / (g + overhead)
-    table = pd.DataFrame({"group_size": g, "tie_frac": tie, "informative_per_1k_samples": per_1k})
-    best = g[np.flatnonzero(per_1k >= per_1k.max() * (1 - 1e-12))[0]]  # of sizes equal up to rounding, the smallest
-    return GroupSizeAdvice(int(best), table)
 
 
 def step_window(step: ArrayLike, window: int | None) -> np.ndarray:
     """The first step of each step's window of `window` steps (0 for all when window is None)."""
     step = np.asarray(step)
     return np.zeros_like(step) if window is None else step // window * window
-
-
 ASSUMPTION = ("a prompt's pass rate p does not move within its step window: then the estimate from its "
               "first-round groups at the window's other steps is unbiased for p^G + (1-p)^G; training moves p, "
               "and under drift the estimate mixes pass rates from before and after, so it is biased")
@@ -157,3 +114,14 @@ def tie_fractions(groups: pd.DataFrame, by: Sequence[str] = ("group_size", "samp
                "predicted_tie_frac", "predicted_groups", "observed_minus_predicted", "diff_ci_low", "diff_ci_high",
                "ties", *KINDS, *(f"{kind}_ci_{end}" for kind in KINDS for end in ("low", "high"))]
     return sort_naturally(pd.DataFrame(rows, columns=columns), keys)
+
+
+
+def samples_by_window(groups: pd.DataFrame, by: Sequence[str], window: int) -> pd.DataFrame:
+    """Per `by` and step window: samples_drawn, the mean over the jobs of the samples each had drawn by
+    the window's last group (where arms draw at different rates, steps are not comparable; this is)."""
+    frame = groups[["job", *by, "samples_total"]].assign(step_window=groups["step"].to_numpy() // window * window)
+    per_job = frame.groupby(["job", *by, "step_window"], observed=True)["samples_total"].max().reset_index()
+    out = per_job.groupby([*by, "step_window"], observed=True)["samples_total"].mean().rename("samples_drawn")
+    return out.reset_index()
+

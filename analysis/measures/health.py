@@ -1,15 +1,16 @@
 """Training health at a glance: reward, KL to the reference, clip fraction, gradient norm and tie
 fraction against samples drawn, one colour per arm, from the steps table: a line per job (its
-seeds), or with many jobs an arm's mean and its lowest-to-highest band (`analysis.plots.health`
+seeds), or with many jobs an arm's mean and its lowest-to-highest band (`analysis.render.curves.health`
 draws them). x is samples drawn, not steps: arms that spend samples at different rates line up."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+
 import numpy as np
 import pandas as pd
 
-from analysis.arms import iter_arms
+from analysis.data.arms import iter_arms
 
 PANELS = {"reward_mean": "reward (mean per step)", "kl": "KL to the reference (k3)", "clip_frac": "clip fraction",
           "grad_norm": "gradient norm (before clipping)", "tie_frac": "tie fraction of groups"}

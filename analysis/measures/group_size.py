@@ -1,7 +1,7 @@
 """Group size: from measured pass rates, what each G from 2 to 64 would buy, by difficulty.
 
 For a prompt of pass rate p a group of G is informative (not tied) with chance 1 - p^G - (1-p)^G
-(`analysis.ties.tie_probability`). Over a difficulty's prompts, one group each:
+(`analysis.stats.binomial.tie_probability`). Over a difficulty's prompts, one group each:
 - informative_frac: the expected share of groups (and, all groups being of size G, of samples) that
   are informative;
 - samples_per_informative_group: G / informative_frac, samples drawn per informative group;
@@ -18,16 +18,47 @@ above n are underestimated for hard prompts (they are a lower bound).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
+from numpy.typing import ArrayLike
 
-from analysis import markdown
-from analysis.labels import sort_naturally
-from analysis.ties import advise_group_size, predict_ties, tie_fractions, tie_probability
+from analysis.data.labels import sort_naturally
+from analysis.measures.ties import predict_ties, tie_fractions
+from analysis.stats.binomial import tie_probability
 
 SIZES = range(2, 65)
+
+
+class GroupSizeAdvice(NamedTuple):
+    """`best`: the group size with most informative groups per sample; `table`: every size tried."""
+
+    best: int
+    table: pd.DataFrame
+
+
+def advise_group_size(pass_rates: ArrayLike, sizes: Iterable[int] = range(2, 33),
+                      overhead: float = 0.0) -> GroupSizeAdvice:
+    """The group size G that maximises informative (non-tied) groups per sample, for prompts
+    with the given pass rates drawn one group each: mean(1 - P_tie) / (G + overhead).
+
+    `overhead` is a group's fixed cost in samples (prompt prefill, scheduling). Without it the
+    answer is always 2 (3 ties with it): 1 - P_tie grows concavely in G, so the signal per
+    sample only falls as G grows; an overhead is what makes larger groups worth it.
+
+    >>> advise_group_size([0.1, 0.5, 0.9], overhead=8).best
+    6
+    """
+    g = np.asarray(list(sizes))  # (sizes,)
+    p = np.asarray(pass_rates, dtype=float)[:, None]  # (prompts, 1)
+    tie = tie_probability(p, g).mean(axis=0)  # (sizes,)
+    per_1k = 1000 * (1 - tie) / (g + overhead)
+    table = pd.DataFrame({"group_size": g, "tie_frac": tie, "informative_per_1k_samples": per_1k})
+    best = g[np.flatnonzero(per_1k >= per_1k.max() * (1 - 1e-12))[0]]  # of sizes equal up to rounding, the smallest
+    return GroupSizeAdvice(int(best), table)
+
 
 
 def prompt_pass_rates(groups: pd.DataFrame, eval: pd.DataFrame | None = None) -> pd.DataFrame:
@@ -89,28 +120,3 @@ def observed_vs_predicted(groups: pd.DataFrame) -> pd.DataFrame:
     predicted = predict_ties(first, pool=())
     return tie_fractions(first, by=("group_size",), predicted=predicted)
 
-
-def group_size_section(groups: pd.DataFrame, eval: pd.DataFrame | None = None, overhead: float = 0.0,
-                       shown_sizes: Sequence[int] = (2, 4, 8, 16, 32, 64)) -> str:
-    """The report's markdown section on group size."""
-    rates = prompt_pass_rates(groups, eval)
-    source = "the base model's eval samples" if eval is not None and not eval.empty and (eval["step"] == 0).any() \
-        else "first-round training groups"
-    table = expected_by_size(rates)
-    best = best_sizes(rates, overhead=overhead)
-    lines = ["## Group size", "",
-             f"Pass rates per prompt from {source} (plug-in; a prompt never solved counts as p = 0, so hard "
-             "levels' informative fractions at large G are lower bounds). One group of G per prompt: the "
-             "informative fraction (groups not tied), samples per informative group and informative groups per "
-             "1,000 samples. The informative fraction only grows with G, so informative samples per sample "
-             "drawn are highest at the largest G; `g_at_share` is the smallest G reaching 90% of that, "
-             f"`best_for_groups` the G with most informative groups per sample (overhead {overhead:g} "
-             "samples a group).", "", markdown.table(best), "",
-             markdown.table(table[table["group_size"].isin(shown_sizes)])]
-    observed = observed_vs_predicted(groups)
-    if not observed.empty:
-        lines += ["", "Observed against predicted where the runs used several G (first-round groups; the "
-                  "prediction from each prompt's pass rate at the other steps of all jobs):", "",
-                  markdown.table(observed[["difficulty", "group_size", "groups", "tie_frac", "ci_low", "ci_high",
-                                           "predicted_tie_frac"]])]
-    return "\n".join(lines)

@@ -8,9 +8,10 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from analysis.arms import job_arms
-from analysis.budget import METRICS, _column, checkpoint_labels, checkpoint_rank, complete_checkpoints, per_prompt
-from analysis.labels import sort_naturally
+from analysis.data.arms import job_arms
+from analysis.data.checkpoints import checkpoint_labels, checkpoint_rank, complete_checkpoints
+from analysis.data.labels import sort_naturally
+from analysis.stats.at_k import METRICS, per_prompt, score_column
 
 
 def seed_scores(eval: pd.DataFrame, arm: Sequence[str], points: Sequence[tuple[str, int]]) -> pd.DataFrame:
@@ -18,7 +19,7 @@ def seed_scores(eval: pd.DataFrame, arm: Sequence[str], points: Sequence[tuple[s
     k, value (the job's mean over held-out prompts). Only checkpoints every job of the arm has."""
     ks = sorted({k for _, k in points})
     scores = per_prompt(eval, ks, sorted({m for m, _ in points}))
-    columns = [_column(m, k) for m, k in points]
+    columns = [score_column(m, k) for m, k in points]
     per_job = scores.groupby(["job", "step"], observed=True)[columns].mean().reset_index()
     per_job["job"] = per_job["job"].astype(str)
     labels = eval[["job", "step"]].assign(job=eval["job"].astype(str), checkpoint=checkpoint_labels(eval),
@@ -31,7 +32,7 @@ def seed_scores(eval: pd.DataFrame, arm: Sequence[str], points: Sequence[tuple[s
     per_job = per_job.merge(kept[[*arm, "checkpoint"]], on=[*arm, "checkpoint"])
     long = per_job.melt(id_vars=["job", *keys, "checkpoint", "step", "samples"], value_vars=columns,
                         var_name="score", value_name="value")
-    names = {_column(m, k): (m, k) for m, k in points}
+    names = {score_column(m, k): (m, k) for m, k in points}
     long["metric"] = long["score"].map(lambda c: names[c][0])
     long["k"] = long["score"].map(lambda c: names[c][1])
     return sort_naturally(long.drop(columns="score"), [*arm, "checkpoint", "metric", "k", "job"],

@@ -9,7 +9,7 @@ from collections.abc import Iterator, Mapping, Sequence
 
 import pandas as pd
 
-from analysis.config import ALIASES
+from analysis.data.config import ALIASES
 
 REPLICATE_KEY = "seed"
 

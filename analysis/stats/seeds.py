@@ -11,8 +11,9 @@ from itertools import combinations
 import numpy as np
 import pandas as pd
 
-from analysis.arms import iter_arms
-from analysis.stats import holm, min_detectable_effect, seed_test, smallest_p, t_difference_ci
+from analysis.data.arms import iter_arms
+from analysis.stats.intervals import t_difference_ci
+from analysis.stats.tests import holm, min_detectable_effect, seed_test, smallest_p
 
 SEED_TEST = ("exact sign-flip test over paired seeds (else exact permutation test over seeds); interval: "
              "Student's t over seeds (of the per-seed differences when paired, else with unequal variances)")
@@ -75,3 +76,12 @@ def with_holm(table: pd.DataFrame) -> pd.DataFrame:
         adjusted[rows] = holm(p[rows])
     out.insert(out.columns.get_loc("p_value") + 1, "p_holm", adjusted)
     return out
+
+
+def detectable(row: pd.Series | dict) -> bool:
+    """Whether a comparison (a row of a tests table with p_holm) is a detectable difference: its
+    interval excludes zero and the test across seeds rejects after Holm's correction."""
+    low, high, p = row["ci_low"], row["ci_high"], row.get("p_holm", np.nan)
+    if pd.isna(low) or pd.isna(high) or low <= 0 <= high:
+        return False
+    return bool(pd.notna(p) and p < ALPHA)

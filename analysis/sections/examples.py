@@ -5,31 +5,28 @@ sees what a tie looks like. Model output is untrusted text: shown in code spans,
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 
 import pandas as pd
-import pyarrow as pa
-import pyarrow.parquet as pq
 
-from analysis.labels import natural_sorted
-from analysis.load import find_jobs
+from analysis.data.labels import natural_sorted
+from analysis.sections.section import Context, Section
 
 KINDS = {"mixed": "Mixed group", "all_correct": "All-correct tie", "all_wrong": "All-wrong tie",
          "other": "Tie on a non-binary reward"}
 MAX_CHARS = 60  # a completion longer than this is cut, with "…"
 
 
-def read_completions(path: str | Path) -> pd.DataFrame:
-    """The completions tables of a run or sweep directory, one frame, with a `job` column (the job's
-    folder relative to `path`). Empty when no job kept completions."""
-    root = Path(path)
-    frames = []
-    for run_dir in find_jobs(root):
-        found = sorted((run_dir / "completions").glob("part-*.parquet"))
-        if found:
-            table = pa.concat_tables([pq.read_table(p) for p in found], promote_options="permissive").to_pandas()
-            frames.append(table.assign(job=run_dir.relative_to(root).as_posix() if run_dir != root else root.name))
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+def section(completions: pd.DataFrame, ctx: Context) -> Section | None:
+    """The examples section from the completions tables (`analysis.data.completions`); None without any."""
+    if completions.empty:
+        return None
+    return Section(text="\n".join([
+        "## Example completions", "",
+        "Kept by `log_completions=N` (the first N completions of each step, whole groups): per difficulty the "
+        "latest mixed group, all-correct tie and all-wrong tie, with every kept completion and its reward. "
+        "Completions are untrusted model output, shown as code, cut at 60 characters.", "",
+        examples_markdown(completions, names=dict(ctx.names)),
+    ]))
 
 
 def group_kind(tie: bool, tie_kind: object) -> str:

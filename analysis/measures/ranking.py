@@ -6,7 +6,7 @@ of held-out prompts that every arm shares, so the interval is for these prompts:
 arm's mean differs is the tests' question, whose intervals resample prompts as well), and
 which pairwise orderings are **resolved**: those whose comparison in the report's tests table
 (every pair of arms, Holm within the metric) is a detectable difference by the findings' rule
-(`analysis.findings.verdict`). `ranks` is the range of places an arm can hold given the resolved
+(`analysis.stats.seeds.detectable`). `ranks` is the range of places an arm can hold given the resolved
 orderings alone: an arm resolved above j arms and below i arms ranks between i + 1 and n − j.
 An ordering that is not resolved is not claimed, however the means fall.
 """
@@ -19,16 +19,15 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from analysis.arms import iter_arms, short_label
-from analysis.budget import FINAL
-from analysis.findings import RANKED_METRICS, verdict
-from analysis.markdown import cell
-from analysis.resampling import per_job_spend
-from analysis.seeds import ALPHA, seed_values
-from analysis.stats import t_mean_ci
+from analysis.data.arms import iter_arms, short_label
+from analysis.data.checkpoints import FINAL
+from analysis.measures.spend import per_job_spend
+from analysis.stats.intervals import t_mean_ci
+from analysis.stats.seeds import detectable, seed_values
 
 PASS1, INFORMATIVE = "held-out pass@1", "informative per 1,000 drawn"
-TEST_METRIC = dict(zip((PASS1, INFORMATIVE), RANKED_METRICS))  # the tests table's metric behind each
+RANKED_METRICS = ("held-out pass@1", "wasted_frac")  # the tests table's metric behind each
+TEST_METRIC = dict(zip((PASS1, INFORMATIVE), RANKED_METRICS))
 SCALE = {PASS1: 1.0, INFORMATIVE: -1000.0}  # a difference in the measure = SCALE × the tests' difference
 INTERVAL = {PASS1: "seeds, on these held-out prompts", INFORMATIVE: "seeds"}
 COLUMNS = ("rank", "arm", "seeds", "mean", "ci_low", "ci_high", "ranks", "above", "below")
@@ -51,7 +50,7 @@ class Ranking:
 
 def pass1_by_arm(scores: pd.DataFrame, arm: Sequence[str]) -> pd.DataFrame:
     """Per arm at its final checkpoints: arm, seeds, mean (over held-out prompts and seeds), ci_low,
-    ci_high (over seeds). `scores`: `analysis.heldout.seed_scores` with pass@1, each job's mean over the
+    ci_high (over seeds). `scores`: `analysis.measures.scores.seed_scores` with pass@1, each job's mean over the
     held-out prompts at each checkpoint: one trained model's score."""
     final = scores[(scores["checkpoint"] == FINAL) & (scores["metric"] == "pass@k") & (scores["k"] == 1)]
     return pd.DataFrame([_row(label, seed_values(part, "value").to_numpy(float))
@@ -81,7 +80,7 @@ def rank(measure: str, by_arm: pd.DataFrame, tests: pd.DataFrame) -> Ranking:
     rows = tests[tests["metric"] == TEST_METRIC[measure]]
     resolved = []
     for _, row in rows.iterrows():
-        if verdict(row) == "a detectable difference":
+        if detectable(row):
             b_better = SCALE[measure] * row["difference"] > 0
             resolved.append((row["b"], row["a"]) if b_better else (row["a"], row["b"]))
     table = by_arm.sort_values("mean", ascending=False, kind="stable").reset_index(drop=True)
@@ -97,50 +96,3 @@ def rank(measure: str, by_arm: pd.DataFrame, tests: pd.DataFrame) -> Ranking:
     seeds = int(rows[["seeds_a", "seeds_b"]].min(axis=1).min()) if len(rows) else 0
     return Ranking(measure, table[list(COLUMNS)], resolved, len(rows), seeds,
                    float(rows["smallest_p"].max()) if len(rows) else np.nan)
-
-
-def power(r: Ranking) -> str:
-    """Whether these seeds can resolve any ordering: the exact test's floor against Holm's first bar."""
-    if not r.pairs:
-        return "no pairs were tested."
-    bar = ALPHA / r.pairs
-    text = (f"with {r.seeds} seeds a side the exact test's smallest p is {cell(r.smallest_p, 2)}; Holm's bar for the "
-            f"first of the {r.pairs} pairs is α/{r.pairs} = {cell(bar, 2)}")
-    return text + (", so an ordering can be resolved only where nearly every seed agrees." if r.smallest_p < bar else
-                   ", so no ordering can be resolved with these seeds, however large the differences.")
-
-
-def order_text(r: Ranking) -> str:
-    """The arms in the order of their means, ">" between neighbours whose ordering is resolved and "~"
-    where it is not: "knapsack > band > fixed ~ dynamic"."""
-    arms = r.table["arm"].tolist()
-    resolved = set(r.resolved)
-    return short_label(arms[0]) + "".join(f" {'>' if (a, b) in resolved else '~'} {short_label(b)}"
-                                          for a, b in zip(arms, arms[1:]))
-
-
-def resolved_text(r: Ranking) -> str:
-    """Which orderings are resolved, listing whichever is shorter: the resolved or the unresolved pairs."""
-    if not r.resolved:
-        return f"none of the {r.pairs} pairwise orderings is resolved"
-    if 2 * len(r.resolved) <= r.pairs:
-        shown = ", ".join(f"{short_label(b)} > {short_label(w)}" for b, w in r.resolved)
-        return f"resolved: {shown} ({len(r.resolved)} of {r.pairs} pairs); no other ordering is"
-    done = set(r.resolved) | {(w, b) for b, w in r.resolved}
-    arms = r.table["arm"].tolist()
-    open_pairs = [f"{short_label(a)} vs {short_label(b)}" for i, a in enumerate(arms) for b in arms[i + 1:]
-                  if (a, b) not in done]
-    return (f"resolved: {len(r.resolved)} of {r.pairs} pairs, all but {', '.join(open_pairs) or 'none'}; "
-            f"in order of the means, {order_text(r)} ('>' resolved, '~' not)")
-
-
-def sentence(r: Ranking, digits: int = 3) -> str:
-    """The ranking in one Findings line: each arm's mean [interval] (possible ranks), then the
-    resolved orderings."""
-    arms = "; ".join(f"{short_label(a)} {cell(m, digits)} [{cell(lo, digits)}, {cell(hi, digits)}] "
-                     f"({'ranks' if '–' in ranks else 'rank'} {ranks})"
-                     for a, m, lo, hi, ranks in r.table[["arm", "mean", "ci_low", "ci_high", "ranks"]].itertuples(
-                         index=False))
-    text = resolved_text(r)
-    return (f"Ranking on {r.measure} at the end of the budget (mean [95% interval over {r.interval}] "
-            f"(possible ranks), best first): {arms}. {text[0].upper()}{text[1:]}.")

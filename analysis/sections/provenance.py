@@ -1,73 +1,29 @@
-"""The report's front matter: its title (the experiment's name), and what ran where: the resolved
-config (keys that vary across jobs and keys that do not), git commit, package versions, machine and
-wall time per job, read from each job's run.json and Hydra's records. Every path is shown relative
+"""What ran where, in a collapsed block under the findings: the command, the resolved config (keys
+that vary across jobs and keys that do not), git commit, package versions, machine and wall time per
+job, read from each job's run.json and Hydra's records. Every path is shown relative
 to the report, so a report copied off a cluster names no machine's folders."""
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 
 import pandas as pd
-import yaml
 
-from analysis import markdown
-from analysis.arms import varying_keys
-from analysis.config import ALIASES, job_overrides
-from analysis.labels import natural_sorted
-from analysis.load import RUN_FILES, Tables
+from analysis.data.arms import varying_keys
+from analysis.data.config import ALIASES
+from analysis.data.labels import natural_sorted
+from analysis.data.load import Tables
+from analysis.data.records import run_records
+from analysis.render import markdown
+from analysis.render.writer import relative
+from analysis.sections.section import Context, Section
 
 # keys the entry point sets at run time: Hydra's config.yaml holds a placeholder for them
 RUNTIME = {"out_dir": "each job's own folder (the entry point sets it to Hydra's output directory)"}
 PACKAGES = {"version": "grpo-lab", "torch": "torch", "transformers": "transformers"}  # run.json key -> name
-
-
-def run_records(jobs: pd.DataFrame) -> list[dict]:
-    """Each job's run.json as a dict ({} where it is missing or not an object), in the jobs' order."""
-    out = []
-    for path in jobs["path"]:
-        found = next((Path(path) / name for name in RUN_FILES if (Path(path) / name).is_file()), None)
-        try:
-            data = json.loads(found.read_text()) if found else {}
-        except (OSError, ValueError):
-            data = {}
-        out.append(data if isinstance(data, dict) else {})
-    return out
-
-
-def experiment_name(root: Path, jobs: pd.DataFrame) -> str:
-    """The `experiment=` choice of the sweep (multirun.yaml) or of its jobs (overrides.yaml), else
-    the `experiment` config key, else the folder's name."""
-    names: list[str] = []
-    multirun = root / "multirun.yaml"
-    if multirun.is_file():
-        task = (((yaml.safe_load(multirun.read_text()) or {}).get("hydra") or {}).get("overrides") or {}).get("task")
-        names += [str(o).partition("=")[2] for o in task or [] if str(o).lstrip("+").startswith("experiment=")]
-    for path in jobs["path"] if not names else []:
-        names += [o.partition("=")[2] for o in job_overrides(Path(path)) if o.lstrip("+").startswith("experiment=")]
-    if not names and "experiment" in jobs:
-        names = [str(v) for v in jobs["experiment"].dropna()]
-    names = list(dict.fromkeys(names))
-    return ", ".join(names) if names else root.resolve().name
-
-
-def relative(path: str | Path, report_dir: Path) -> str:
-    """`path` as seen from the report's folder."""
-    return Path(os.path.relpath(Path(path).resolve(), report_dir.resolve())).as_posix()
-
-
-def difficulty_names(jobs: pd.DataFrame) -> dict[str, str]:
-    """What each difficulty label is ("1" -> "1+1 digits"), from the run.json of the jobs (the task
-    writes it); {} when no job recorded any (a pass-rate bin or a "Level 3" names itself)."""
-    names: dict[str, str] = {}
-    for record in run_records(jobs):
-        labels = record.get("difficulty_labels")
-        if isinstance(labels, dict):
-            names.update({str(k): str(v) for k, v in labels.items()})
-    return names
 
 
 def _duration(started: object, finished: object) -> str:
@@ -113,9 +69,14 @@ def _value(value: object, root: Path, report_dir: Path) -> str:
     return relative(text, report_dir) if os.path.isabs(text) and not text.startswith("//") else text
 
 
-def provenance(tables: Tables, arm: Sequence[str], report_dir: Path, command: str | None) -> str:
+def section(tables: Tables, ctx: Context, command: str | None) -> Section:
     """The collapsed block under the findings: command, source, jobs, code, packages, machines,
-    wall times and the resolved config."""
+    wall times and the resolved config. `command`: the command that produced the runs, if known."""
+    return Section(text=provenance(tables, ctx.arm, ctx.out, command))
+
+
+def provenance(tables: Tables, arm: Sequence[str], report_dir: Path, command: str | None) -> str:
+    """The provenance block's markdown (paths relative to `report_dir`)."""
     jobs = tables.jobs
     records = run_records(jobs)
     varying = varying_keys(jobs, tables.config_columns)

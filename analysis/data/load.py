@@ -2,7 +2,7 @@
 
 Nothing here is fatal but a directory with no usable job (`NoRunsError`, one line): a failed job,
 a job with no config or an unreadable run.json, a job with no tables, and a part that is unreadable
-or breaks the table contract (analysis/schema.py: missing or mistyped columns, nulls in required
+or breaks the table contract (analysis/data/schema.py: missing or mistyped columns, nulls in required
 columns, NaN rewards) are each named in a `SkippedWarning`, listed in `Tables.skipped`, and left
 out; one bad job never stops the others from loading.
 """
@@ -22,9 +22,9 @@ import pyarrow.parquet as pq
 from omegaconf.errors import OmegaConfBaseException
 from yaml import YAMLError
 
-from analysis.config import config_source, job_config
-from analysis.labels import natural_key
-from analysis.schema import schema_problem, value_problem
+from analysis.data.config import config_source, job_config
+from analysis.data.labels import natural_key
+from analysis.data.schema import schema_problem, value_problem
 
 TABLES = ("groups", "steps", "eval")
 # `rewards` and `correct` (lists) are most of a groups part's bytes, and no analysis needs them
@@ -47,7 +47,7 @@ class NoRunsError(FileNotFoundError):
 
 
 class BrokenContract(ValueError):
-    """A part whose columns do not match the table contract (analysis/schema.py)."""
+    """A part whose columns do not match the table contract (analysis/data/schema.py)."""
 
 
 class SkippedWarning(UserWarning):

@@ -9,24 +9,25 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from analysis.arms import short_label
-from analysis.markdown import cell
-from analysis.seeds import ALPHA
+from analysis.data.arms import short_label
+from analysis.measures.ranking import RANKED_METRICS
+from analysis.render.markdown import cell
+from analysis.sections.section import Section
+from analysis.stats.seeds import ALPHA, detectable
 
 MAX_SENTENCES = 6  # comparisons told one by one (two arms: one per metric)
 MAX_LISTED = 6  # detectable differences listed by name after a ranking
-RANKED_METRICS = ("held-out pass@1", "wasted_frac")  # the tests behind the rankings (analysis.ranking)
 
 
 def verdict(row: pd.Series) -> str:
     """What a comparison supports: a detectable difference only when its interval excludes zero and
     the test across seeds rejects after Holm's correction."""
-    low, high, p = row["ci_low"], row["ci_high"], row.get("p_holm", math.nan)
+    low, high = row["ci_low"], row["ci_high"]
     if pd.isna(low) or pd.isna(high):
         return "no interval (too few seeds)"
     if low <= 0 <= high:
         return "no detectable difference"
-    if pd.notna(p) and p < ALPHA:
+    if detectable(row):
         return "a detectable difference"
     floor = row.get("smallest_p", math.nan)
     reason = (f"with {row['seeds_a']} and {row['seeds_b']} seeds the exact test cannot go below p = {cell(floor, 2)}"
@@ -49,6 +50,12 @@ def _power(row: pd.Series) -> str:
             f"{cell(row['mde'], 3)}.")
 
 
+def section(tests: pd.DataFrame, calibration: dict, unit_weight: str, ranked: Sequence[str] = (),
+            coverage: str | None = None) -> Section:
+    """The Findings section (see `findings`)."""
+    return Section(text=findings(tests, calibration, unit_weight, ranked, coverage))
+
+
 def findings(tests: pd.DataFrame, calibration: dict, unit_weight: str, ranked: Sequence[str] = (),
              coverage: str | None = None) -> str:
     """The Findings section from the family of tests (`tests`, with p_holm), the overall first-round
@@ -61,7 +68,7 @@ def findings(tests: pd.DataFrame, calibration: dict, unit_weight: str, ranked: S
         rest = tests[~tests["metric"].isin(RANKED_METRICS)]
         if len(rest):
             found = [f"{row['metric']}: {short_label(row['b'])} − {short_label(row['a'])} {cell(row['difference'], 3)}"
-                     for _, row in rest.iterrows() if verdict(row) == "a detectable difference"]
+                     for _, row in rest.iterrows() if detectable(row)]
             lines.append(f"Of the other {len(rest)} comparisons ({', '.join(dict.fromkeys(rest['metric']))}; every pair "
                          f"of arms, under Tests across seeds), {len(found)} "
                          f"{'is a detectable difference' if len(found) == 1 else 'are detectable differences'}"
