@@ -23,6 +23,14 @@ from analysis.sections import (at_k, coverage, equal_budget, examples, findings,
                                jobs, persistence, provenance, ranking, tests, ties, trained)
 from analysis.sections.section import Context
 
+# the columns the sections read; the others (the groups' reward lists first) stay on disk
+COLUMNS = {
+    "groups": ("step", "prompt_id", "difficulty", "round", "group_size", "reward_mean", "n_correct", "tie", "tie_kind",
+               "used", "tokens", "samples_total", "tokens_total", "n_informative", "truncated"),
+    "eval": ("step", "prompt_id", "difficulty", "answer", "correct", "samples_total"),
+    "steps": ("step", "samples_total", "reward_mean", "kl", "clip_frac", "grad_norm", "tie_frac"),
+}
+
 
 def build_report(path: str | Path, out_dir: str | Path | None = None, command: str | None = None) -> Path:
     """Build the report of a run or sweep directory; returns the path of REPORT.md.
@@ -34,7 +42,7 @@ def build_report(path: str | Path, out_dir: str | Path | None = None, command: s
     root = Path(path)
     out = Path(out_dir) if out_dir is not None else root / "report"
     clear(out)
-    tables = load(root, tables=("groups", "eval", "steps"))
+    tables = load(root, tables=("groups", "eval", "steps"), columns=COLUMNS)
     if not tables.eval.empty:  # samples drawn at each checkpoint, from the groups where eval rows lack them
         tables = replace(tables, eval=attach_samples(tables.eval, tables.groups))
     ctx = Context(root=root, out=out, arm=tuple(arm_keys(tables.jobs, tables.config_columns)),

@@ -24,7 +24,7 @@ from yaml import YAMLError
 
 from analysis.data.config import config_source, job_config
 from analysis.data.labels import natural_key
-from analysis.data.schema import schema_problem, value_problem
+from analysis.data.schema import schema_problem, value_problems
 
 TABLES = ("groups", "steps", "eval")
 # `rewards` and `correct` (lists) are most of a groups part's bytes, and no analysis needs them
@@ -149,9 +149,9 @@ def load(
     return Tables(root=root, jobs=jobs_frame, skipped=skipped, **frames)
 
 
-def _skip(skipped: list[Skipped], name: str, reason: str) -> None:
+def _skip(skipped: list[Skipped], name: str, reason: str, stacklevel: int = 3) -> None:
     skipped.append(Skipped(name, reason))
-    warnings.warn(f"skipped {name}: {reason}", SkippedWarning, stacklevel=3)
+    warnings.warn(f"skipped {name}: {reason}", SkippedWarning, stacklevel=stacklevel)
 
 
 def _read_job(run_dir: Path, name: str, skipped: list[Skipped]) -> dict | None:
@@ -180,37 +180,43 @@ def _read_status(run_dir: Path) -> dict:
 
 
 def _read_parts(folder: Path, columns: Sequence[str] | None, name: str, skipped: list[Skipped]) -> pa.Table | None:
-    """All readable parts of one table of one job, or None if there are none."""
+    """All readable parts of one table of one job, or None if there are none. Parts that cannot be
+    used are named in `skipped` in part order."""
     dictionary = [c for c in DICTIONARY_COLUMNS[folder.name] if columns is None or c in columns]
-    parts = []
-    for part in sorted(folder.glob("part-*.parquet")):
+    paths = sorted(folder.glob("part-*.parquet"))
+    problems: dict[int, str] = {}
+    read: dict[int, pa.Table] = {}
+    checked: dict[pa.Schema, str | None] = {}  # a run's parts share one schema: check it once
+    for i, part in enumerate(paths):
         try:
-            table = _read_part(part, columns, dictionary)
+            read[i] = _read_part(part, columns, dictionary, checked)
         except (OSError, pa.ArrowException) as err:
-            _skip(skipped, f"{name}/{part.name}", f"unreadable part ({err})")
-            continue
+            problems[i] = f"unreadable part ({err})"
         except BrokenContract as err:
-            _skip(skipped, f"{name}/{part.name}", str(err))
-            continue
-        if problem := value_problem(folder.name, table):
-            _skip(skipped, f"{name}/{part.name}", problem)
-        else:
-            parts.append(table)
+            problems[i] = str(err)
+    found = value_problems(folder.name, list(read.values()))
+    problems |= {i: problem for i, problem in zip(read, found) if problem}
+    for i in sorted(problems):
+        _skip(skipped, f"{name}/{paths[i].name}", problems[i], stacklevel=4)
+    parts = [table for i, table in read.items() if i not in problems]
     # "permissive": a part written by an older version may lack a column or use a narrower int
     return pa.concat_tables(parts, promote_options="permissive") if parts else None
 
 
-def _read_part(path: Path, columns: Sequence[str] | None, dictionary: Sequence[str]) -> pa.Table:
+def _read_part(path: Path, columns: Sequence[str] | None, dictionary: Sequence[str],
+               checked: dict[pa.Schema, str | None]) -> pa.Table:
     try:
         file = pq.ParquetFile(path, pre_buffer=False, read_dictionary=dictionary)
     except KeyError:  # a part lacking one of the dictionary columns: ask only for those it has
         present = pq.read_schema(path).names
         file = pq.ParquetFile(path, pre_buffer=False, read_dictionary=[c for c in dictionary if c in present])
-    if problem := schema_problem(path.parent.name, file.schema_arrow):
-        raise BrokenContract(problem)
-    present = file.schema_arrow.names
+    schema = file.schema_arrow
+    if schema not in checked:
+        checked[schema] = schema_problem(path.parent.name, schema)
+    if checked[schema]:
+        raise BrokenContract(checked[schema])
     # a part holds one step: too small for reader threads to pay for themselves
-    return file.read(columns=[c for c in columns if c in present] if columns else None, use_threads=False)
+    return file.read(columns=[c for c in columns if c in schema.names] if columns else None, use_threads=False)
 
 
 def _tag(table: pa.Table, job_index: int) -> pa.Table:

@@ -5,6 +5,9 @@ schemas by *kind* (any int width is an int): analysis never imports grpo_lab.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -64,19 +67,39 @@ def schema_problem(table: str, schema: pa.Schema) -> str | None:
     return None
 
 
-def value_problem(table: str, data: pa.Table) -> str | None:
-    """Nulls in required columns or NaN in reward columns among the columns read, or None."""
+def value_problems(table: str, parts: Sequence[pa.Table]) -> list[str | None]:
+    """What is wrong with the values of each part (of one table of one job) among the columns read: nulls in
+    a required column or NaN in a reward column, the first found in column order; None where nothing is.
+    NaNs are counted over all parts in one pass."""
+    found: list[str | None] = [None] * len(parts)
+    if not parts:
+        return found
     expected = CONTRACT[table]
-    for column in data.column_names:
-        want = expected.get(column)
-        if want is None:
-            continue
-        values = data.column(column)
-        if not want.endswith("?") and values.null_count:
-            return f"{values.null_count} null{'s' * (values.null_count > 1)} in column {column}"
+    for column in (c for c in parts[0].column_names if c in expected):  # every part has them: its schema passed
+        want = expected[column]
+        if not want.endswith("?"):
+            for i, part in enumerate(parts):
+                nulls = part.column(column).null_count  # arrow keeps the count: no pass over the values
+                if nulls and found[i] is None:
+                    found[i] = f"{nulls} null{'s' * (nulls > 1)} in column {column}"
         if column in NO_NAN[table]:
-            flat = pc.list_flatten(values) if want.startswith("list") else values
-            nans = pc.sum(pc.is_nan(flat)).as_py() or 0
-            if nans:
-                return f"{nans} NaN value{'s' * (nans > 1)} in column {column}"
-    return None
+            nans = _nan_counts([part.column(column) for part in parts], want.startswith("list"))
+            for i in np.flatnonzero(nans):
+                if found[i] is None:
+                    n = int(nans[i])
+                    found[i] = f"{n} NaN value{'s' * (n > 1)} in column {column}"
+    return found
+
+
+def _nan_counts(columns: Sequence[pa.ChunkedArray], lists: bool) -> np.ndarray:
+    """NaNs in each of `columns` (one per part, floats or lists of floats), counted in one pass."""
+    target = pa.list_(pa.float64()) if lists else pa.float64()  # parts may differ in width
+    values = pa.chunked_array([chunk.cast(target) for column in columns for chunk in column.chunks], type=target)
+    lengths = np.array([len(column) for column in columns])
+    if lists:  # count the parts' elements, not their rows
+        lengths = np.array([pc.sum(pc.list_value_length(column)).as_py() or 0 for column in columns])
+        values = pc.list_flatten(values)
+    nan = np.asarray(pc.fill_null(pc.is_nan(values), False), dtype=np.int64)
+    total = np.r_[0, np.cumsum(nan)]
+    ends = np.cumsum(lengths)
+    return total[ends] - total[ends - lengths]
