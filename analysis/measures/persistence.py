@@ -17,35 +17,36 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from analysis.data.labels import sort_naturally
-from analysis.stats.intervals import ratio_ci
+from analysis.data.labels import sort_naturally, text_codes
+from analysis.stats.intervals import cluster_ratio_cis
 
 KINDS = ("all_correct", "all_wrong", "mixed")
+COLUMNS = ("difficulty", "kind", "pairs", "prompts", "tied_again_frac", "same_kind_frac", "mixed_frac", "ci_low",
+           "ci_high", "samples_per_visit")  # after the `by` keys
 
 
-def visits(groups: pd.DataFrame, by: Sequence[str] = ("sampler",)) -> pd.DataFrame:
-    """One row per job, prompt and step, in step order within each job and prompt: job, *by,
-    prompt_id, difficulty, step, samples, n_correct, kind."""
-    keys = ["job", "prompt_id", "step"]
-    frame = pd.DataFrame({
-        **{k: groups[k].astype(str) for k in ("job", "prompt_id", "difficulty", *by)},
-        "step": groups["step"].astype(np.int64), "samples": groups["group_size"].astype(np.int64),
-        "n_correct": groups["n_correct"].astype(np.int64),
-    })
-    out = frame.groupby(keys, sort=True).agg(
-        **{k: (k, "first") for k in ("difficulty", *by)}, samples=("samples", "sum"), n_correct=("n_correct", "sum"),
-    ).reset_index()
-    out["kind"] = np.select([out["n_correct"] == out["samples"], out["n_correct"] == 0], KINDS[:2], KINDS[2])
-    return out[["job", *by, "prompt_id", "difficulty", "step", "samples", "n_correct", "kind"]]
+def visits(groups: pd.DataFrame) -> dict[str, np.ndarray]:
+    """One entry per job, prompt and step (a visit), in step order within each job and prompt: job and
+    prompt (codes; prompts numbered in their sorted order), step, samples, n_correct, kind (an index
+    into KINDS), and first (the visit's first row in `groups`)."""
+    job = pd.factorize(groups["job"])[0]
+    prompt = text_codes(groups["prompt_id"])[0]
+    step = groups["step"].to_numpy(np.int64)
+    order = np.lexsort((step, prompt, job))  # stable: a visit's rows keep their order
+    j, p, s = job[order], prompt[order], step[order]
+    start = np.flatnonzero(np.r_[True, (j[1:] != j[:-1]) | (p[1:] != p[:-1]) | (s[1:] != s[:-1])])
+    samples = np.add.reduceat(groups["group_size"].to_numpy(np.int64)[order], start)
+    correct = np.add.reduceat(groups["n_correct"].to_numpy(np.int64)[order], start)
+    kind = np.select([correct == samples, correct == 0], [0, 1], 2)
+    return {"job": j[start], "prompt": p[start], "step": s[start], "samples": samples, "n_correct": correct,
+            "kind": kind, "first": order[start]}
 
 
-def transitions(visit_rows: pd.DataFrame) -> pd.DataFrame:
-    """Consecutive visits of each prompt in each job: the visit's columns plus next_kind and next_step."""
-    same = (visit_rows["job"].to_numpy()[1:] == visit_rows["job"].to_numpy()[:-1]) & (
-        visit_rows["prompt_id"].to_numpy()[1:] == visit_rows["prompt_id"].to_numpy()[:-1])
-    first = visit_rows.iloc[:-1][same].reset_index(drop=True)
-    nxt = visit_rows.iloc[1:][same].reset_index(drop=True)
-    return first.assign(next_kind=nxt["kind"].to_numpy(), next_step=nxt["step"].to_numpy())
+def transitions(visit: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """(now, next): indices of consecutive visits of one prompt in one job."""
+    same = (visit["job"][1:] == visit["job"][:-1]) & (visit["prompt"][1:] == visit["prompt"][:-1])
+    now = np.flatnonzero(same)
+    return now, now + 1
 
 
 def persistence(groups: pd.DataFrame, by: Sequence[str] = ("sampler",), n_boot: int = 1000, level: float = 0.95,
@@ -53,17 +54,47 @@ def persistence(groups: pd.DataFrame, by: Sequence[str] = ("sampler",), n_boot: 
     """By *by, difficulty ("all" too) and the kind of a visit: pairs (a visit and the prompt's next),
     prompts, tied_again_frac (the next visit tied either way), same_kind_frac (tied the same way),
     mixed_frac (the next visit mixed), the interval of tied_again_frac (ci_low, ci_high), and the
-    mean samples of a visit."""
-    pairs = transitions(visits(groups, by))
-    pairs = pd.concat([pairs, pairs.assign(difficulty="all")], ignore_index=True)
-    pairs["tied_again"] = (pairs["next_kind"] != "mixed").astype(float)
-    pairs["same_kind"] = (pairs["next_kind"] == pairs["kind"]).astype(float)
-    rows = []
-    for key, part in pairs.groupby([*by, "difficulty", "kind"], sort=False):
-        per_prompt = part.groupby("prompt_id").agg(n=("tied_again", "size"), tied=("tied_again", "sum"))
-        low, high = ratio_ci(per_prompt["tied"], per_prompt["n"], n_boot, level, seed)
-        rows.append((*key, len(part), len(per_prompt), part["tied_again"].mean(), part["same_kind"].mean(),
-                     1 - part["tied_again"].mean(), low, high, part["samples"].mean()))
-    columns = [*by, "difficulty", "kind", "pairs", "prompts", "tied_again_frac", "same_kind_frac", "mixed_frac",
-               "ci_low", "ci_high", "samples_per_visit"]
-    return sort_naturally(pd.DataFrame(rows, columns=columns), [*by, "difficulty", "kind"])
+    mean samples of a visit. Keys are shown as text, as `astype(str)` gives them; pairs whose key is
+    missing are left out."""
+    keys = [*by, "difficulty", "kind"]
+    visit = visits(groups)
+    now, nxt = transitions(visit)
+    first = visit["first"][now]  # (pairs,) a row of the visit each pair starts from
+    labels, codes = [], []
+    for k in (*by, "difficulty"):
+        code, label = text_codes(groups[k])
+        labels.append(label)
+        codes.append(code[first])
+    if "all" not in set(labels[-1]):  # every difficulty pooled: the label "all"
+        labels[-1] = np.r_[labels[-1], np.array(["all"], dtype=object)]
+    pooled = codes[:-1] + [np.full(len(now), list(labels[-1]).index("all"))]
+    kind, next_kind = visit["kind"][now], visit["kind"][nxt]
+    cell_codes = [np.r_[a, b] for a, b in zip(codes, pooled)] + [np.r_[kind, kind]]  # each pair twice
+    keep = np.all([c >= 0 for c in cell_codes], axis=0)  # as a group-by drops missing keys
+    cell, cell_keys = _combine([c[keep] for c in cell_codes])
+    tied = (np.r_[next_kind, next_kind] != 2)[keep]
+    same = (np.r_[next_kind, next_kind] == np.r_[kind, kind])[keep]
+    samples = np.r_[visit["samples"][now], visit["samples"][now]][keep]
+    prompt = np.r_[visit["prompt"][now], visit["prompt"][now]][keep]
+    n = len(cell_keys)
+    pairs = np.bincount(cell, minlength=n)
+    prompts = np.bincount(np.unique(cell * (prompt.max(initial=0) + 1) + prompt) // (prompt.max(initial=0) + 1),
+                          minlength=n)
+    tied_frac = np.bincount(cell, tied, minlength=n) / pairs
+    low, high = cluster_ratio_cis(cell, prompt, tied[:, None].astype(float), np.ones((len(cell), 1)), n_boot, level,
+                                  seed)
+    table = pd.DataFrame({
+        **{k: labels[i][cell_keys[:, i]] for i, k in enumerate((*by, "difficulty"))},
+        "kind": np.array(KINDS, dtype=object)[cell_keys[:, -1]], "pairs": pairs, "prompts": prompts,
+        "tied_again_frac": tied_frac, "same_kind_frac": np.bincount(cell, same, minlength=n) / pairs,
+        "mixed_frac": 1 - tied_frac, "ci_low": low[:, 0], "ci_high": high[:, 0],
+        "samples_per_visit": np.bincount(cell, samples, minlength=n) / pairs})
+    return sort_naturally(table, keys)
+
+
+def _combine(codes: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """(cell, keys): each row's cell (0..cells-1) from several code columns, and each cell's codes."""
+    if not len(codes[0]):
+        return np.zeros(0, np.int64), np.zeros((0, len(codes)), np.int64)
+    keys, cell = np.unique(np.column_stack(codes), axis=0, return_inverse=True)
+    return cell.reshape(-1), keys

@@ -18,7 +18,7 @@ from numpy.typing import ArrayLike
 
 from analysis.data.labels import sort_naturally
 from analysis.stats.binomial import comb_ratio
-from analysis.stats.intervals import cluster_ratio_ci
+from analysis.stats.intervals import cluster_ratio_cis
 
 KINDS = ("all_correct", "all_wrong")
 
@@ -82,39 +82,51 @@ def tie_fractions(groups: pd.DataFrame, by: Sequence[str] = ("group_size", "samp
     a prediction), the counts (ties, all_correct, all_wrong), then the intervals of the two kinds.
     """
     keys = ["difficulty", *by, *(["step_window"] if window else [])]
-    pred = np.full(len(groups), np.nan) if predicted is None else predicted.to_numpy(float)
-    frame = pd.DataFrame({
-        **{k: groups[k] for k in keys if k != "step_window"},
-        "prompt": pd.factorize(groups["prompt_id"])[0],  # int codes: quick to cluster by
-        "tie": groups["tie"].to_numpy(bool), **{k: (groups["tie_kind"] == k).to_numpy(bool) for k in KINDS},
-        "predicted": pred,
-    })
-    if window:
-        frame["step_window"] = step_window(groups["step"], window)
-    rows = []
-    for key, cell in frame.groupby(keys, observed=True, dropna=False, sort=False):
-        has = cell["predicted"].notna().to_numpy()
-        row = dict(zip(keys, key if isinstance(key, tuple) else (key,)))
-        row |= {"groups": len(cell), "prompts": cell["prompt"].nunique(), "ties": int(cell["tie"].sum()),
-                **{k: int(cell[k].sum()) for k in KINDS},
-                "predicted_tie_frac": cell["predicted"].mean(), "predicted_groups": int(has.sum())}
-        gap = np.where(has, cell["tie"].to_numpy(float) - cell["predicted"].fillna(0).to_numpy(), 0.0)  # (groups,)
-        ones = np.ones(len(cell))
-        num = np.column_stack([cell["tie"], *(cell[k] for k in KINDS), gap]).astype(float)  # (groups, 4)
-        den = np.column_stack([ones, ones, ones, has.astype(float)])
-        low, high = cluster_ratio_ci(cell["prompt"].to_numpy(), num, den, n_boot, level)
-        for i, (kind, count) in enumerate((("tie", "ties"), *((k, k) for k in KINDS))):
-            prefix = "" if kind == "tie" else f"{kind}_"  # the tie interval keeps the short names ci_low, ci_high
-            row[f"{kind}_frac"] = row[count] / len(cell)
-            row[f"{prefix}ci_low"], row[f"{prefix}ci_high"] = low[i], high[i]
-        row["observed_minus_predicted"] = gap.sum() / has.sum() if has.any() else np.nan
-        row["diff_ci_low"], row["diff_ci_high"] = (low[3], high[3]) if has.any() else (np.nan, np.nan)
-        rows.append(row)
     columns = [*keys, "groups", "prompts", "tie_frac", "all_correct_frac", "all_wrong_frac", "ci_low", "ci_high",
                "predicted_tie_frac", "predicted_groups", "observed_minus_predicted", "diff_ci_low", "diff_ci_high",
                "ties", *KINDS, *(f"{kind}_ci_{end}" for kind in KINDS for end in ("low", "high"))]
+    if groups.empty:
+        return pd.DataFrame(columns=columns)
+    frame = pd.DataFrame({k: groups[k] for k in keys if k != "step_window"})
+    if window:
+        frame["step_window"] = step_window(groups["step"], window)
+    cells = frame.groupby(keys, observed=True, dropna=False, sort=False)
+    cell = cells.ngroup().to_numpy()  # (groups,) each group's cell, numbered as `cells.size()` lists them
+    pred = np.full(len(groups), np.nan) if predicted is None else predicted.to_numpy(float)
+    has = ~np.isnan(pred)
+    tie = groups["tie"].to_numpy(bool)
+    kinds = [(groups["tie_kind"] == k).to_numpy(bool) for k in KINDS]
+    gap = np.where(has, tie.astype(float) - np.where(has, pred, 0.0), 0.0)  # (groups,) observed - predicted
+    ones = np.ones(len(groups))
+    prompt = pd.factorize(groups["prompt_id"])[0]  # int codes: quick to cluster by
+    low, high = cluster_ratio_cis(cell, prompt, np.column_stack([tie, *kinds, gap]).astype(float),
+                                  np.column_stack([ones, ones, ones, has]).astype(float), n_boot, level)
+    n = len(cells.size())
+    sizes = np.bincount(cell, minlength=n)
+    prompts = np.bincount(np.unique(cell * (prompt.max() + 1) + prompt) // (prompt.max() + 1), minlength=n)
+    ties, *kind_counts, predicted_groups = (np.bincount(cell, weights=x, minlength=n).astype(np.int64)
+                                             for x in (tie, *kinds, has))
+    # each cell's means as numpy sums them (pairwise, in row order): the rows of a cell, contiguous
+    order = np.argsort(cell, kind="stable")
+    bounds = np.r_[0, np.cumsum(sizes)]
+    pred_sorted, gap_sorted = np.where(has, pred, 0.0)[order], gap[order]
+    pred_sum = [pred_sorted[lo:hi].sum() for lo, hi in zip(bounds[:-1], bounds[1:])]
+    gap_sum = [gap_sorted[lo:hi].sum() for lo, hi in zip(bounds[:-1], bounds[1:])]
+    rows = []
+    for c, key in enumerate(cells.size().index):
+        row = dict(zip(keys, key if isinstance(key, tuple) else (key,)))
+        found = predicted_groups[c]
+        row |= {"groups": sizes[c], "prompts": prompts[c], "ties": ties[c],
+                **{k: kind_counts[i][c] for i, k in enumerate(KINDS)},
+                "predicted_tie_frac": pred_sum[c] / found if found else np.nan, "predicted_groups": found}
+        for i, (kind, count) in enumerate((("tie", "ties"), *((k, k) for k in KINDS))):
+            prefix = "" if kind == "tie" else f"{kind}_"  # the tie interval keeps the short names ci_low, ci_high
+            row[f"{kind}_frac"] = row[count] / sizes[c]
+            row[f"{prefix}ci_low"], row[f"{prefix}ci_high"] = low[c, i], high[c, i]
+        row["observed_minus_predicted"] = gap_sum[c] / found if found else np.nan
+        row["diff_ci_low"], row["diff_ci_high"] = (low[c, 3], high[c, 3]) if found else (np.nan, np.nan)
+        rows.append(row)
     return sort_naturally(pd.DataFrame(rows, columns=columns), keys)
-
 
 
 def samples_by_window(groups: pd.DataFrame, by: Sequence[str], window: int) -> pd.DataFrame:

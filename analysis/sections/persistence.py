@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import pandas as pd
 
 from analysis.data.load import Tables
-from analysis.measures.persistence import persistence, transitions, visits
+from analysis.measures.persistence import persistence
 from analysis.render import markdown
 from analysis.render.writer import Files
 from analysis.sections.section import Context, Section
@@ -16,10 +16,10 @@ from analysis.sections.section import Context, Section
 def section(tables: Tables, ctx: Context) -> Section | None:
     """The persistence section; None when no prompt was visited twice in a job (or no group tables)."""
     groups, arm = tables.groups, list(ctx.arm)
-    if groups.empty or transitions(visits(groups, arm)).empty:
+    table = persistence(groups, arm) if not groups.empty else None
+    if table is None or table.empty:
         return None
     files = Files()
-    table = persistence(groups, arm)
     return Section(text=f"{describe(table, arm)}\n\nAs CSV: {files.csv('persistence', table)}", files=files)
 
 

@@ -20,6 +20,22 @@ def bootstrap_counts(units: int, n_boot: int, rng: np.random.Generator) -> np.nd
     return np.bincount(cells, minlength=n_boot * units).reshape(n_boot, units)
 
 
+def nan_percentiles(values: np.ndarray, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
+    """The (1 - level) / 2 and (1 + level) / 2 quantiles of each column of (n_boot, columns) `values`,
+    NaNs left out (an all-NaN column gives NaN): `np.nanquantile` column by column, with the columns
+    that hold no NaN done in one call."""
+    tail = (1 - level) / 2
+    low, high = np.full(values.shape[1], np.nan), np.full(values.shape[1], np.nan)
+    clean = ~np.isnan(values).any(axis=0)
+    if clean.any():
+        low[clean], high[clean] = np.quantile(values[:, clean], [tail, 1 - tail], axis=0)
+    with warnings.catch_warnings():  # a ratio with no denominator in any resample is NaN, as it should be
+        warnings.simplefilter("ignore", RuntimeWarning)
+        for j in np.flatnonzero(~clean):
+            low[j], high[j] = np.nanquantile(values[:, j], [tail, 1 - tail])
+    return low, high
+
+
 def bootstrap_mean_ci(
     values: ArrayLike, n_boot: int = 1000, level: float = 0.95, seed: int = 0
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -31,9 +47,7 @@ def bootstrap_mean_ci(
     x = np.asarray(values, dtype=float)
     x = x.reshape(len(x), -1)  # (units, columns)
     units = len(x)
-    draws = np.random.default_rng(seed).integers(0, units, size=(n_boot, units))  # (n_boot, units)
-    cells = (np.arange(n_boot)[:, None] * units + draws).ravel()
-    counts = np.bincount(cells, minlength=n_boot * units).reshape(n_boot, units)
+    counts = bootstrap_counts(units, n_boot, np.random.default_rng(seed))  # (n_boot, units)
     means = counts @ x / units  # (n_boot, columns)
     tail = (1 - level) / 2
     return np.quantile(means, tail, axis=0), np.quantile(means, 1 - tail, axis=0)
@@ -45,19 +59,34 @@ def cluster_ratio_ci(cluster: ArrayLike, numerator: ArrayLike, denominator: Arra
     (e.g. every group of one prompt, in every job): whole clusters are resampled, so rows of a cluster
     move together and their correlation widens the interval as it should. `numerator` and
     `denominator` are (rows,) or (rows, ratios): several ratios share one set of resamples."""
-    codes, inverse = np.unique(np.asarray(cluster), return_inverse=True)
-    num, den = (np.asarray(x, dtype=float).reshape(len(inverse), -1) for x in (numerator, denominator))
-    sums = np.zeros((len(codes), num.shape[1] * 2))  # (clusters, 2 * ratios)
-    np.add.at(sums, inverse, np.hstack([num, den]))
-    counts = bootstrap_counts(len(codes), n_boot, np.random.default_rng(seed))  # (n_boot, clusters)
-    resampled = counts @ sums  # (n_boot, 2 * ratios)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        ratios = resampled[:, : num.shape[1]] / resampled[:, num.shape[1]:]
-    tail = (1 - level) / 2
-    with warnings.catch_warnings():  # a ratio with no denominator in any resample is NaN, as it should be
-        warnings.simplefilter("ignore", RuntimeWarning)
-        low, high = np.nanquantile(ratios, tail, axis=0), np.nanquantile(ratios, 1 - tail, axis=0)
-    return (low, high) if np.ndim(numerator) > 1 else (low[0], high[0])
+    rows = len(np.asarray(cluster))
+    low, high = cluster_ratio_cis(np.zeros(rows, np.int64), cluster, np.asarray(numerator).reshape(rows, -1),
+                                  np.asarray(denominator).reshape(rows, -1), n_boot, level, seed)
+    return (low[0], high[0]) if np.ndim(numerator) > 1 else (low[0, 0], high[0, 0])
+
+
+def cluster_ratio_cis(cell: np.ndarray, cluster: ArrayLike, numerator: np.ndarray, denominator: np.ndarray,
+                      n_boot: int = 1000, level: float = 0.95, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """`cluster_ratio_ci` of every cell at once: rows carry their cell (codes 0..cells-1) and cluster,
+    `numerator` and `denominator` are (rows, ratios); returns (cells, ratios) lows and highs. Each cell
+    resamples its own clusters (in their sorted order) with a generator seeded `seed`, as if it were
+    bootstrapped alone, so its interval does not depend on the other cells."""
+    cell = np.asarray(cell, dtype=np.int64)
+    cells = int(cell.max()) + 1 if len(cell) else 0
+    rank = np.unique(np.asarray(cluster), return_inverse=True)[1].reshape(-1)  # clusters in sorted order
+    keys, inverse = np.unique(cell * (int(rank.max(initial=0)) + 1) + rank, return_inverse=True)
+    # (clusters, 2 * ratios) sums of each cluster's rows, added in row order
+    sums = np.column_stack([np.bincount(inverse, weights=col, minlength=len(keys))
+                            for col in np.hstack([numerator, denominator]).astype(float).T])
+    ratios_n = numerator.shape[1]
+    bounds = np.searchsorted(keys // (int(rank.max(initial=0)) + 1), np.arange(cells + 1))
+    ratios = np.empty((n_boot, cells * ratios_n))
+    for c, (lo, hi) in enumerate(zip(bounds[:-1], bounds[1:])):  # one matrix product per cell
+        resampled = bootstrap_counts(hi - lo, n_boot, np.random.default_rng(seed)) @ sums[lo:hi]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            ratios[:, c * ratios_n:(c + 1) * ratios_n] = resampled[:, :ratios_n] / resampled[:, ratios_n:]
+    low, high = nan_percentiles(ratios, level)
+    return low.reshape(cells, ratios_n), high.reshape(cells, ratios_n)
 
 
 def bootstrap_difference_ci(a: ArrayLike, b: ArrayLike, paired: bool, n_boot: int = 2000, level: float = 0.95,
@@ -107,19 +136,3 @@ def t_difference_ci(a: ArrayLike, b: ArrayLike, paired: bool, level: float = 0.9
     df = (va + vb) ** 2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1)) if se > 0 else 1.0
     half = float(student_t.ppf((1 + level) / 2, df) * se)
     return float(centre - half), float(centre + half)
-
-
-def ratio_ci(num: np.ndarray, den: np.ndarray, n_boot: int = 1000, level: float = 0.95,
-             seed: int = 0) -> tuple[float, float]:
-    """Percentile bootstrap interval of sum(num) / sum(den) resampling the rows (clusters) with replacement."""
-    num, den = np.asarray(num, float), np.asarray(den, float)
-    if len(num) == 0:
-        return float("nan"), float("nan")
-    draws = np.random.default_rng(seed).integers(0, len(num), size=(n_boot, len(num)))  # (n_boot, clusters)
-    counts = np.zeros((n_boot, len(num)))
-    np.add.at(counts, (np.arange(n_boot)[:, None], draws), 1)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        ratios = counts @ num / (counts @ den)  # (n_boot,)
-    tail = (1 - level) / 2
-    return float(np.nanquantile(ratios, tail)), float(np.nanquantile(ratios, 1 - tail))
-
