@@ -59,7 +59,7 @@ def build_report(path: str | Path, out_dir: str | Path | None = None, command: s
 
     sections = [
         header.section(tables, ctx), found, provenance.section(tables, ctx, command or launch_command(root)),
-        ranked, held, at_k.section(tables, ctx), covered, what_trained, tests.section(family), tied,
+        ranked, held, at_k.section(tables, ctx, held.prompt_scores), covered, what_trained, tests.section(family), tied,
         persistence.section(tables, ctx), group_size.section(tables, ctx), equal_budget.section(tables, ctx),
         health.section(tables, ctx), examples.section(read_completions(root), ctx), jobs.section(tables),
     ]

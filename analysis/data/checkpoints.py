@@ -48,10 +48,15 @@ def checkpoint_labels(eval: pd.DataFrame) -> pd.Series:
              if "eval.every_samples" in eval else np.zeros(len(eval)))
     every = np.where(np.isnan(every) | (every <= 0), 0, every)
     point = np.where(every > 0, np.floor(samples / np.where(every > 0, every, 1)) * every, samples)
-    frame = pd.DataFrame({"job": eval["job"].astype(str).to_numpy(), "point": point, "step": step})
-    first = frame.groupby(["job", "point"], dropna=False)["step"].transform("min").to_numpy() == step
-    label = np.array([f"step {s}" if np.isnan(p) or not f else f"{int(p)} samples"
-                      for s, p, f in zip(step, point, first)], dtype=object) if len(step) else np.zeros(0, object)
+    job = pd.factorize(eval["job"])[0]
+    first = pd.DataFrame({"job": job, "point": point, "step": step}).groupby(
+        ["job", "point"], dropna=False)["step"].transform("min").to_numpy() == step
+    # the texts are made once per distinct step and point, not once per row
+    steps, at_step = np.unique(step, return_inverse=True)
+    label = np.array([f"step {s}" for s in steps], dtype=object)[at_step.reshape(-1)]
+    named = ~np.isnan(point) & first
+    points, at_point = np.unique(point[named], return_inverse=True)
+    label[named] = np.array([f"{int(p)} samples" for p in points], dtype=object)[at_point.reshape(-1)]
     label[step == last] = FINAL
     label[step == 0] = BASE
     return pd.Series(label, index=eval.index, name="checkpoint")

@@ -9,13 +9,14 @@ import numpy as np
 import pandas as pd
 
 from analysis.data.arms import job_arms
-from analysis.data.checkpoints import checkpoint_labels, checkpoint_rank, complete_checkpoints
+from analysis.data.checkpoints import checkpoint_rank, complete_checkpoints
 from analysis.data.labels import natural_sorted, sort_naturally
-from analysis.stats.at_k import METRICS, PROMPT_KEYS, default_ks, per_prompt, score_column
+from analysis.measures.scores import prompt_scores, smallest_n
+from analysis.stats.at_k import METRICS, default_ks, score_column
 from analysis.stats.intervals import bootstrap_mean_ci
 
 def at_k_curves(eval: pd.DataFrame, by: Sequence[str], ks: Sequence[int] | None = None, n_boot: int = 1000,
-                level: float = 0.95, seed: int = 0) -> pd.DataFrame:
+                level: float = 0.95, seed: int = 0, scores: pd.DataFrame | None = None) -> pd.DataFrame:
     """Mean pass@k and cons@k over prompts for each arm (`by`), checkpoint and difficulty (and
     "all" difficulties), with percentile bootstrap intervals clustered by prompt: a prompt's
     scores in every job of the arm move together (at the base model the jobs are one model on
@@ -24,13 +25,10 @@ def at_k_curves(eval: pd.DataFrame, by: Sequence[str], ks: Sequence[int] | None 
     the arm has it (`complete_checkpoints`). Long format: *by, checkpoint, steps (each job's step,
     "80, 83"), samples (mean samples drawn by the arm's jobs there), difficulty, metric, k, mean,
     ci_low, ci_high, prompts (distinct prompts), jobs. `ks` defaults to the powers of two up to the
-    fewest samples any prompt has."""
-    ks = list(ks or default_ks(int(eval.groupby(list(PROMPT_KEYS), observed=True).size().min())))
-    scores = per_prompt(eval, ks)
-    scores["job"] = scores["job"].astype(str)
-    labels = eval[["job", "step"]].assign(job=eval["job"].astype(str), checkpoint=checkpoint_labels(eval),
-                                          samples=eval["samples_total"] if "samples_total" in eval else np.nan)
-    scores = scores.merge(labels.drop_duplicates(["job", "step"]), on=["job", "step"])
+    fewest samples any prompt has. `scores`: `prompt_scores(eval, ...)` at these ks or more, when the
+    caller has it."""
+    ks = list(ks or default_ks(smallest_n(eval)))
+    scores = prompt_scores(eval, ks) if scores is None else scores
     arms = job_arms(eval, by)
     scores = scores.join(arms.set_axis(arms.index.astype(str)), on="job")
     kept = complete_checkpoints(scores, by)
@@ -38,17 +36,24 @@ def at_k_curves(eval: pd.DataFrame, by: Sequence[str], ks: Sequence[int] | None 
     scores["difficulty"] = scores["difficulty"].astype(str)
     keys = [*by, "checkpoint", "steps", "difficulty"]
     columns = [score_column(m, k) for m in METRICS for k in ks]
+    both = pd.concat([scores, scores.assign(difficulty="all")], ignore_index=True)
+    # each cell's prompts (a prompt's scores averaged over the cell's jobs), cells in sorted order
+    clustered = both.groupby([*keys, "prompt_id"], observed=True, dropna=False)[columns].mean()
+    cells = both.groupby(keys, observed=True, dropna=False)
+    cell = cells.ngroup().to_numpy()
+    firsts = both.assign(cell=cell).drop_duplicates(["cell", "job"])  # each cell's jobs in order of appearance
+    samples = firsts.groupby("cell")["samples"].agg(lambda s: s.astype(float).mean()).to_numpy()
+    jobs = firsts.groupby("cell").size().to_numpy()
+    bounds = np.r_[0, np.cumsum(cells["prompt_id"].nunique().to_numpy())]  # each cell's rows of `clustered`
     rows = []
-    for key, part in pd.concat([scores, scores.assign(difficulty="all")]).groupby(keys, observed=True, dropna=False):
-        clustered = part.groupby("prompt_id", observed=True)[columns].mean().to_numpy()  # (prompts, metrics * ks)
-        low, high = bootstrap_mean_ci(clustered, n_boot, level, seed)
-        samples = part.drop_duplicates("job")["samples"].astype(float).mean()
+    for c, key in enumerate(cells.size().index):
+        x = clustered.iloc[bounds[c]:bounds[c + 1]].to_numpy()  # (prompts, metrics * ks)
+        low, high = bootstrap_mean_ci(x, n_boot, level, seed)
+        key = key if isinstance(key, tuple) else (key,)
         for i, (metric, k) in enumerate((m, k) for m in METRICS for k in ks):
-            rows.append((*key, samples, metric, k, clustered[:, i].mean(), low[i], high[i], len(clustered),
-                         part["job"].nunique()))
+            rows.append((*key, samples[c], metric, k, x[:, i].mean(), low[i], high[i], len(x), jobs[c]))
     out = pd.DataFrame(rows, columns=[*keys, "samples", "metric", "k", "mean", "ci_low", "ci_high", "prompts", "jobs"])
     return sort_naturally(out, [*by, "checkpoint", "difficulty", "metric", "k"], {"checkpoint": checkpoint_rank})
-
 
 
 def saturated(curves: pd.DataFrame, margin: float = 0.05) -> list[str]:

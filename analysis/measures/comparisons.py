@@ -15,6 +15,7 @@ import pandas as pd
 
 from analysis.data.arms import iter_arms
 from analysis.data.checkpoints import BASE, FINAL, checkpoint_labels, checkpoint_rank, steps_text
+from analysis.measures.scores import prompt_scores, smallest_n
 from analysis.stats.at_k import BudgetMismatch, per_prompt, score_column
 from analysis.stats.intervals import bootstrap_difference_ci, bootstrap_mean_ci
 from analysis.stats.tests import seed_test
@@ -43,16 +44,22 @@ class AtK:
 def at_k(eval: pd.DataFrame, k: int, metric: str = "pass@k", settings_keys: Sequence[str] = SAMPLING_KEYS) -> AtK:
     """Score one model or strategy (eval rows of one checkpoint; several seeds average per
     prompt) at k, recording its sampling settings (the `settings_keys` columns present)."""
+    settings = sampling_settings(eval, settings_keys)
+    scores = per_prompt(eval, [k], [metric])
+    return AtK(metric, k, settings, scores.groupby("prompt_id", observed=True)[score_column(metric, k)].mean())
+
+
+def sampling_settings(rows: pd.DataFrame, keys: Sequence[str] = SAMPLING_KEYS) -> dict[str, object]:
+    """The one value of each of `keys` (the columns present) in `rows`, or BudgetMismatch where they mix."""
     settings = {}
-    for key in settings_keys:
-        if key not in eval.columns:
+    for key in keys:
+        if key not in rows.columns:
             continue
-        values = eval[key].dropna().unique().tolist()
+        values = rows[key].dropna().unique().tolist()
         if len(values) > 1:
             raise BudgetMismatch(f"these rows mix {key} values {values}: score each setting on its own")
         settings[key] = values[0] if values else None
-    scores = per_prompt(eval, [k], [metric])
-    return AtK(metric, k, settings, scores.groupby("prompt_id", observed=True)[score_column(metric, k)].mean())
+    return settings
 
 
 @dataclass(frozen=True)
@@ -115,11 +122,12 @@ def seed_of_jobs(rows: pd.DataFrame) -> pd.Series:
     return pd.Series(seeds.to_numpy(), index=jobs["job"].astype(str).to_numpy())
 
 
-def score_matrix(rows: pd.DataFrame, metric: str, k: int) -> pd.DataFrame:
+def score_matrix(rows: pd.DataFrame, metric: str, k: int, scores: pd.DataFrame | None = None) -> pd.DataFrame:
     """Scores of one arm at one checkpoint: prompts (rows) x seeds (columns), each cell a job's
-    pass@k or cons@k of that prompt."""
-    scores = per_prompt(rows, [k], [metric])
-    scores["seed"] = scores["job"].astype(str).map(seed_of_jobs(rows))
+    pass@k or cons@k of that prompt. `rows`: the arm's eval rows there (or one row per job and step);
+    `scores`: their per-prompt scores (`per_prompt`), computed from `rows` when not given."""
+    scores = per_prompt(rows, [k], [metric]) if scores is None else scores
+    scores = scores.assign(seed=scores["job"].astype(str).map(seed_of_jobs(rows)))
     return scores.pivot_table(index="prompt_id", columns="seed", values=score_column(metric, k), aggfunc="mean",
                               observed=True)
 
@@ -151,7 +159,8 @@ def compare_arms(a: pd.DataFrame, b: pd.DataFrame, n_boot: int = 2000, level: fl
 
 
 def checkpoint_comparisons(eval: pd.DataFrame, by: Sequence[str], points: Sequence[tuple[str, int]],
-                           n_boot: int = 2000, level: float = 0.95, seed: int = 0) -> Comparisons:
+                           n_boot: int = 2000, level: float = 0.95, seed: int = 0,
+                           scores: pd.DataFrame | None = None) -> Comparisons:
     """Arms compared at aligned checkpoints, for each (metric, k) in `points`:
 
     - each pair of arms (`by`) at "base" (step 0) and at "final" (each job at its last evaluated
@@ -163,16 +172,21 @@ def checkpoint_comparisons(eval: pd.DataFrame, by: Sequence[str], points: Sequen
     Differences are b − a over the prompts both were scored on, with `compare_arms`' interval over
     prompts and seeds and its exact test across seeds. A comparison that cannot be made (unequal k,
     sampling settings or token limits; too few samples) is a row with the reason in `refused`.
+    `scores`: `prompt_scores(eval, ...)` at the ks of `points` within every prompt's samples, when the
+    caller has it.
     """
-    eval = eval.assign(checkpoint=checkpoint_labels(eval))
-    arms = {label: rows for label, rows in iter_arms(eval, by)}
+    ks = [k for k in sorted({k for _, k in points}) if k <= smallest_n(eval)]
+    scores = prompt_scores(eval, ks) if scores is None else scores
+    steps = eval.drop_duplicates(["job", "step"])  # what the comparisons need of the eval rows is per job and step
+    steps = steps.assign(checkpoint=checkpoint_labels(steps))
+    arms = {label: rows for label, rows in iter_arms(steps, by)}
     job_labels = {label: rows.groupby("job", observed=True)["checkpoint"].unique().map(set)
                   for label, rows in arms.items()}
 
     selections: dict[tuple[str, str], tuple[pd.DataFrame, str, float]] = {}
 
     def select(arm: str, point: str) -> tuple[pd.DataFrame, str, float]:
-        """The arm's eval rows at a checkpoint, each job's step there, and the mean samples drawn."""
+        """The arm's jobs and steps at a checkpoint, each job's step there, and the mean samples drawn."""
         if (arm, point) not in selections:
             rows = arms[arm]
             rows = rows[rows["checkpoint"] == point]
@@ -188,19 +202,27 @@ def checkpoint_comparisons(eval: pd.DataFrame, by: Sequence[str], points: Sequen
         pairs += [(label, a, label, b, label) for label in sorted(common, key=checkpoint_rank)]
     pairs += [("final vs base", arm, BASE, arm, FINAL) for arm in arms]
 
-    scores: dict[tuple[str, str, str, int], pd.DataFrame | str] = {}  # a score matrix, or why there is none
+    matrices: dict[tuple[str, str, str, int], pd.DataFrame | str] = {}  # a score matrix, or why there is none
 
     def score(arm: str, point: str, metric: str, k: int) -> pd.DataFrame | str:
-        if (arm, point, metric, k) not in scores:
+        if (arm, point, metric, k) not in matrices:
             rows = select(arm, point)[0]
             try:
                 if not len(rows):
                     raise BudgetMismatch(f"no eval rows at {point}")
-                at_k(rows, k, metric)  # refuses mixed sampling settings or too few samples
-                scores[arm, point, metric, k] = score_matrix(rows, metric, k)
+                sampling_settings(rows)  # refuses mixed sampling settings
+                mine = scores[(scores["checkpoint"] == point) & scores["job"].isin(rows["job"].astype(str))]
+                column = score_column(metric, k)
+                if k > mine["n"].min():
+                    raise BudgetMismatch(f"k={k} is more than the {mine['n'].min()} samples some prompts have")
+                if column not in mine:  # a k beyond some other arm's samples: score this arm's rows alone
+                    at = pd.MultiIndex.from_arrays([eval["job"].astype(str), eval["step"]]).isin(
+                        pd.MultiIndex.from_arrays([rows["job"].astype(str), rows["step"]]))
+                    mine = per_prompt(eval[at], [k], [metric])
+                matrices[arm, point, metric, k] = score_matrix(rows, metric, k, mine)
             except BudgetMismatch as refusal:
-                scores[arm, point, metric, k] = str(refusal)
-        return scores[arm, point, metric, k]
+                matrices[arm, point, metric, k] = str(refusal)
+        return matrices[arm, point, metric, k]
 
     records, per_seed = [], []
     for metric, k in dict.fromkeys(points):

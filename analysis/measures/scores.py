@@ -1,30 +1,51 @@
-"""Held-out scores against samples drawn: each job's mean pass@k / cons@k over the held-out prompts
-at each checkpoint, checkpoints aligned across jobs by samples drawn (`checkpoint_labels`), and per
-arm the mean over seeds with the band from the lowest to the highest seed."""
+"""Held-out scores: every prompt's pass@k and cons@k at every checkpoint of every job, computed once
+(`prompt_scores`); each job's mean over the held-out prompts at each checkpoint against samples drawn,
+checkpoints aligned across jobs by samples drawn (`checkpoint_labels`); and per arm the mean over
+seeds with the band from the lowest to the highest seed."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
 import pandas as pd
 
 from analysis.data.arms import job_arms
 from analysis.data.checkpoints import checkpoint_labels, checkpoint_rank, complete_checkpoints
 from analysis.data.labels import sort_naturally
-from analysis.stats.at_k import METRICS, per_prompt, score_column
+from analysis.stats.at_k import METRICS, PROMPT_KEYS, per_prompt, score_column
 
 
-def seed_scores(eval: pd.DataFrame, arm: Sequence[str], points: Sequence[tuple[str, int]]) -> pd.DataFrame:
+def smallest_n(eval: pd.DataFrame) -> int:
+    """The fewest samples any prompt has at any checkpoint of any job: the largest k every score reaches."""
+    return int(eval.groupby(list(PROMPT_KEYS), observed=True).size().min())
+
+
+def prompt_scores(eval: pd.DataFrame, ks: Sequence[int]) -> pd.DataFrame:
+    """`per_prompt(eval, ks)` (pass@k and cons@k at each k) with the job as text, each row's checkpoint
+    (`checkpoint_labels`) and the samples its job had drawn there: the one pass over the eval rows that
+    the held-out measures share."""
+    scores = per_prompt(eval, ks)
+    scores["job"] = scores["job"].astype(str)
+    steps = eval.drop_duplicates(["job", "step"])  # a checkpoint's label is the same for all its rows
+    labels = pd.DataFrame({"job": steps["job"].astype(str).to_numpy(), "step": steps["step"].to_numpy(),
+                           "checkpoint": checkpoint_labels(steps).to_numpy(),
+                           "samples": steps["samples_total"].to_numpy(float) if "samples_total" in steps
+                           else np.nan})
+    return scores.merge(labels, on=["job", "step"])
+
+
+def seed_scores(eval: pd.DataFrame, arm: Sequence[str], points: Sequence[tuple[str, int]],
+                scores: pd.DataFrame | None = None) -> pd.DataFrame:
     """One row per job, checkpoint and (metric, k): job, seed, *arm, checkpoint, step, samples, metric,
-    k, value (the job's mean over held-out prompts). Only checkpoints every job of the arm has."""
-    ks = sorted({k for _, k in points})
-    scores = per_prompt(eval, ks, sorted({m for m, _ in points}))
+    k, value (the job's mean over held-out prompts). Only checkpoints every job of the arm has.
+    `scores`: `prompt_scores` of `eval` at these ks or more, when the caller has it."""
+    if scores is None:
+        scores = prompt_scores(eval, sorted({k for _, k in points}))
     columns = [score_column(m, k) for m, k in points]
-    per_job = scores.groupby(["job", "step"], observed=True)[columns].mean().reset_index()
-    per_job["job"] = per_job["job"].astype(str)
-    labels = eval[["job", "step"]].assign(job=eval["job"].astype(str), checkpoint=checkpoint_labels(eval),
-                                          samples=eval["samples_total"].astype(float))
-    per_job = per_job.merge(labels.drop_duplicates(["job", "step"]), on=["job", "step"])
+    per_job = scores.groupby(["job", "step"], observed=True, sort=False).agg(
+        **{c: (c, "mean") for c in columns}, checkpoint=("checkpoint", "first"), samples=("samples", "first"))
+    per_job = per_job.reset_index()
     keys = [*arm, *(["seed"] if "seed" in eval and "seed" not in arm else [])]
     arms = job_arms(eval, keys)
     per_job = per_job.join(arms.set_axis(arms.index.astype(str)), on="job")

@@ -19,13 +19,14 @@ from analysis.sections.section import Context, Section
 from analysis.stats.at_k import METRICS
 
 
-def section(tables: Tables, ctx: Context) -> Section | None:
-    """The pass@k and cons@k section; None without eval tables."""
+def section(tables: Tables, ctx: Context, scores: pd.DataFrame | None) -> Section | None:
+    """The pass@k and cons@k section from the held-out section's per-prompt scores (`prompt_scores` at
+    every k it reports); None without eval tables."""
     eval, arm = tables.eval, list(ctx.arm)
     if eval.empty:
         return None
     files = Files()
-    curves = at_k_curves(eval, arm)
+    curves = at_k_curves(eval, arm, scores=scores)
     pooled = curves[curves["difficulty"] == "all"].drop(columns="difficulty")
     jobs = job_checkpoints_table(tables, arm)
     status = tables.jobs.set_index(tables.jobs["job"].astype(str))["status"]

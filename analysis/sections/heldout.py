@@ -9,10 +9,11 @@ import pandas as pd
 
 from analysis.data.load import Tables
 from analysis.measures.comparisons import ARM_TEST, checkpoint_comparisons
-from analysis.measures.scores import seed_bands, seed_scores
+from analysis.measures.scores import prompt_scores, seed_bands, seed_scores, smallest_n
 from analysis.render import scores as figures
 from analysis.render.writer import Files
 from analysis.sections.section import Context, Section
+from analysis.stats.at_k import default_ks
 from analysis.stats.seeds import compare_values
 
 NO_EVAL = "## Held-out results\n\nNo eval tables were found: no pass@k or cons@k."
@@ -22,15 +23,12 @@ NO_EVAL = "## Held-out results\n\nNo eval tables were found: no pass@k or cons@k
 class HeldOut(Section):
     """`comparisons`: the arms at their final checkpoints on held-out pass@1, pass@k and cons@k at the
     largest k (rows of the tests' family; None when there are none); `scores`: each job's mean score
-    at each checkpoint (`seed_scores`), which the ranking reads pass@1 from."""
+    at each checkpoint (`seed_scores`), which the ranking reads pass@1 from; `prompt_scores`: every
+    prompt's scores at every k up to the largest (`prompt_scores`), which pass@k and cons@k read."""
 
     comparisons: pd.DataFrame | None = None
     scores: pd.DataFrame | None = None
-
-
-def k_max(eval: pd.DataFrame) -> int:
-    """The fewest samples any prompt has at any checkpoint of any job: the largest k every score reaches."""
-    return int(eval.groupby(["job", "step", "prompt_id"], observed=True).size().min())
+    prompt_scores: pd.DataFrame | None = None
 
 
 def section(tables: Tables, ctx: Context) -> HeldOut:
@@ -40,11 +38,12 @@ def section(tables: Tables, ctx: Context) -> HeldOut:
     if eval.empty:
         return HeldOut(text=NO_EVAL)
     files = Files()
-    largest = k_max(eval)
+    largest = smallest_n(eval)
     points = [("pass@k", 1), ("pass@k", largest), ("cons@k", largest)]
-    scores = seed_scores(eval, arm, points)
+    per_prompt = prompt_scores(eval, default_ks(largest))  # 1 and the largest k among them
+    scores = seed_scores(eval, arm, points, per_prompt)
     bands = seed_bands(scores, arm)
-    comparisons, per_seed = checkpoint_comparisons(eval, arm, points)
+    comparisons, per_seed = checkpoint_comparisons(eval, arm, points, scores=per_prompt)
     aligned = ("by the multiples of `eval.every_samples` each job crossed" if "eval.every_samples" in eval
                and pd.to_numeric(eval["eval.every_samples"], errors="coerce").fillna(0).gt(0).any()
                else "by exact samples drawn (set `eval.every_samples` so that arms drawing at different rates share "
@@ -66,7 +65,8 @@ def section(tables: Tables, ctx: Context) -> HeldOut:
         "",
         f"Each seed's difference: {files.csv('at_k_per_seed', per_seed)}",
     ])
-    return HeldOut(text=text, files=files, comparisons=final_comparisons(comparisons, per_seed), scores=scores)
+    return HeldOut(text=text, files=files, comparisons=final_comparisons(comparisons, per_seed), scores=scores,
+                   prompt_scores=per_prompt)
 
 
 def final_comparisons(comparisons: pd.DataFrame, per_seed: pd.DataFrame) -> pd.DataFrame | None:

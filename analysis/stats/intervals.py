@@ -8,6 +8,7 @@ units))`, one row per resample; the same generator and seed give the same resamp
 from __future__ import annotations
 
 import warnings
+from functools import lru_cache
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -18,6 +19,15 @@ def bootstrap_counts(units: int, n_boot: int, rng: np.random.Generator) -> np.nd
     draws = rng.integers(0, units, size=(n_boot, units))
     cells = (np.arange(n_boot)[:, None] * units + draws).ravel()
     return np.bincount(cells, minlength=n_boot * units).reshape(n_boot, units)
+
+
+@lru_cache(maxsize=8)
+def seeded_counts(units: int, n_boot: int, seed: int) -> np.ndarray:
+    """`bootstrap_counts` from a fresh generator seeded `seed`: every cell of a table that resamples
+    this many units draws the same resamples, so they are drawn once (read-only; the last few kept)."""
+    counts = bootstrap_counts(units, n_boot, np.random.default_rng(seed))
+    counts.flags.writeable = False
+    return counts
 
 
 def nan_percentiles(values: np.ndarray, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
@@ -47,8 +57,7 @@ def bootstrap_mean_ci(
     x = np.asarray(values, dtype=float)
     x = x.reshape(len(x), -1)  # (units, columns)
     units = len(x)
-    counts = bootstrap_counts(units, n_boot, np.random.default_rng(seed))  # (n_boot, units)
-    means = counts @ x / units  # (n_boot, columns)
+    means = seeded_counts(units, n_boot, seed) @ x / units  # (n_boot, columns)
     tail = (1 - level) / 2
     return np.quantile(means, tail, axis=0), np.quantile(means, 1 - tail, axis=0)
 
@@ -82,7 +91,7 @@ def cluster_ratio_cis(cell: np.ndarray, cluster: ArrayLike, numerator: np.ndarra
     bounds = np.searchsorted(keys // (int(rank.max(initial=0)) + 1), np.arange(cells + 1))
     ratios = np.empty((n_boot, cells * ratios_n))
     for c, (lo, hi) in enumerate(zip(bounds[:-1], bounds[1:])):  # one matrix product per cell
-        resampled = bootstrap_counts(hi - lo, n_boot, np.random.default_rng(seed)) @ sums[lo:hi]
+        resampled = seeded_counts(int(hi - lo), n_boot, seed) @ sums[lo:hi]
         with np.errstate(invalid="ignore", divide="ignore"):
             ratios[:, c * ratios_n:(c + 1) * ratios_n] = resampled[:, :ratios_n] / resampled[:, ratios_n:]
     low, high = nan_percentiles(ratios, level)
