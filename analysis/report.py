@@ -52,7 +52,7 @@ def build_report(path: str | Path, out_dir: str | Path | None = None, command: s
     what_trained = trained.section(tables, ctx)
     tied = ties.section(tables, ctx)
     family = tests.family([held.comparisons, what_trained.comparisons, tied.comparisons if tied else None])
-    ranked = ranking.section(tables, ctx, family, held.scores)
+    ranked = ranking.section(tables, ctx, family, held.scores, what_trained.per_job)
     covered = coverage.section(tables, ctx)
     found = findings.section(family, tied.calibration if tied else {}, what_trained.unit_weight,
                              ranked.sentences if ranked else [], covered.sentence if covered else None)
@@ -60,7 +60,8 @@ def build_report(path: str | Path, out_dir: str | Path | None = None, command: s
     sections = [
         header.section(tables, ctx), found, provenance.section(tables, ctx, command or launch_command(root)),
         ranked, held, at_k.section(tables, ctx, held.prompt_scores), covered, what_trained, tests.section(family), tied,
-        persistence.section(tables, ctx), group_size.section(tables, ctx), equal_budget.section(tables, ctx),
+        persistence.section(tables, ctx), group_size.section(tables, ctx),
+        equal_budget.section(tables, ctx, what_trained.counted),
         health.section(tables, ctx), examples.section(read_completions(root), ctx), jobs.section(tables),
     ]
     shown = [s for s in sections if s is not None]  # a section is None where its data does not exist

@@ -65,10 +65,11 @@ def _row(label: str, values: np.ndarray) -> dict:
             "ci_low": low, "ci_high": high}
 
 
-def informative_by_arm(groups: pd.DataFrame, arm: Sequence[str]) -> pd.DataFrame:
+def informative_by_arm(groups: pd.DataFrame, arm: Sequence[str], per_job: pd.DataFrame | None = None) -> pd.DataFrame:
     """Per arm: arm, seeds, mean informative samples per 1,000 drawn (over seeds: each job's own
-    rate, as the tests compare them), ci_low, ci_high (over seeds)."""
-    per_job = per_job_spend(groups, arm)
+    rate, as the tests compare them), ci_low, ci_high (over seeds). `per_job`: `per_job_spend(groups,
+    arm)`, when the caller has it."""
+    per_job = (per_job_spend(groups, arm) if per_job is None else per_job).copy()
     per_job["value"] = 1000 * (1 - per_job["wasted_frac"])
     return pd.DataFrame([_row(label, seed_values(part, "value").to_numpy(float))
                          for label, part in iter_arms(per_job, arm)])

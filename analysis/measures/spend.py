@@ -45,45 +45,54 @@ def sample_counts(groups: pd.DataFrame, tol: float = 1e-6) -> tuple[pd.DataFrame
     informative = np.where(missing, 0, recorded).astype(np.int64)
     if missing.any():
         informative[missing] = _recount(groups.loc[missing], tol)
-    how = RECOUNTED if missing.all() else RECORDED if not missing.any() else f"{RECORDED} and {RECOUNTED}"
     frame = pd.DataFrame({"samples": samples, "informative": informative, "wasted": samples - informative},
                          index=groups.index)
-    return frame, how
+    return frame, counted_how(groups)
+
+
+def counted_how(groups: pd.DataFrame) -> str:
+    """How `sample_counts` counts these groups: `RECORDED`, `RECOUNTED`, or "recorded and recounted"."""
+    missing = groups["n_informative"].isna().to_numpy() if "n_informative" in groups else np.ones(len(groups), bool)
+    return RECOUNTED if missing.all() else RECORDED if not missing.any() else f"{RECORDED} and {RECOUNTED}"
 
 
 def _recount(groups: pd.DataFrame, tol: float) -> np.ndarray:
     """Informative samples per group from (job, step, prompt_id) units of used groups."""
     used = groups["used"].to_numpy(bool)
-    unit = pd.Series(list(zip(groups["job"].astype(str), groups["step"], groups["prompt_id"].astype(str))),
-                     index=groups.index)
-    mean = groups["reward_mean"].to_numpy(float)
-    frame = pd.DataFrame({"unit": unit, "tie": groups["tie"].to_numpy(bool), "mean": mean})[used]
+    unit = pd.MultiIndex.from_arrays([pd.factorize(groups[k])[0] for k in ("job", "step", "prompt_id")]).factorize()[0]
+    frame = pd.DataFrame({"unit": unit, "tie": groups["tie"].to_numpy(bool),
+                          "mean": groups["reward_mean"].to_numpy(float)})[used]
     per_unit = frame.groupby("unit", sort=False).agg(all_tied=("tie", "all"), lo=("mean", "min"), hi=("mean", "max"))
     mixed = ~(per_unit["all_tied"] & (per_unit["hi"] - per_unit["lo"] <= tol))
-    informative_unit = unit.map(mixed).fillna(False).to_numpy(bool) & used
+    informative_unit = pd.Series(unit).map(mixed).fillna(False).to_numpy(bool) & used
     return np.where(informative_unit, groups["group_size"].to_numpy(np.int64), 0)
 
 
-
-def _flags(groups: pd.DataFrame) -> pd.DataFrame:
-    """Per group: job, samples, tokens, informative and wasted samples, and the first-round
-    samples and correct samples (for train_accuracy_round0)."""
+def flags(groups: pd.DataFrame) -> pd.DataFrame:
+    """Per group: job, samples, tokens, informative and wasted samples, and the first-round samples
+    and correct samples (for train_accuracy_round0): what `spend`, `per_job_spend` and `budget_curves`
+    sum. Computed once, it is passed to them."""
     counts, _ = sample_counts(groups)
     first = groups["round"].to_numpy() == 0
-    return counts.assign(job=groups["job"], difficulty=groups["difficulty"].astype(str),
-                         tokens=groups["tokens"].to_numpy(np.int64),
+    return counts.assign(job=groups["job"], tokens=groups["tokens"].to_numpy(np.int64),
                          round0=np.where(first, counts["samples"], 0),
                          round0_correct=np.where(first, groups["n_correct"].to_numpy(np.int64), 0))
 
 
-def spend(groups: pd.DataFrame, arm: Sequence[str], by_difficulty: bool = False) -> pd.DataFrame:
+def spend(groups: pd.DataFrame, arm: Sequence[str], by_difficulty: bool = False,
+          counted: pd.DataFrame | None = None) -> pd.DataFrame:
     """What each arm spent, summed over its jobs (and per difficulty when asked): groups, samples,
-    tokens, informative and wasted samples, samples per job, and wasted_frac (wasted / samples)."""
-    flags = _flags(groups)
+    tokens, informative and wasted samples, samples per job, and wasted_frac (wasted / samples).
+    `counted`: `flags(groups)`, when the caller has it."""
+    counted = flags(groups) if counted is None else counted
     keys = ["job", *(["difficulty"] if by_difficulty else [])]
-    per_job = flags.groupby(keys, observed=True).agg(
+    if by_difficulty:
+        counted = counted.assign(difficulty=groups["difficulty"])
+    per_job = counted.groupby(keys, observed=True).agg(
         groups=("samples", "size"), samples=("samples", "sum"), tokens=("tokens", "sum"),
         informative=("informative", "sum"), wasted=("wasted", "sum")).reset_index()
+    if by_difficulty:  # as text, like every key the report shows
+        per_job["difficulty"] = per_job["difficulty"].astype(str)
     per_job = per_job.join(job_arms(groups, arm), on="job")
     out = per_job.groupby([*arm, *keys[1:]], observed=True, dropna=False).agg(
         jobs=("job", "nunique"), **{c: (c, "sum") for c in ("groups", "samples", "tokens", "informative", "wasted")})
@@ -92,21 +101,24 @@ def spend(groups: pd.DataFrame, arm: Sequence[str], by_difficulty: bool = False)
     return sort_naturally(out.reset_index(), [*arm, *keys[1:]])
 
 
-def per_job_spend(groups: pd.DataFrame, arm: Sequence[str]) -> pd.DataFrame:
-    """One row per job: seed, the arm keys, samples, wasted samples and wasted_frac."""
-    flags = _flags(groups)
-    per_job = flags.groupby("job", observed=True).agg(samples=("samples", "sum"), wasted=("wasted", "sum"))
+def per_job_spend(groups: pd.DataFrame, arm: Sequence[str], counted: pd.DataFrame | None = None) -> pd.DataFrame:
+    """One row per job: seed, the arm keys, samples, wasted samples and wasted_frac. `counted`:
+    `flags(groups)`, when the caller has it."""
+    counted = flags(groups) if counted is None else counted
+    per_job = counted.groupby("job", observed=True).agg(samples=("samples", "sum"), wasted=("wasted", "sum"))
     per_job["wasted_frac"] = per_job["wasted"] / per_job["samples"]
     keys = [*arm, *(["seed"] if "seed" in groups and "seed" not in arm else [])]
     return per_job.join(job_arms(groups, keys)).reset_index()
 
 
-def budget_curves(groups: pd.DataFrame, arm: Sequence[str], budget: str = "samples", points: int = 20) -> pd.DataFrame:
+def budget_curves(groups: pd.DataFrame, arm: Sequence[str], budget: str = "samples", points: int = 20,
+                  counted: pd.DataFrame | None = None) -> pd.DataFrame:
     """Each job's state at `points` equal budgets up to the common budget, the largest every job reached.
 
     Columns: job, *arm, budget (samples or tokens drawn), samples, informative, wasted (all
     cumulative), wasted_frac (cumulative), train_accuracy_round0 (first-round samples drawn within
-    the window since the previous point; NaN if none was).
+    the window since the previous point; NaN if none was). `counted`: `flags(groups)`, when the
+    caller has it.
     """
     if budget not in BUDGETS:
         raise ValueError(f"budget {budget!r}: must be one of {', '.join(BUDGETS)}")
@@ -119,8 +131,8 @@ def budget_curves(groups: pd.DataFrame, arm: Sequence[str], budget: str = "sampl
     keep = bins < points
     flat = jobs[keep] * points + bins[keep]  # (job, window) cell of each group within budget
     size = len(groups["job"].cat.categories) * points
-    flags = _flags(groups)
-    sums = {c: np.bincount(flat, flags[c].to_numpy()[keep], minlength=size).reshape(-1, points)[present]
+    counted = flags(groups) if counted is None else counted
+    sums = {c: np.bincount(flat, counted[c].to_numpy()[keep], minlength=size).reshape(-1, points)[present]
             for c in ("samples", "round0", "round0_correct", "informative", "wasted")}  # (jobs, points)
     cum = {c: np.cumsum(sums[c], axis=1) for c in ("samples", "informative", "wasted")}
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -142,7 +154,6 @@ def across_seeds(curves: pd.DataFrame, arm: Sequence[str]) -> pd.DataFrame:
     out = grouped.mean().join(grouped.min().add_suffix("_low")).join(grouped.max().add_suffix("_high"))
     out["seeds"] = grouped.size()
     return sort_naturally(out.reset_index(), [*arm, "budget"])
-
 
 
 def tokens_per_sample(groups: pd.DataFrame, arm: Sequence[str]) -> pd.Series:

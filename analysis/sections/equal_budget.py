@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pandas as pd
+
 from analysis.data.load import Tables
 from analysis.measures.spend import across_seeds, budget_curves, tokens_per_sample
 from analysis.render import curves as figures
@@ -13,13 +15,14 @@ from analysis.sections.trained import BUDGET_POINTS
 TOKENS_SAME = 0.05  # arms whose tokens per sample differ by less than this (relative) get no tokens figure
 
 
-def section(tables: Tables, ctx: Context, budget: str = "tokens") -> Section | None:
-    """The section at equal `budget` ("tokens" or "samples"); None without group tables."""
+def section(tables: Tables, ctx: Context, counted: pd.DataFrame | None, budget: str = "tokens") -> Section | None:
+    """The section at equal `budget` ("tokens" or "samples"), from the what-trained section's per-group
+    counts (`flags`); None without group tables."""
     groups, arm = tables.groups, list(ctx.arm)
     if groups.empty:
         return None
     files = Files()
-    curves = budget_curves(groups, arm, budget, BUDGET_POINTS)
+    curves = budget_curves(groups, arm, budget, BUDGET_POINTS, counted=counted)
     bands = across_seeds(curves, arm)
     final = bands[bands["budget"] == bands["budget"].max()]
     rate = tokens_per_sample(groups, arm)

@@ -25,10 +25,11 @@ class Ranked(Section):
     sentences: list[str]
 
 
-def section(tables: Tables, ctx: Context, tests: pd.DataFrame, scores: pd.DataFrame | None) -> Ranked | None:
-    """The ranking section from the tests' family (with p_holm) and the held-out section's per-job
-    scores (`seed_scores`; None without eval tables); None with two arms or fewer, whose one
-    comparison per metric says it all."""
+def section(tables: Tables, ctx: Context, tests: pd.DataFrame, scores: pd.DataFrame | None,
+            per_job: pd.DataFrame | None) -> Ranked | None:
+    """The ranking section from the tests' family (with p_holm), the held-out section's per-job
+    scores (`seed_scores`; None without eval tables) and the what-trained section's per-job spend
+    (`per_job_spend`); None with two arms or fewer, whose one comparison per metric says it all."""
     arm = list(ctx.arm)
     if len(list(iter_arms(tables.jobs, arm))) <= 2:
         return None
@@ -36,7 +37,7 @@ def section(tables: Tables, ctx: Context, tests: pd.DataFrame, scores: pd.DataFr
     if scores is not None:
         rankings.append(rank(PASS1, pass1_by_arm(scores, arm), tests))
     if not tables.groups.empty:
-        rankings.append(rank(INFORMATIVE, informative_by_arm(tables.groups, arm), tests))
+        rankings.append(rank(INFORMATIVE, informative_by_arm(tables.groups, arm, per_job), tests))
     if not rankings:
         return None
     sentences = [sentence(r) for r in rankings]

@@ -9,7 +9,7 @@ import pandas as pd
 
 from analysis.data.labels import natural_sorted
 from analysis.data.load import Tables
-from analysis.measures.spend import across_seeds, budget_curves, per_job_spend, sample_counts, spend
+from analysis.measures.spend import across_seeds, budget_curves, counted_how, flags, per_job_spend, spend
 from analysis.render import curves as figures
 from analysis.render.writer import Files
 from analysis.sections.section import Context, Section
@@ -24,10 +24,14 @@ UNIT_WEIGHTS = {"prompt": "a unit of several rounds weighs in the loss as one pr
 @dataclass(frozen=True, kw_only=True)
 class Trained(Section):
     """`comparisons`: every pair of arms on wasted_frac (rows of the tests' family; None without group
-    tables); `unit_weight`: how a unit of several rounds weighs in the loss, in words."""
+    tables); `unit_weight`: how a unit of several rounds weighs in the loss, in words; `counted`: each
+    group's samples, informative and wasted (`flags`), for the sections at other budgets; `per_job`:
+    each job's wasted fraction (`per_job_spend`), for the ranking."""
 
     comparisons: pd.DataFrame | None = None
     unit_weight: str
+    counted: pd.DataFrame | None = None
+    per_job: pd.DataFrame | None = None
 
 
 def unit_weight(jobs: pd.DataFrame) -> str:
@@ -45,12 +49,15 @@ def section(tables: Tables, ctx: Context) -> Trained:
     if groups.empty:
         return Trained(text=NO_GROUPS, unit_weight=weight)
     files = Files()
-    _, how = sample_counts(groups)
-    by_arm, by_difficulty = spend(groups, arm), spend(groups, arm, by_difficulty=True)
-    curves = budget_curves(groups, arm, "samples", BUDGET_POINTS)
+    how = counted_how(groups)
+    counted = flags(groups)
+    by_arm = spend(groups, arm, counted=counted)
+    by_difficulty = spend(groups, arm, by_difficulty=True, counted=counted)
+    curves = budget_curves(groups, arm, "samples", BUDGET_POINTS, counted=counted)
     bands = across_seeds(curves, arm)
-    comparisons = compare_arms_by_seed(per_job_spend(groups, arm), arm, ["wasted_frac"]).assign(interval="seeds")
-    counted = ("read from the groups table's `n_informative`, which the trainer takes from the advantages the "
+    per_job = per_job_spend(groups, arm, counted=counted)
+    comparisons = compare_arms_by_seed(per_job, arm, ["wasted_frac"]).assign(interval="seeds")
+    counting = ("read from the groups table's `n_informative`, which the trainer takes from the advantages the "
                "update used" if how == "recorded" else
                "**recounted** (these runs predate the `n_informative` column): the used groups of a prompt at one "
                "step are its unit, informative when their pooled rewards are not all equal"
@@ -61,7 +68,7 @@ def section(tables: Tables, ctx: Context) -> Trained:
         "drawn is **wasted** (its unit tied, or it never entered the update). A training unit is the samples "
         "that shared one baseline: one group, or under `resample_on_tie` with `pool=all` all rounds of a prompt "
         "(a tied round pooled with a later mixed one trains). `wasted_frac` = wasted / drawn is the one number "
-        "reported (the informative fraction is 1 − it). Counts here are " + counted + ". "
+        "reported (the informative fraction is 1 − it). Counts here are " + counting + ". "
         f"Under `pool=all`, {weight}.", "",
         "Per arm, summed over its jobs (seeds):", "",
         files.table("budget_by_arm", by_arm), "",
@@ -75,4 +82,5 @@ def section(tables: Tables, ctx: Context) -> Trained:
         files.figure("budget_samples", lambda p: figures.budget_curves(bands, p, arm, "samples")), "",
         f"Per job and budget point: {files.csv('budget_curves_samples', curves)}",
     ])
-    return Trained(text=text, files=files, comparisons=comparisons, unit_weight=weight)
+    return Trained(text=text, files=files, comparisons=comparisons, unit_weight=weight, counted=counted,
+                   per_job=per_job)
