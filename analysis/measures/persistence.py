@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.data.labels import sort_naturally, text_codes
-from analysis.stats.intervals import cluster_ratio_cis
+from analysis.stats.intervals import cluster_ratio_cis, dense_ranks
 
 KINDS = ("all_correct", "all_wrong", "mixed")
 COLUMNS = ("difficulty", "kind", "pairs", "prompts", "tied_again_frac", "same_kind_frac", "mixed_frac", "ci_low",
@@ -27,18 +27,21 @@ COLUMNS = ("difficulty", "kind", "pairs", "prompts", "tied_again_frac", "same_ki
 
 def visits(groups: pd.DataFrame) -> dict[str, np.ndarray]:
     """One entry per job, prompt and step (a visit), in step order within each job and prompt: job and
-    prompt (codes; prompts numbered in their sorted order), step, samples, n_correct, kind (an index
-    into KINDS), and first (the visit's first row in `groups`)."""
+    prompt (codes; prompts numbered in their sorted order), samples, n_correct, kind (an index into
+    KINDS), and first (the visit's first row in `groups`)."""
     job = pd.factorize(groups["job"])[0]
     prompt = text_codes(groups["prompt_id"])[0]
     step = groups["step"].to_numpy(np.int64)
-    order = np.lexsort((step, prompt, job))  # stable: a visit's rows keep their order
-    j, p, s = job[order], prompt[order], step[order]
-    start = np.flatnonzero(np.r_[True, (j[1:] != j[:-1]) | (p[1:] != p[:-1]) | (s[1:] != s[:-1])])
+    step = step - step.min() if len(step) else step
+    key = np.ravel_multi_index((job, prompt, step), (job.max(initial=0) + 1, prompt.max(initial=0) + 1,
+                                                     step.max(initial=0) + 1))
+    order = np.argsort(key, kind="stable")  # by job, prompt and step; a visit's rows keep their order
+    j, p, k = job[order], prompt[order], key[order]
+    start = np.flatnonzero(np.r_[True, k[1:] != k[:-1]])
     samples = np.add.reduceat(groups["group_size"].to_numpy(np.int64)[order], start)
     correct = np.add.reduceat(groups["n_correct"].to_numpy(np.int64)[order], start)
     kind = np.select([correct == samples, correct == 0], [0, 1], 2)
-    return {"job": j[start], "prompt": p[start], "step": s[start], "samples": samples, "n_correct": correct,
+    return {"job": j[start], "prompt": p[start], "samples": samples, "n_correct": correct,
             "kind": kind, "first": order[start]}
 
 
@@ -78,8 +81,8 @@ def persistence(groups: pd.DataFrame, by: Sequence[str] = ("sampler",), n_boot: 
     prompt = np.r_[visit["prompt"][now], visit["prompt"][now]][keep]
     n = len(cell_keys)
     pairs = np.bincount(cell, minlength=n)
-    prompts = np.bincount(np.unique(cell * (prompt.max(initial=0) + 1) + prompt) // (prompt.max(initial=0) + 1),
-                          minlength=n)
+    width = prompt.max(initial=0) + 1
+    prompts = np.bincount(dense_ranks(cell * width + prompt, keys=True)[1] // width, minlength=n)
     tied_frac = np.bincount(cell, tied, minlength=n) / pairs
     low, high = cluster_ratio_cis(cell, prompt, tied[:, None].astype(float), np.ones((len(cell), 1)), n_boot, level,
                                   seed)
@@ -93,8 +96,10 @@ def persistence(groups: pd.DataFrame, by: Sequence[str] = ("sampler",), n_boot: 
 
 
 def _combine(codes: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """(cell, keys): each row's cell (0..cells-1) from several code columns, and each cell's codes."""
-    if not len(codes[0]):
-        return np.zeros(0, np.int64), np.zeros((0, len(codes)), np.int64)
-    keys, cell = np.unique(np.column_stack(codes), axis=0, return_inverse=True)
-    return cell.reshape(-1), keys
+    """(cell, keys): each row's cell (0..cells-1, in the sorted order of the code tuples) from several
+    columns of non-negative codes, and each cell's codes."""
+    sizes = [int(c.max(initial=0)) + 1 for c in codes]
+    flat = np.ravel_multi_index(codes, sizes) if len(codes[0]) else np.zeros(0, np.int64)
+    keys, cell = np.unique(flat, return_inverse=True)
+    return cell.reshape(-1), np.column_stack(np.unravel_index(keys, sizes)) if len(keys) else \
+        np.zeros((0, len(codes)), np.int64)

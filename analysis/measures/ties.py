@@ -18,7 +18,7 @@ from numpy.typing import ArrayLike
 
 from analysis.data.labels import sort_naturally
 from analysis.stats.binomial import comb_ratio
-from analysis.stats.intervals import cluster_ratio_cis
+from analysis.stats.intervals import cluster_ratio_cis, dense_ranks
 
 KINDS = ("all_correct", "all_wrong")
 
@@ -103,7 +103,8 @@ def tie_fractions(groups: pd.DataFrame, by: Sequence[str] = ("group_size", "samp
                                   np.column_stack([ones, ones, ones, has]).astype(float), n_boot, level)
     n = len(cells.size())
     sizes = np.bincount(cell, minlength=n)
-    prompts = np.bincount(np.unique(cell * (prompt.max() + 1) + prompt) // (prompt.max() + 1), minlength=n)
+    prompts = np.bincount(dense_ranks(cell * (prompt.max() + 1) + prompt, keys=True)[1] // (prompt.max() + 1),
+                          minlength=n)
     ties, *kind_counts, predicted_groups = (np.bincount(cell, weights=x, minlength=n).astype(np.int64)
                                              for x in (tie, *kinds, has))
     # each cell's means as numpy sums them (pairwise, in row order): the rows of a cell, contiguous

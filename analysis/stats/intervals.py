@@ -82,13 +82,14 @@ def cluster_ratio_cis(cell: np.ndarray, cluster: ArrayLike, numerator: np.ndarra
     bootstrapped alone, so its interval does not depend on the other cells."""
     cell = np.asarray(cell, dtype=np.int64)
     cells = int(cell.max()) + 1 if len(cell) else 0
-    rank = np.unique(np.asarray(cluster), return_inverse=True)[1].reshape(-1)  # clusters in sorted order
-    keys, inverse = np.unique(cell * (int(rank.max(initial=0)) + 1) + rank, return_inverse=True)
+    rank = dense_ranks(np.asarray(cluster))  # clusters in sorted order
+    width = int(rank.max(initial=0)) + 1
+    cluster_of, keys = dense_ranks(cell * width + rank, keys=True)  # (cell, cluster) pairs, sorted
     # (clusters, 2 * ratios) sums of each cluster's rows, added in row order
-    sums = np.column_stack([np.bincount(inverse, weights=col, minlength=len(keys))
+    sums = np.column_stack([np.bincount(cluster_of, weights=col, minlength=len(keys))
                             for col in np.hstack([numerator, denominator]).astype(float).T])
     ratios_n = numerator.shape[1]
-    bounds = np.searchsorted(keys // (int(rank.max(initial=0)) + 1), np.arange(cells + 1))
+    bounds = np.searchsorted(keys // width, np.arange(cells + 1))
     ratios = np.empty((n_boot, cells * ratios_n))
     for c, (lo, hi) in enumerate(zip(bounds[:-1], bounds[1:])):  # one matrix product per cell
         resampled = seeded_counts(int(hi - lo), n_boot, seed) @ sums[lo:hi]
@@ -145,3 +146,16 @@ def t_difference_ci(a: ArrayLike, b: ArrayLike, paired: bool, level: float = 0.9
     df = (va + vb) ** 2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1)) if se > 0 else 1.0
     half = float(student_t.ppf((1 + level) / 2, df) * se)
     return float(centre - half), float(centre + half)
+
+
+def dense_ranks(values: np.ndarray, keys: bool = False):
+    """Each value's rank among the distinct values (0..distinct-1, in sorted order), as
+    `np.unique(values, return_inverse=True)[1]`; with `keys`, (ranks, the distinct values). Counted in a
+    table instead of sorted where the values are small non-negative integers (codes)."""
+    values = values.reshape(-1)
+    if values.dtype.kind in "iu" and len(values) and values.min() >= 0 and values.max() < 4 * len(values) + 1024:
+        present = np.bincount(values) > 0
+        rank = np.cumsum(present) - 1
+        return (rank[values], np.flatnonzero(present)) if keys else rank[values]
+    distinct, rank = np.unique(values, return_inverse=True)
+    return (rank.reshape(-1), distinct) if keys else rank.reshape(-1)
