@@ -11,6 +11,7 @@ prompt: the groups of one prompt share its pass rate, so they are not independen
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -47,7 +48,7 @@ def predict_ties(groups: pd.DataFrame, window: int | None = None, pool: Sequence
     c0 = np.where(first, groups["n_correct"].to_numpy(), 0)  # (rows,) round-0 correct samples
     m0 = np.where(first, size, 0)  # (rows,) round-0 samples
     cell = _group_ids(*(groups[k] for k in pool), groups["prompt_id"], step_window(groups["step"], window))
-    at_step = _group_ids(cell, groups["step"])
+    at_step = _group_ids(cell, groups["step"].to_numpy())
     c = np.bincount(cell, c0)[cell] - np.bincount(at_step, c0)[at_step]
     m = np.bincount(cell, m0)[cell] - np.bincount(at_step, m0)[at_step]
     return pd.Series(_unbiased_tie(c, m, size), index=groups.index, name="predicted_tie")
@@ -55,13 +56,22 @@ def predict_ties(groups: pd.DataFrame, window: int | None = None, pool: Sequence
 
 def _group_ids(*columns: ArrayLike) -> np.ndarray:
     """Dense int codes (0..groups-1) for the rows' combinations of values of `columns`."""
-    codes = [pd.factorize(col, use_na_sentinel=False)[0] for col in columns]
-    combined = np.ravel_multi_index(codes, [c.max() + 1 for c in codes])
-    return pd.factorize(combined)[0]
+    codes = [dense_ranks(col) if isinstance(col, np.ndarray) and col.dtype.kind in "iu"
+             else pd.factorize(col, use_na_sentinel=False)[0] for col in columns]
+    return dense_ranks(np.ravel_multi_index(codes, [c.max() + 1 for c in codes]))
 
 
 def _unbiased_tie(c: np.ndarray, m: np.ndarray, size: np.ndarray) -> np.ndarray:
-    """C(c,G)/C(m,G) + C(m-c,G)/C(m,G) where m >= G, else NaN."""
+    """C(c,G)/C(m,G) + C(m-c,G)/C(m,G) where m >= G, else NaN; computed once per distinct (c, m, G)."""
+    triple = [x.astype(np.int64) for x in (c, m, size)]
+    rank, distinct = dense_ranks(np.ravel_multi_index(triple, [int(x.max(initial=0)) + 1 for x in triple]), keys=True)
+    one = np.empty(len(distinct), np.int64)
+    one[rank] = np.arange(len(rank))  # a row of each distinct triple
+    return _unbiased_tie_each(c[one], m[one], size[one])[rank]
+
+
+def _unbiased_tie_each(c: np.ndarray, m: np.ndarray, size: np.ndarray) -> np.ndarray:
+    """`_unbiased_tie`, element by element."""
     enough = m >= size
     m_safe = np.where(enough, m, size)  # keeps comb_ratio's domain; those entries become NaN
     c_safe = np.where(enough, c, 0)
@@ -69,12 +79,38 @@ def _unbiased_tie(c: np.ndarray, m: np.ndarray, size: np.ndarray) -> np.ndarray:
     return np.where(enough, tie, np.nan)
 
 
+class TieRows(NamedTuple):
+    """What `tie_fractions` needs of each group whatever the grouping: its prompt (dense codes), the
+    four ratios' numerators (tie, all_correct, all_wrong, observed - predicted) and denominators
+    (1, 1, 1, has a prediction), and the prediction with NaN as 0."""
+
+    prompt: np.ndarray
+    numerator: np.ndarray  # (groups, 4)
+    denominator: np.ndarray  # (groups, 4)
+    predicted: np.ndarray  # (groups,)
+
+
+def tie_rows(groups: pd.DataFrame, predicted: pd.Series | None = None) -> TieRows:
+    """The per-group arrays of `tie_fractions`, to share between several groupings of the same groups."""
+    pred = np.full(len(groups), np.nan) if predicted is None else predicted.to_numpy(float)
+    has = ~np.isnan(pred)
+    tie = groups["tie"].to_numpy(bool)
+    gap = np.where(has, tie.astype(float) - np.where(has, pred, 0.0), 0.0)  # (groups,) observed - predicted
+    ones = np.ones(len(groups))
+    numerator = np.column_stack([tie, *((groups["tie_kind"] == k).to_numpy(bool) for k in KINDS), gap]).astype(float)
+    prompt = pd.factorize(groups["prompt_id"])[0]  # int codes: quick to cluster by
+    return TieRows(prompt, numerator, np.column_stack([ones, ones, ones, has]).astype(float),
+                   np.where(has, pred, 0.0))
+
+
 def tie_fractions(groups: pd.DataFrame, by: Sequence[str] = ("group_size", "sampler"), window: int | None = None,
-                  predicted: pd.Series | None = None, level: float = 0.95, n_boot: int = 1000) -> pd.DataFrame:
+                  predicted: pd.Series | None = None, level: float = 0.95, n_boot: int = 1000,
+                  rows: TieRows | None = None) -> pd.DataFrame:
     """Tie fractions by difficulty and `by` (and by step window when `window` is set), beside the
     mean of `predicted` (aligned with `groups`, e.g. from `predict_ties`) over the groups that have
     a prediction. Intervals are percentile bootstraps clustered by prompt: every group of a prompt,
     in every job of the cell, is resampled together, since a prompt's groups share its pass rate.
+    `rows`: `tie_rows(groups, predicted)`, when the caller tabulates the same groups several ways.
 
     Columns: difficulty, *by, [step_window], groups, prompts, tie_frac, all_correct_frac,
     all_wrong_frac, ci_low, ci_high (tie_frac's), predicted_tie_frac, predicted_groups,
@@ -87,33 +123,27 @@ def tie_fractions(groups: pd.DataFrame, by: Sequence[str] = ("group_size", "samp
                "ties", *KINDS, *(f"{kind}_ci_{end}" for kind in KINDS for end in ("low", "high"))]
     if groups.empty:
         return pd.DataFrame(columns=columns)
+    rows = tie_rows(groups, predicted) if rows is None else rows
     frame = pd.DataFrame({k: groups[k] for k in keys if k != "step_window"})
     if window:
-        frame["step_window"] = step_window(groups["step"], window)
+        frame["step_window"] = step_window(groups["step"].to_numpy(), window)
     cells = frame.groupby(keys, observed=True, dropna=False, sort=False)
     cell = cells.ngroup().to_numpy()  # (groups,) each group's cell, numbered as `cells.size()` lists them
-    pred = np.full(len(groups), np.nan) if predicted is None else predicted.to_numpy(float)
-    has = ~np.isnan(pred)
-    tie = groups["tie"].to_numpy(bool)
-    kinds = [(groups["tie_kind"] == k).to_numpy(bool) for k in KINDS]
-    gap = np.where(has, tie.astype(float) - np.where(has, pred, 0.0), 0.0)  # (groups,) observed - predicted
-    ones = np.ones(len(groups))
-    prompt = pd.factorize(groups["prompt_id"])[0]  # int codes: quick to cluster by
-    low, high = cluster_ratio_cis(cell, prompt, np.column_stack([tie, *kinds, gap]).astype(float),
-                                  np.column_stack([ones, ones, ones, has]).astype(float), n_boot, level)
-    n = len(cells.size())
+    low, high = cluster_ratio_cis(cell, rows.prompt, rows.numerator, rows.denominator, n_boot, level)
+    n = int(cell.max()) + 1
     sizes = np.bincount(cell, minlength=n)
-    prompts = np.bincount(dense_ranks(cell * (prompt.max() + 1) + prompt, keys=True)[1] // (prompt.max() + 1),
-                          minlength=n)
-    ties, *kind_counts, predicted_groups = (np.bincount(cell, weights=x, minlength=n).astype(np.int64)
-                                             for x in (tie, *kinds, has))
+    width = int(rows.prompt.max()) + 1
+    prompts = np.bincount(dense_ranks(cell * width + rows.prompt, keys=True)[1] // width, minlength=n)
+    ties, *kind_counts = (np.bincount(cell, weights=rows.numerator[:, j], minlength=n).astype(np.int64)
+                          for j in range(3))
+    predicted_groups = np.bincount(cell, weights=rows.denominator[:, 3], minlength=n).astype(np.int64)
     # each cell's means as numpy sums them (pairwise, in row order): the rows of a cell, contiguous
     order = np.argsort(cell, kind="stable")
     bounds = np.r_[0, np.cumsum(sizes)]
-    pred_sorted, gap_sorted = np.where(has, pred, 0.0)[order], gap[order]
+    pred_sorted, gap_sorted = rows.predicted[order], rows.numerator[order, 3]
     pred_sum = [pred_sorted[lo:hi].sum() for lo, hi in zip(bounds[:-1], bounds[1:])]
     gap_sum = [gap_sorted[lo:hi].sum() for lo, hi in zip(bounds[:-1], bounds[1:])]
-    rows = []
+    out = []
     for c, key in enumerate(cells.size().index):
         row = dict(zip(keys, key if isinstance(key, tuple) else (key,)))
         found = predicted_groups[c]
@@ -126,8 +156,8 @@ def tie_fractions(groups: pd.DataFrame, by: Sequence[str] = ("group_size", "samp
             row[f"{prefix}ci_low"], row[f"{prefix}ci_high"] = low[c, i], high[c, i]
         row["observed_minus_predicted"] = gap_sum[c] / found if found else np.nan
         row["diff_ci_low"], row["diff_ci_high"] = (low[c, 3], high[c, 3]) if found else (np.nan, np.nan)
-        rows.append(row)
-    return sort_naturally(pd.DataFrame(rows, columns=columns), keys)
+        out.append(row)
+    return sort_naturally(pd.DataFrame(out, columns=columns), keys)
 
 
 def samples_by_window(groups: pd.DataFrame, by: Sequence[str], window: int) -> pd.DataFrame:

@@ -11,7 +11,7 @@ import pandas as pd
 
 from analysis.data.arms import job_arms
 from analysis.data.load import Tables
-from analysis.measures.ties import ASSUMPTION, predict_ties, samples_by_window, tie_fractions
+from analysis.measures.ties import ASSUMPTION, predict_ties, samples_by_window, tie_fractions, tie_rows
 from analysis.render import ties as figures
 from analysis.render.writer import Files
 from analysis.sections.section import Context, Section
@@ -42,28 +42,32 @@ def section(tables: Tables, ctx: Context) -> Ties | None:
     names = dict(ctx.names)
     by = ["group_size", "sampler", *(k for k in arm if k not in ("group_size", "sampler"))]
     window = max(1, math.ceil((int(groups["step"].max()) + 1) / STEP_WINDOWS))
+    seed = ["seed"] if "seed" in groups and "seed" not in arm else []
+    used = ["job", "prompt_id", "difficulty", "step", "round", "group_size", "n_correct", "tie", "tie_kind",
+            "samples_total", *by, *arm, *seed]
+    groups = groups[list(dict.fromkeys(used))]  # the columns read here: the copies below stay small
     predicted = predict_ties(groups, window=window)
     first = groups["round"].to_numpy() == 0
     round0, redraws = groups[first], groups[~first]
-    by_difficulty = tie_fractions(round0, by, predicted=predicted[first])
-    by_step = tie_fractions(round0, by, window=window, predicted=predicted[first])
+    rows = tie_rows(round0, predicted[first])  # shared by every table of the first rounds
+    by_difficulty = tie_fractions(round0, by, rows=rows)
+    by_step = tie_fractions(round0, by, window=window, rows=rows)
     by_step = by_step.merge(samples_by_window(round0, by, window), on=[*by, "step_window"], how="left")
     shown_by, shown_difficulty, shown_step, pooled = by, by_difficulty, by_step, ""
     if "group_size" not in arm and round0.groupby(list(arm), observed=True)["group_size"].nunique().max() > 1:
         # an arm drawing groups of many sizes (knapsack) would be a bar and a line per size: pool them
         shown_by = list(arm)
-        shown_difficulty = tie_fractions(round0, shown_by, predicted=predicted[first])
-        shown_step = tie_fractions(round0, shown_by, window=window, predicted=predicted[first]).merge(
+        shown_difficulty = tie_fractions(round0, shown_by, rows=rows)
+        shown_step = tie_fractions(round0, shown_by, window=window, rows=rows).merge(
             samples_by_window(round0, shown_by, window), on=[*shown_by, "step_window"], how="left")
         pooled = (" Arms that draw first-round groups of several sizes (knapsack's allocations, Reinforce-Ada's "
                   "rounds) are pooled over their sizes in the figures (the prediction is per group, so it pools "
                   "alike); the tables split them by `group_size`.")
-    seed = ["seed"] if "seed" in round0 and "seed" not in arm else []
     per_job = round0.groupby("job", observed=True).agg(tie_frac=("tie", "mean")).join(
         job_arms(round0, [*arm, *seed])).reset_index()
     comparisons = (compare_arms_by_seed(per_job, arm, ["tie_frac"])
                    .assign(metric="tie_frac (first rounds)", interval="seeds"))
-    overall = tie_fractions(round0.assign(difficulty="all"), [], predicted=predicted[first])
+    overall = tie_fractions(round0[["difficulty", "prompt_id"]].assign(difficulty="all"), [], rows=rows)
     calibration = overall.iloc[0].to_dict() if len(overall) else {}
     redraw_text = (files.table("ties_redraws", tie_fractions(redraws, by)[[*TIE_COLUMNS[:10], *by[2:]]])
                    if len(redraws) else "No redraws: every group is a first round.")
