@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
-import numpy as np
 import pandas as pd
 
 
@@ -34,16 +33,3 @@ def sort_naturally(frame: pd.DataFrame, keys: Sequence[str],
     # astype(object): categorical columns would otherwise keep their own category order
     ordered = frame.sort_values(list(keys), key=lambda col: col.astype(object).map(order.get(col.name, natural_key)))
     return ordered.reset_index(drop=True)
-
-
-
-def text_codes(column: pd.Series) -> tuple[np.ndarray, np.ndarray]:
-    """(codes, labels): each row's value as text (`astype(str)`), as a code into `labels`, the distinct
-    texts in sorted order (so codes sort as the texts do); -1 where the value is missing. What a
-    group-by on `column.astype(str)` sees, without turning every row into a string."""
-    if isinstance(column.dtype, pd.CategoricalDtype):
-        codes, values = column.cat.codes.to_numpy(), column.cat.categories
-    else:
-        codes, values = pd.factorize(column)
-    labels, inverse = np.unique(pd.Series(values).astype(str).to_numpy(dtype=object), return_inverse=True)
-    return np.where(codes < 0, -1, inverse.reshape(-1)[np.maximum(codes, 0)]), labels

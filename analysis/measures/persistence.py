@@ -17,8 +17,9 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from analysis.data.labels import sort_naturally, text_codes
-from analysis.stats.intervals import cluster_ratio_cis, dense_ranks
+from analysis.data.codes import dense_ranks, text_codes
+from analysis.data.labels import sort_naturally
+from analysis.stats.intervals import cluster_ratio_cis
 
 KINDS = ("all_correct", "all_wrong", "mixed")
 COLUMNS = ("difficulty", "kind", "pairs", "prompts", "tied_again_frac", "same_kind_frac", "mixed_frac", "ci_low",
@@ -84,8 +85,7 @@ def persistence(groups: pd.DataFrame, by: Sequence[str] = ("sampler",), n_boot: 
     width = prompt.max(initial=0) + 1
     prompts = np.bincount(dense_ranks(cell * width + prompt, keys=True)[1] // width, minlength=n)
     tied_frac = np.bincount(cell, tied, minlength=n) / pairs
-    low, high = cluster_ratio_cis(cell, prompt, tied[:, None].astype(float), np.ones((len(cell), 1)), n_boot, level,
-                                  seed)
+    low, high = cluster_ratio_cis(cell, prompt, [tied], [None], n_boot, level, seed)
     table = pd.DataFrame({
         **{k: labels[i][cell_keys[:, i]] for i, k in enumerate((*by, "difficulty"))},
         "kind": np.array(KINDS, dtype=object)[cell_keys[:, -1]], "pairs": pairs, "prompts": prompts,

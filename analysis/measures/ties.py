@@ -19,7 +19,8 @@ from numpy.typing import ArrayLike
 
 from analysis.data.labels import sort_naturally
 from analysis.stats.binomial import comb_ratio
-from analysis.stats.intervals import cluster_ratio_cis, dense_ranks
+from analysis.data.codes import cell_codes, dense_ranks
+from analysis.stats.intervals import cluster_ratio_cis
 
 KINDS = ("all_correct", "all_wrong")
 
@@ -80,14 +81,14 @@ def _unbiased_tie_each(c: np.ndarray, m: np.ndarray, size: np.ndarray) -> np.nda
 
 
 class TieRows(NamedTuple):
-    """What `tie_fractions` needs of each group whatever the grouping: its prompt (dense codes), the
-    four ratios' numerators (tie, all_correct, all_wrong, observed - predicted) and denominators
-    (1, 1, 1, has a prediction), and the prediction with NaN as 0."""
+    """What `tie_fractions` needs of each group whatever the grouping: its prompt (codes), the four
+    ratios' numerators (tie, all_correct, all_wrong, observed - predicted) and denominators (1, 1, 1,
+    has a prediction; None counts 1), each (groups,), and the prediction with NaN as 0."""
 
     prompt: np.ndarray
-    numerator: np.ndarray  # (groups, 4)
-    denominator: np.ndarray  # (groups, 4)
-    predicted: np.ndarray  # (groups,)
+    numerators: tuple[np.ndarray, ...]
+    denominators: tuple[np.ndarray | None, ...]
+    predicted: np.ndarray
 
 
 def tie_rows(groups: pd.DataFrame, predicted: pd.Series | None = None) -> TieRows:
@@ -96,11 +97,9 @@ def tie_rows(groups: pd.DataFrame, predicted: pd.Series | None = None) -> TieRow
     has = ~np.isnan(pred)
     tie = groups["tie"].to_numpy(bool)
     gap = np.where(has, tie.astype(float) - np.where(has, pred, 0.0), 0.0)  # (groups,) observed - predicted
-    ones = np.ones(len(groups))
-    numerator = np.column_stack([tie, *((groups["tie_kind"] == k).to_numpy(bool) for k in KINDS), gap]).astype(float)
-    prompt = pd.factorize(groups["prompt_id"])[0]  # int codes: quick to cluster by
-    return TieRows(prompt, numerator, np.column_stack([ones, ones, ones, has]).astype(float),
-                   np.where(has, pred, 0.0))
+    kinds = tuple((groups["tie_kind"] == k).to_numpy(bool) for k in KINDS)
+    prompt = pd.factorize(groups["prompt_id"])[0]  # int codes in order of appearance: the clusters' order
+    return TieRows(prompt, (tie, *kinds, gap), (None, None, None, has), np.where(has, pred, 0.0))
 
 
 def tie_fractions(groups: pd.DataFrame, by: Sequence[str] = ("group_size", "sampler"), window: int | None = None,
@@ -127,25 +126,23 @@ def tie_fractions(groups: pd.DataFrame, by: Sequence[str] = ("group_size", "samp
     frame = pd.DataFrame({k: groups[k] for k in keys if k != "step_window"})
     if window:
         frame["step_window"] = step_window(groups["step"].to_numpy(), window)
-    cells = frame.groupby(keys, observed=True, dropna=False, sort=False)
-    cell = cells.ngroup().to_numpy()  # (groups,) each group's cell, numbered as `cells.size()` lists them
-    low, high = cluster_ratio_cis(cell, rows.prompt, rows.numerator, rows.denominator, n_boot, level)
-    n = int(cell.max()) + 1
+    cell, cell_keys = cell_codes(frame, keys)  # (groups,) each group's cell
+    low, high = cluster_ratio_cis(cell, rows.prompt, rows.numerators, rows.denominators, n_boot, level)
+    n = len(cell_keys)
     sizes = np.bincount(cell, minlength=n)
     width = int(rows.prompt.max()) + 1
     prompts = np.bincount(dense_ranks(cell * width + rows.prompt, keys=True)[1] // width, minlength=n)
-    ties, *kind_counts = (np.bincount(cell, weights=rows.numerator[:, j], minlength=n).astype(np.int64)
-                          for j in range(3))
-    predicted_groups = np.bincount(cell, weights=rows.denominator[:, 3], minlength=n).astype(np.int64)
+    ties, *kind_counts, predicted_groups = (np.bincount(cell, weights=x, minlength=n).astype(np.int64)
+                                            for x in (*rows.numerators[:3], rows.denominators[3]))
     # each cell's means as numpy sums them (pairwise, in row order): the rows of a cell, contiguous
-    order = np.argsort(cell, kind="stable")
+    order = np.argsort(cell.astype(np.int32 if n > 2**15 else np.int16), kind="stable")  # radix sort
     bounds = np.r_[0, np.cumsum(sizes)]
-    pred_sorted, gap_sorted = rows.predicted[order], rows.numerator[order, 3]
+    pred_sorted, gap_sorted = rows.predicted[order], rows.numerators[3][order]
     pred_sum = [pred_sorted[lo:hi].sum() for lo, hi in zip(bounds[:-1], bounds[1:])]
     gap_sum = [gap_sorted[lo:hi].sum() for lo, hi in zip(bounds[:-1], bounds[1:])]
     out = []
-    for c, key in enumerate(cells.size().index):
-        row = dict(zip(keys, key if isinstance(key, tuple) else (key,)))
+    for c, key in enumerate(cell_keys):
+        row = dict(zip(keys, key))
         found = predicted_groups[c]
         row |= {"groups": sizes[c], "prompts": prompts[c], "ties": ties[c],
                 **{k: kind_counts[i][c] for i, k in enumerate(KINDS)},

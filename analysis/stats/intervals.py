@@ -8,11 +8,14 @@ units))`, one row per resample; the same generator and seed give the same resamp
 from __future__ import annotations
 
 import warnings
+from collections.abc import Sequence
 from functools import lru_cache
 
 import numpy as np
 from numpy.typing import ArrayLike
 from scipy.stats import t as student_t
+
+from analysis.data.codes import dense_ranks
 
 def bootstrap_counts(units: int, n_boot: int, rng: np.random.Generator) -> np.ndarray:
     """(n_boot, units): how often each unit is drawn in each resample with replacement."""
@@ -23,9 +26,10 @@ def bootstrap_counts(units: int, n_boot: int, rng: np.random.Generator) -> np.nd
 
 @lru_cache(maxsize=8)
 def seeded_counts(units: int, n_boot: int, seed: int) -> np.ndarray:
-    """`bootstrap_counts` from a fresh generator seeded `seed`: every cell of a table that resamples
-    this many units draws the same resamples, so they are drawn once (read-only; the last few kept)."""
-    counts = bootstrap_counts(units, n_boot, np.random.default_rng(seed))
+    """`bootstrap_counts` from a fresh generator seeded `seed`, as floats (what a matrix product with
+    float sums casts them to anyway): every cell of a table that resamples this many units draws the
+    same resamples, so they are drawn once (read-only; the last few kept)."""
+    counts = bootstrap_counts(units, n_boot, np.random.default_rng(seed)).astype(float)
     counts.flags.writeable = False
     return counts
 
@@ -68,31 +72,37 @@ def cluster_ratio_ci(cluster: ArrayLike, numerator: ArrayLike, denominator: Arra
     (e.g. every group of one prompt, in every job): whole clusters are resampled, so rows of a cluster
     move together and their correlation widens the interval as it should. `numerator` and
     `denominator` are (rows,) or (rows, ratios): several ratios share one set of resamples."""
-    rows = len(np.asarray(cluster))
-    low, high = cluster_ratio_cis(np.zeros(rows, np.int64), cluster, np.asarray(numerator).reshape(rows, -1),
-                                  np.asarray(denominator).reshape(rows, -1), n_boot, level, seed)
+    rank = dense_ranks(np.asarray(cluster))
+    num, den = (np.asarray(x, dtype=float).reshape(len(rank), -1) for x in (numerator, denominator))
+    low, high = cluster_ratio_cis(np.zeros(len(rank), np.int64), rank, list(num.T), list(den.T), n_boot, level, seed)
     return (low[0], high[0]) if np.ndim(numerator) > 1 else (low[0, 0], high[0, 0])
 
 
-def cluster_ratio_cis(cell: np.ndarray, cluster: ArrayLike, numerator: np.ndarray, denominator: np.ndarray,
-                      n_boot: int = 1000, level: float = 0.95, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """`cluster_ratio_ci` of every cell at once: rows carry their cell (codes 0..cells-1) and cluster,
-    `numerator` and `denominator` are (rows, ratios); returns (cells, ratios) lows and highs. Each cell
-    resamples its own clusters (in their sorted order) with a generator seeded `seed`, as if it were
-    bootstrapped alone, so its interval does not depend on the other cells."""
+def cluster_ratio_cis(cell: np.ndarray, cluster: np.ndarray, numerators: Sequence[np.ndarray],
+                      denominators: Sequence[np.ndarray | None], n_boot: int = 1000, level: float = 0.95,
+                      seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """`cluster_ratio_ci` of every cell at once: rows carry their cell (codes 0..cells-1) and cluster
+    (non-negative codes, in the order the clusters are resampled in), one (rows,) array per ratio's
+    numerator and denominator (None: every row counts 1); returns (cells, ratios) lows and highs.
+    Each cell resamples its own clusters with a generator seeded `seed`, as if it were bootstrapped
+    alone, so its interval does not depend on the other cells."""
     cell = np.asarray(cell, dtype=np.int64)
     cells = int(cell.max()) + 1 if len(cell) else 0
-    rank = dense_ranks(np.asarray(cluster))  # clusters in sorted order
-    width = int(rank.max(initial=0)) + 1
-    cluster_of, keys = dense_ranks(cell * width + rank, keys=True)  # (cell, cluster) pairs, sorted
-    # (clusters, 2 * ratios) sums of each cluster's rows, added in row order
-    sums = np.column_stack([np.bincount(cluster_of, weights=col, minlength=len(keys))
-                            for col in np.hstack([numerator, denominator]).astype(float).T])
-    ratios_n = numerator.shape[1]
+    width = int(cluster.max(initial=0)) + 1
+    cluster_of, keys = dense_ranks(cell * width + cluster, keys=True)  # (cell, cluster) pairs, sorted
+    sums_of: dict[int, np.ndarray] = {}  # each distinct column summed once: a cluster's rows added in row order
+
+    def sums(column: np.ndarray | None) -> np.ndarray:
+        if id(column) not in sums_of:
+            sums_of[id(column)] = np.bincount(cluster_of, weights=column, minlength=len(keys)).astype(float)
+        return sums_of[id(column)]
+
+    ratios_n = len(numerators)
+    table = np.column_stack([sums(c) for c in (*numerators, *denominators)])  # (clusters, 2 * ratios)
     bounds = np.searchsorted(keys // width, np.arange(cells + 1))
     ratios = np.empty((n_boot, cells * ratios_n))
     for c, (lo, hi) in enumerate(zip(bounds[:-1], bounds[1:])):  # one matrix product per cell
-        resampled = seeded_counts(int(hi - lo), n_boot, seed) @ sums[lo:hi]
+        resampled = seeded_counts(int(hi - lo), n_boot, seed) @ table[lo:hi]
         with np.errstate(invalid="ignore", divide="ignore"):
             ratios[:, c * ratios_n:(c + 1) * ratios_n] = resampled[:, :ratios_n] / resampled[:, ratios_n:]
     low, high = nan_percentiles(ratios, level)
@@ -146,16 +156,3 @@ def t_difference_ci(a: ArrayLike, b: ArrayLike, paired: bool, level: float = 0.9
     df = (va + vb) ** 2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1)) if se > 0 else 1.0
     half = float(student_t.ppf((1 + level) / 2, df) * se)
     return float(centre - half), float(centre + half)
-
-
-def dense_ranks(values: np.ndarray, keys: bool = False):
-    """Each value's rank among the distinct values (0..distinct-1, in sorted order), as
-    `np.unique(values, return_inverse=True)[1]`; with `keys`, (ranks, the distinct values). Counted in a
-    table instead of sorted where the values are small non-negative integers (codes)."""
-    values = values.reshape(-1)
-    if values.dtype.kind in "iu" and len(values) and values.min() >= 0 and values.max() < 4 * len(values) + 1024:
-        present = np.bincount(values) > 0
-        rank = np.cumsum(present) - 1
-        return (rank[values], np.flatnonzero(present)) if keys else rank[values]
-    distinct, rank = np.unique(values, return_inverse=True)
-    return (rank.reshape(-1), distinct) if keys else rank.reshape(-1)
