@@ -121,17 +121,29 @@ def per_prompt(eval: pd.DataFrame, ks: Sequence[int], metrics: Sequence[str] = M
 
 def _cons_curves(code: np.ndarray, answers: pd.Series, correct: pd.Series, n: np.ndarray) -> np.ndarray:
     """cons_curve of each prompt (rows: prompt codes 0.., columns: k up to the smallest n), from
-    vote counts per answer: the only Python loop is over prompts, and alike prompts share a cache entry."""
+    vote counts per answer. Prompts alike up to the answers' labels (the same votes and correctness
+    per answer, the same missing answers) share one curve: the only loop is over those patterns."""
     votes = pd.DataFrame({"code": code, "answer": answers, "correct": correct.to_numpy(float)})
-    # one row per (prompt, answer), sorted by prompt; a missing answer is no row
+    # one row per (prompt, answer); a missing answer is no row
     classes = votes.groupby(["code", "answer"], observed=True)["correct"].agg(["size", "mean"]).reset_index()
-    bounds = np.searchsorted(classes["code"].to_numpy(), np.arange(len(n) + 1))
-    size, mean = classes["size"].to_numpy(), classes["mean"].to_numpy()
-    curves = np.empty((len(n), n.min() + 1))
-    for i, (lo, hi) in enumerate(zip(bounds[:-1], bounds[1:])):
-        curve = _cons_curve(int(n[i] - size[lo:hi].sum()), _signature(size[lo:hi], mean[lo:hi]))
-        curves[i] = curve[: n.min() + 1]
-    return curves
+    prompt, size, mean = (classes[c].to_numpy() for c in ("code", "size", "mean"))
+    order = np.lexsort((mean, size, prompt))  # by prompt, then as `_signature` sorts a prompt's classes
+    prompt, size, mean = prompt[order], size[order], mean[order]
+    per_prompt = np.bincount(prompt, minlength=len(n))
+    widest = int(per_prompt.max(initial=0))
+    position = np.arange(len(prompt)) - np.r_[0, np.cumsum(per_prompt)][prompt]  # (classes,) place in its prompt
+    # (prompts, 1 + 2 * widest): missing answers, each class's votes, each class's correctness; -1 pads
+    pattern = np.full((len(n), 1 + 2 * widest), -1.0)
+    pattern[:, 0] = n - np.bincount(prompt, weights=size, minlength=len(n))
+    pattern[prompt, 1 + position] = size
+    pattern[prompt, 1 + widest + position] = mean
+    distinct, which = np.unique(pattern, axis=0, return_inverse=True)
+    curves = np.empty((len(distinct), n.min() + 1))
+    for i, row in enumerate(distinct):
+        r = int((row[1:1 + widest] >= 0).sum())
+        classes_i = tuple(zip(row[1:1 + r].astype(int).tolist(), row[1 + widest:1 + widest + r].tolist()))
+        curves[i] = _cons_curve(int(row[0]), classes_i)[: n.min() + 1]
+    return curves[which.reshape(-1)]
 
 
 def default_ks(n: int) -> list[int]:
