@@ -35,6 +35,23 @@ def text_codes(column: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     return np.where(codes < 0, -1, inverse.reshape(-1)[np.maximum(codes, 0)]), labels
 
 
+def stable_order(codes: np.ndarray) -> np.ndarray:
+    """`np.argsort(codes, kind="stable")` for non-negative integer codes, as a radix sort over 16-bit
+    digits (numpy sorts 16-bit integers by radix): linear in the rows, where a comparison sort is not."""
+    codes = np.asarray(codes)
+    if codes.dtype.kind not in "iu" or (len(codes) and (codes.min() < 0 or codes.max() >= 2**48)):
+        return np.argsort(codes, kind="stable")
+    order = np.arange(len(codes))
+    top = int(codes.max(initial=0))
+    shift = 0
+    while True:  # least significant digit first: each pass keeps the order of the ones before
+        digit = ((codes[order] >> shift) & 0xFFFF).astype(np.uint16)
+        order = order[np.argsort(digit, kind="stable")]
+        shift += 16
+        if top >> shift == 0:
+            return order
+
+
 def cell_codes(frame: pd.DataFrame, keys: Sequence[str]) -> tuple[np.ndarray, list[tuple]]:
     """(cell, key values): each row's cell, the distinct combinations of `keys` among the rows (as a
     group-by with observed=True and dropna=False finds them; missing values form a cell of their

@@ -186,7 +186,7 @@ def _read_parts(folder: Path, columns: Sequence[str] | None, name: str, skipped:
     paths = sorted(folder.glob("part-*.parquet"))
     problems: dict[int, str] = {}
     read: dict[int, pa.Table] = {}
-    checked: dict[pa.Schema, str | None] = {}  # a run's parts share one schema: check it once
+    checked: dict[pa.Schema, tuple[str | None, list[str] | None]] = {}  # a run's parts share one schema
     for i, part in enumerate(paths):
         try:
             read[i] = _read_part(part, columns, dictionary, checked)
@@ -204,19 +204,22 @@ def _read_parts(folder: Path, columns: Sequence[str] | None, name: str, skipped:
 
 
 def _read_part(path: Path, columns: Sequence[str] | None, dictionary: Sequence[str],
-               checked: dict[pa.Schema, str | None]) -> pa.Table:
-    try:
-        file = pq.ParquetFile(path, pre_buffer=False, read_dictionary=dictionary)
-    except KeyError:  # a part lacking one of the dictionary columns: ask only for those it has
-        present = pq.read_schema(path).names
-        file = pq.ParquetFile(path, pre_buffer=False, read_dictionary=[c for c in dictionary if c in present])
-    schema = file.schema_arrow
-    if schema not in checked:
-        checked[schema] = schema_problem(path.parent.name, schema)
-    if checked[schema]:
-        raise BrokenContract(checked[schema])
-    # a part holds one step: too small for reader threads to pay for themselves
-    return file.read(columns=[c for c in columns if c in schema.names] if columns else None, use_threads=False)
+               checked: dict[pa.Schema, tuple[str | None, list[str] | None]]) -> pa.Table:
+    with pa.OSFile(str(path)) as source:  # an open file: no filesystem to resolve for each of many parts
+        try:
+            file = pq.ParquetFile(source, pre_buffer=False, read_dictionary=dictionary)
+        except KeyError:  # a part lacking one of the dictionary columns: ask only for those it has
+            present = pq.read_schema(path).names
+            file = pq.ParquetFile(source, pre_buffer=False, read_dictionary=[c for c in dictionary if c in present])
+        schema = file.schema_arrow
+        if schema not in checked:  # the contract and the columns to read, once per distinct schema
+            checked[schema] = (schema_problem(path.parent.name, schema),
+                               [c for c in columns if c in schema.names] if columns else None)
+        problem, present_columns = checked[schema]
+        if problem:
+            raise BrokenContract(problem)
+        # a part holds one step: too small for reader threads to pay for themselves
+        return file.read(columns=present_columns, use_threads=False)
 
 
 def _tag(table: pa.Table, job_index: int) -> pa.Table:

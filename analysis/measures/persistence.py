@@ -17,7 +17,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from analysis.data.codes import dense_ranks, text_codes
+from analysis.data.codes import dense_ranks, stable_order, text_codes
 from analysis.data.labels import sort_naturally
 from analysis.stats.intervals import cluster_ratio_cis
 
@@ -36,7 +36,7 @@ def visits(groups: pd.DataFrame) -> dict[str, np.ndarray]:
     step = step - step.min() if len(step) else step
     key = np.ravel_multi_index((job, prompt, step), (job.max(initial=0) + 1, prompt.max(initial=0) + 1,
                                                      step.max(initial=0) + 1))
-    order = np.argsort(key, kind="stable")  # by job, prompt and step; a visit's rows keep their order
+    order = stable_order(key)  # by job, prompt and step; a visit's rows keep their order
     j, p, k = job[order], prompt[order], key[order]
     start = np.flatnonzero(np.r_[True, k[1:] != k[:-1]])
     samples = np.add.reduceat(groups["group_size"].to_numpy(np.int64)[order], start)
@@ -100,6 +100,6 @@ def _combine(codes: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     columns of non-negative codes, and each cell's codes."""
     sizes = [int(c.max(initial=0)) + 1 for c in codes]
     flat = np.ravel_multi_index(codes, sizes) if len(codes[0]) else np.zeros(0, np.int64)
-    keys, cell = np.unique(flat, return_inverse=True)
-    return cell.reshape(-1), np.column_stack(np.unravel_index(keys, sizes)) if len(keys) else \
+    cell, keys = dense_ranks(flat, keys=True)
+    return cell, np.column_stack(np.unravel_index(keys, sizes)) if len(keys) else \
         np.zeros((0, len(codes)), np.int64)

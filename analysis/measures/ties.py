@@ -19,7 +19,7 @@ from numpy.typing import ArrayLike
 
 from analysis.data.labels import sort_naturally
 from analysis.stats.binomial import comb_ratio
-from analysis.data.codes import cell_codes, dense_ranks
+from analysis.data.codes import cell_codes, dense_ranks, stable_order
 from analysis.stats.intervals import cluster_ratio_cis
 
 KINDS = ("all_correct", "all_wrong")
@@ -135,7 +135,7 @@ def tie_fractions(groups: pd.DataFrame, by: Sequence[str] = ("group_size", "samp
     ties, *kind_counts, predicted_groups = (np.bincount(cell, weights=x, minlength=n).astype(np.int64)
                                             for x in (*rows.numerators[:3], rows.denominators[3]))
     # each cell's means as numpy sums them (pairwise, in row order): the rows of a cell, contiguous
-    order = np.argsort(cell.astype(np.int32 if n > 2**15 else np.int16), kind="stable")  # radix sort
+    order = stable_order(cell)
     bounds = np.r_[0, np.cumsum(sizes)]
     pred_sorted, gap_sorted = rows.predicted[order], rows.numerators[3][order]
     pred_sum = [pred_sorted[lo:hi].sum() for lo, hi in zip(bounds[:-1], bounds[1:])]
