@@ -19,6 +19,7 @@ import pandas as pd
 
 from analysis.data.labels import sort_naturally
 from analysis.stats.at_k import pass_at_k
+from analysis.stats.intervals import bootstrap_counts
 
 
 def prompt_curves(eval: pd.DataFrame, by: Sequence[str] = ("sampler",)) -> pd.DataFrame:
@@ -60,10 +61,7 @@ def coverage(eval: pd.DataFrame, by: Sequence[str] = ("sampler",), n_boot: int =
         base = part["base"][ks].to_numpy()  # (prompts, K)
         trained = part["trained"][ks].to_numpy()
         gain = trained - base
-        draws = rng.integers(0, len(part), size=(n_boot, len(part)))
-        counts = np.zeros((n_boot, len(part)))
-        np.add.at(counts, (np.arange(n_boot)[:, None], draws), 1)
-        boot = counts @ gain / len(part)  # (n_boot, K)
+        boot = bootstrap_counts(len(part), n_boot, rng) @ gain / len(part)  # (n_boot, K)
         tail = (1 - level) / 2
         low, high = np.quantile(boot, tail, axis=0), np.quantile(boot, 1 - tail, axis=0)
         key = key if isinstance(key, tuple) else (key,)
@@ -71,7 +69,7 @@ def coverage(eval: pd.DataFrame, by: Sequence[str] = ("sampler",), n_boot: int =
             curve_rows.append((*key, int(k), len(part), base[:, i].mean(), trained[:, i].mean(), gain[:, i].mean(),
                                low[i], high[i]))
         mean_gain = gain.mean(axis=0)
-        boot_cross = np.array([crossing_k(b, ks) for b in boot], dtype=float)
+        boot_cross = crossings_k(boot, ks)
         boot_cross = np.where(np.isnan(boot_cross), np.inf, boot_cross)
         cross_rows.append((*key, len(part), mean_gain[0], crossing_k(mean_gain, ks),
                            np.quantile(boot_cross, tail, method="inverted_cdf"),
@@ -83,10 +81,14 @@ def coverage(eval: pd.DataFrame, by: Sequence[str] = ("sampler",), n_boot: int =
     return (sort_naturally(curves, [*by, "difficulty", "k"]), sort_naturally(crossings, [*by, "difficulty"]))
 
 
+def crossings_k(gains: np.ndarray, ks: np.ndarray) -> np.ndarray:
+    """`crossing_k` of each row of (rows, K) `gains`."""
+    below = gains < 0
+    first = below.argmax(axis=1)
+    return np.where((gains[:, 0] > 0) & below.any(axis=1), ks[first].astype(float), np.nan)
+
+
 def crossing_k(gain: np.ndarray, ks: np.ndarray) -> float:
     """The smallest k at which `gain` (trained - base over ks) is below 0, given gain > 0 at the first k;
     NaN when the gain never starts positive or never turns negative."""
-    if len(gain) == 0 or gain[0] <= 0:
-        return float("nan")
-    at = np.flatnonzero(gain < 0)
-    return float(ks[at[0]]) if at.size else float("nan")
+    return float(crossings_k(np.asarray(gain, dtype=float)[None], ks)[0]) if len(gain) else float("nan")
