@@ -183,16 +183,17 @@ def checkpoint_comparisons(eval: pd.DataFrame, by: Sequence[str], points: Sequen
     job_labels = {label: rows.groupby("job", observed=True)["checkpoint"].unique().map(set)
                   for label, rows in arms.items()}
 
-    selections: dict[tuple[str, str], tuple[pd.DataFrame, str, float]] = {}
+    selections: dict[tuple[str, str], tuple[pd.DataFrame, str, float, dict]] = {}
 
-    def select(arm: str, point: str) -> tuple[pd.DataFrame, str, float]:
-        """The arm's jobs and steps at a checkpoint, each job's step there, and the mean samples drawn."""
+    def select(arm: str, point: str) -> tuple[pd.DataFrame, str, float, dict]:
+        """The arm's jobs and steps at a checkpoint, each job's step there, the mean samples drawn, and
+        the sampling settings (`_settings`)."""
         if (arm, point) not in selections:
             rows = arms[arm]
             rows = rows[rows["checkpoint"] == point]
             drawn = rows.drop_duplicates("job")["samples_total"].astype(float).mean() if "samples_total" in rows \
                 else np.nan
-            selections[arm, point] = rows, steps_text(rows[["job", "step"]]), drawn
+            selections[arm, point] = rows, steps_text(rows[["job", "step"]]), drawn, _settings(rows)
         return selections[arm, point]
 
     pairs: list[tuple[str, str, str, str, str]] = []  # (checkpoint, arm a, point a, arm b, point b)
@@ -236,7 +237,7 @@ def checkpoint_comparisons(eval: pd.DataFrame, by: Sequence[str], points: Sequen
                 record["refused"] = score_a if isinstance(score_a, str) else score_b
             else:
                 try:
-                    mismatch = _settings_mismatch(select(a, point_a)[0], select(b, point_b)[0])
+                    mismatch = _settings_mismatch(select(a, point_a)[3], select(b, point_b)[3])
                     if mismatch:
                         raise BudgetMismatch(f"not comparable at unequal budgets: {mismatch}")
                     result, seeds = compare_arms(score_a, score_b, n_boot, level, seed)
@@ -251,12 +252,16 @@ def checkpoint_comparisons(eval: pd.DataFrame, by: Sequence[str], points: Sequen
     return Comparisons(table, seeds.reindex(columns=list(PER_SEED_COLUMNS)))
 
 
-def _settings_mismatch(a: pd.DataFrame, b: pd.DataFrame) -> str:
-    """What differs between two selections' sampling settings ("" when nothing does)."""
+def _settings(rows: pd.DataFrame) -> dict[str, list]:
+    """A selection's values of each sampling setting, in order of appearance (["unknown"]: no column)."""
+    return {key: rows[key].dropna().unique().tolist() if key in rows else ["unknown"] for key in SAMPLING_KEYS}
+
+
+def _settings_mismatch(a: dict[str, list], b: dict[str, list]) -> str:
+    """What differs between two selections' sampling settings (`_settings`; "" when nothing does)."""
     reasons = []
     for key in SAMPLING_KEYS:
-        left = a[key].dropna().unique().tolist() if key in a else ["unknown"]
-        right = b[key].dropna().unique().tolist() if key in b else ["unknown"]
+        left, right = a[key], b[key]
         if left != right:
             reasons.append(f"{key}={left[0] if len(left) == 1 else left} vs {right[0] if len(right) == 1 else right}")
     return "; ".join(reasons)

@@ -74,10 +74,10 @@ def final_comparisons(comparisons: pd.DataFrame, per_seed: pd.DataFrame) -> pd.D
     refused, its seed test redone on each seed's mean (`compare_values`) and its estimate and interval
     kept from the prompts-and-seeds bootstrap; None when there is none."""
     final = comparisons[(comparisons["checkpoint"] == "final") & comparisons["refused"].isna()]
+    of = per_seed.groupby(["metric", "k", "a", "b"], sort=False).indices if len(final) else {}  # each's seeds
     rows = []
     for _, row in final.iterrows():
-        seeds = per_seed[(per_seed["metric"] == row["metric"]) & (per_seed["k"] == row["k"])
-                         & (per_seed["a"] == row["a"]) & (per_seed["b"] == row["b"])]
+        seeds = per_seed.iloc[of[(row["metric"], row["k"], row["a"], row["b"])]]
         a = seeds.dropna(subset=["seed_a"]).set_index("seed_a")["mean_a"]
         b = seeds.dropna(subset=["seed_b"]).set_index("seed_b")["mean_b"]
         result = compare_values(a, b)
