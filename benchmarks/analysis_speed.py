@@ -2,12 +2,14 @@
 
     OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 python benchmarks/analysis_speed.py [--dir DIR] [--sizes 1 4 16]
 
-The sweep is synthetic (fixtures.synthetic): 4 samplers x 2 seeds, G = 8, 200 steps of 640 prompts,
-one groups part per step, eval at 2 checkpoints on 160 prompts with 32 samples each: about 1.5M
-groups and 12M sample rewards (size 1). Size s is the same sweep run s times as long: each job's
+The sweep is synthetic (fixtures.synthetic): 4 samplers x 2 seeds, G = 8, 50 steps of 640 prompts,
+one groups part per step, eval at 2 checkpoints on 160 prompts with 32 samples each: about 370k
+groups and 3M sample rewards (size 1). Size s is the same sweep run s times as long: each job's
 steps repeated s times, steps and running totals shifted, its final evaluation at the new last
-step (groups, steps and parts grow s-fold; the eval rows stay). Sweeps are written to a temporary
-folder, or to --dir (kept, and reused when there).
+step (groups, steps and parts grow s-fold; the eval rows stay). Size 4 is the 1.5M-group sweep
+this benchmark used to time alone; size 16 (6M groups) is as large as fits beside other work in
+24 GiB (the report's peak grows about 0.45 GiB per million groups). Sweeps are written to a
+temporary folder, or to --dir (kept, and reused when there).
 
 Each size is timed in fresh processes, in turns: the bare read (`pq.read_table` of every groups
 and eval folder, all columns, to arrow) and `build_report`, `--repeats` times each; the fastest
@@ -31,8 +33,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-STEPS = 200
-PROMPTS_PER_STEP = 640  # with resample_on_tie's redraws: about 1.5M groups of 8, 12M rewards
+STEPS = 50
+PROMPTS_PER_STEP = 640  # with resample_on_tie's redraws: about 370k groups of 8, 3M rewards
 
 
 def make_sweep(root: Path, steps: int = STEPS, prompts_per_step: int = PROMPTS_PER_STEP, per_level: int = 400,
