@@ -7,7 +7,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from analysis.load import NoRunsError
+from analysis.data.load import NoRunsError
 from analysis.report import build_report
 
 

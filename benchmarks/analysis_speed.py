@@ -1,79 +1,186 @@
-"""How fast the report builds on a sweep of about 10 million sample rewards, against bare parquet
-reads of the same files (the groups and eval parts the report reads).
+"""How the report's cost grows with the sweep, against bare parquet reads of the same files.
 
-    OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 python benchmarks/analysis_speed.py [--dir DIR]
+    OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 python benchmarks/analysis_speed.py [--dir DIR] [--sizes 1 4 16]
 
-The sweep is synthetic (fixtures.synthetic): 4 samplers x 2 seeds, G = 8, one groups part per
-step; eval at 2 checkpoints on 160 prompts with 32 samples each. It is written to a temporary
-folder (or to --dir, kept and reused if already there), read once untimed so every timing
-starts from a warm page cache, then each contender is timed once.
+The sweep is synthetic (fixtures.synthetic): 4 samplers x 2 seeds, G = 8, 50 steps of 640 prompts,
+one groups part per step, eval at 2 checkpoints on 160 prompts with 32 samples each: about 370k
+groups and 3M sample rewards (size 1). Size s is the same sweep run s times as long: each job's
+steps repeated s times, steps and running totals shifted, its final evaluation at the new last
+step (groups, steps and parts grow s-fold; the eval rows stay). Size 4 is the 1.5M-group sweep
+this benchmark used to time alone; size 16 (6M groups) is as large as fits beside other work in
+24 GiB (the report's peak grows about 0.45 GiB per million groups). Sweeps are written to a
+temporary folder, or to --dir (kept, and reused when there).
+
+Each size is timed in fresh processes, in turns: the bare read (`pq.read_table` of every groups
+and eval folder, all columns, to arrow) and `build_report`, `--repeats` times each; the fastest
+of each counts, on the wall clock (the goal) and in CPU seconds (all threads; a fairer view on a
+machine other processes share). The goal is a report within `--goal` times the bare read (3 by
+default): the script exits 1, printing the ratio, when any size misses it. Peak resident memory
+is each process's own (VmHWM).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
+import shutil
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
 
-import pandas as pd
-import pyarrow as pa
-import pyarrow.parquet as pq
-
-from analysis.report import build_report
-from fixtures.synthetic import SAMPLERS, job_config, prompt_pool, write_sweep
-
-STEPS = 200
-PROMPTS_PER_STEP = 640  # with resample_on_tie's redraws: about 1.25M groups of 8, 10M rewards
+ROOT = Path(__file__).resolve().parent.parent
+STEPS = 50
+PROMPTS_PER_STEP = 640  # with resample_on_tie's redraws: about 370k groups of 8, 3M rewards
 
 
-def make_sweep(root: Path) -> None:
-    prompts = prompt_pool(per_level=400)
-    eval_prompts = prompt_pool(per_level=32, seed=1)
-    configs = [job_config(sampler=s, seed=seed, max_steps=STEPS, prompts_per_step=PROMPTS_PER_STEP)
+def make_sweep(root: Path, steps: int = STEPS, prompts_per_step: int = PROMPTS_PER_STEP, per_level: int = 400,
+               eval_per_level: int = 32) -> None:
+    from fixtures.synthetic import SAMPLERS, job_config, prompt_pool, write_sweep
+
+    prompts = prompt_pool(per_level=per_level)
+    eval_prompts = prompt_pool(per_level=eval_per_level, seed=1)
+    configs = [job_config(sampler=s, seed=seed, max_steps=steps, prompts_per_step=prompts_per_step)
                for s in SAMPLERS for seed in (0, 1)]
     write_sweep(root, configs, prompts, overrides=[f"sampler={','.join(SAMPLERS)}", "seed=0,1"],
                 eval_prompts=eval_prompts, eval_n=32)
 
 
-def timed(label: str, fn) -> tuple[float, object]:
-    start = time.perf_counter()
-    result = fn()
-    seconds = time.perf_counter() - start
-    print(f"{label:<58} {seconds:6.2f} s")
-    return seconds, result
+def repeat_sweep(source: Path, target: Path, times: int) -> None:
+    """`source` run `times` times as long: every job's groups and steps parts repeated with the steps
+    and the running totals (samples_total, tokens_total) shifted by the job's own; its last eval
+    part moved to the new last step."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    def shifted(table: pa.Table, steps: int, samples: int, tokens: int) -> pa.Table:
+        for name, by in (("step", steps), ("samples_total", samples), ("tokens_total", tokens)):
+            if name in table.column_names and by:
+                i = table.column_names.index(name)
+                table = table.set_column(i, name, pc.add(table[name], pa.scalar(by, table.schema.field(name).type)))
+        return table
+
+    target.mkdir(parents=True)
+    shutil.copy(source / "multirun.yaml", target / "multirun.yaml")
+    for job in sorted(p for p in source.iterdir() if p.is_dir()):
+        out = target / job.name
+        shutil.copytree(job / ".hydra", out / ".hydra")
+        shutil.copy(job / "run.json", out / "run.json")
+        steps = pq.read_table(job / "steps", columns=["step", "samples_total", "tokens_total"])
+        last, samples, tokens = (int(pc.max(steps[c]).as_py()) for c in ("step", "samples_total", "tokens_total"))
+        for table in ("groups", "steps"):
+            (out / table).mkdir()
+            for part in sorted((job / table).glob("part-*.parquet")):
+                rows = pq.read_table(part)
+                for r in range(times):
+                    step = int(part.stem.split("-")[1]) + r * last
+                    pq.write_table(shifted(rows, r * last, r * samples, r * tokens), out / table / f"part-{step:06d}.parquet")
+        (out / "eval").mkdir()
+        for part in sorted((job / "eval").glob("part-*.parquet")):
+            step = int(part.stem.split("-")[1])
+            if step == last:  # the final checkpoint: at the end of the longer run
+                rows = shifted(pq.read_table(part), (times - 1) * last, (times - 1) * samples, 0)
+                pq.write_table(rows, out / "eval" / f"part-{step + (times - 1) * last:06d}.parquet")
+            else:
+                shutil.copy(part, out / "eval" / part.name)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--dir", type=Path, help="keep the sweep here (reused when it exists)")
-    args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
-        root = args.dir or Path(tmp) / "sweep"
-        if not (root / "multirun.yaml").exists():
-            timed("write the synthetic sweep", lambda: make_sweep(root))
+def child(kind: str, root: Path) -> None:
+    """Time one contender in this process and print {"seconds", "cpu", "peak_mib"} as JSON (cpu: this
+    process's CPU seconds, every thread's; on a shared machine less disturbed than the wall clock)."""
+    import warnings
+
+    warnings.simplefilter("ignore")  # a skipped part would be a warning; none is expected here
+    if kind == "read":
+        import pyarrow.parquet as pq
+
         folders = sorted(p for p in root.glob("*/*") if p.name in ("groups", "eval"))
-        files = sorted(f for folder in folders for f in folder.glob("part-*.parquet"))
-        table = pa.concat_tables([pq.read_table(f) for f in files if f.parent.name == "groups"])  # warms the page cache
-        rewards = sum(len(chunk.values) for chunk in table["rewards"].chunks)
-        print(f"{len(files)} parts, {table.num_rows:,} groups, {rewards:,} sample rewards, "
-              f"{sum(f.stat().st_size for f in files) / 1e6:.0f} MB; {platform.processor() or platform.machine()}, "
-              f"{os.cpu_count()} CPUs, OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')}")
-        del table
-        arrow, _ = timed("bare read: pq.read_table(folder) per table, to arrow",
-                         lambda: [pq.read_table(f) for f in folders])
-        frames, _ = timed("bare read: pd.read_parquet(folder) per table, to pandas",
-                          lambda: [pd.read_parquet(f) for f in folders])
-        fastest, _ = timed("bare read: each part, ParquetFile.read(use_threads=False)",
-                           lambda: [pq.ParquetFile(f).read(use_threads=False) for f in files])
-        report, path = timed("build_report (load, analyses, 5 figures, markdown, CSV)", lambda: build_report(root))
-        print(f"report / arrow read   = {report / arrow:.2f}x")
-        print(f"report / pandas read  = {report / frames:.2f}x")
-        print(f"report / fastest read = {report / fastest:.2f}x")
-        print(f"report at {path}" if args.dir else "")
+        start, cpu = time.perf_counter(), time.process_time()
+        tables = [pq.read_table(f) for f in folders]
+        seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
+        del tables
+    else:
+        from analysis.report import build_report
+
+        with tempfile.TemporaryDirectory() as out:
+            start, cpu = time.perf_counter(), time.process_time()
+            build_report(root, out)
+            seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
+    status = Path("/proc/self/status").read_text() if Path("/proc/self/status").exists() else ""
+    peak = next((int(line.split()[1]) / 1024 for line in status.splitlines() if line.startswith("VmHWM:")), float("nan"))
+    print(json.dumps({"seconds": seconds, "cpu": cpu, "peak_mib": peak}))
+
+
+def run_child(kind: str, root: Path) -> dict:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    out = subprocess.run([sys.executable, __file__, "--child", kind, str(root)], env=env, capture_output=True,
+                         text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def sweep_stats(root: Path) -> tuple[int, int]:
+    """(groups, parts) of a sweep: rows of every groups table, and parquet files in all tables."""
+    import pyarrow.parquet as pq
+
+    parts = sorted(root.glob("*/*/part-*.parquet"))
+    groups = sum(pq.ParquetFile(p).metadata.num_rows for p in parts if p.parent.name == "groups")
+    return groups, len(parts)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--dir", type=Path, help="keep the sweeps here (reused when they exist)")
+    parser.add_argument("--sizes", type=int, nargs="+", default=[1, 4, 16], help="multiples of the base sweep")
+    parser.add_argument("--repeats", type=int, default=2, help="timings of each contender at each size")
+    parser.add_argument("--goal", type=float, default=3.0, help="most report seconds per bare-read second")
+    parser.add_argument("--smoke", action="store_true", help="a tiny base sweep (2 x 2 jobs, 6 steps of 8 prompts)")
+    parser.add_argument("--child", nargs=2, metavar=("KIND", "ROOT"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        child(args.child[0], Path(args.child[1]))
+        return 0
+    with tempfile.TemporaryDirectory() as tmp:
+        base = (args.dir or Path(tmp)) / ("smoke" if args.smoke else "sweep")
+        if not (base / "x1" / "multirun.yaml").exists():
+            start = time.perf_counter()
+            if args.smoke:
+                make_sweep(base / "x1", steps=6, prompts_per_step=8, per_level=4, eval_per_level=2)
+            else:
+                make_sweep(base / "x1")
+            print(f"wrote the base sweep in {time.perf_counter() - start:.0f} s", flush=True)
+        for size in args.sizes:
+            if not (base / f"x{size}" / "multirun.yaml").exists():
+                repeat_sweep(base / "x1", base / f"x{size}", size)
+        print(f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
+              f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')}; fastest of {args.repeats} per contender")
+        print(f"{'size':>4} {'groups':>11} {'parts':>7} {'read s':>7} {'report s':>9} {'ratio':>6} "
+              f"{'read cpu':>9} {'report cpu':>11} {'cpu ratio':>9} {'read MiB':>9} {'report MiB':>11}")
+        missed = []
+        for size in args.sizes:
+            root = base / f"x{size}"
+            groups, parts = sweep_stats(root)
+            read, report = [], []
+            for _ in range(args.repeats):  # in turns, so a busy spell on the machine hits both
+                read.append(run_child("read", root))
+                report.append(run_child("report", root))
+            r, b = min(x["seconds"] for x in read), min(x["seconds"] for x in report)
+            rc, bc = min(x["cpu"] for x in read), min(x["cpu"] for x in report)
+            ratio = b / r
+            print(f"{size:>4} {groups:>11,} {parts:>7,} {r:>7.2f} {b:>9.2f} {ratio:>6.2f} {rc:>9.2f} {bc:>11.2f} "
+                  f"{bc / rc:>9.2f} {max(x['peak_mib'] for x in read):>9.0f} "
+                  f"{max(x['peak_mib'] for x in report):>11.0f}", flush=True)
+            if ratio > args.goal:
+                missed.append(f"size {size}: report / read = {ratio:.2f} > {args.goal:g}")
+        if missed:
+            print("goal missed: " + "; ".join(missed))
+            return 1
+        print(f"goal met: the report within {args.goal:g}x the bare read at every size")
+        return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

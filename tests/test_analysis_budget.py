@@ -12,9 +12,11 @@ import pytest
 
 from scipy.special import betaln
 
-from analysis.budget import (BudgetMismatch, at_k, at_k_curves, attach_samples, checkpoint_comparisons,
-                             checkpoint_labels, compare_at_k, cons_at_k, default_ks, pass_at_k, per_prompt)
-from analysis.stats import bootstrap_mean_ci
+from analysis.data.checkpoints import attach_samples, checkpoint_labels
+from analysis.measures.at_k import at_k_curves
+from analysis.measures.comparisons import at_k, checkpoint_comparisons, compare_at_k
+from analysis.stats.at_k import BudgetMismatch, cons_at_k, default_ks, pass_at_k, per_prompt
+from analysis.stats.intervals import bootstrap_mean_ci
 
 
 def test_pass_at_k_equals_the_combinatorial_formula():

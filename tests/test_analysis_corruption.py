@@ -10,7 +10,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from analysis.load import NoRunsError, SkippedWarning, load
+from analysis.data.load import NoRunsError, SkippedWarning, load
+from analysis.data.schema import CONTRACT, NO_NAN, value_problems
 from analysis.report import build_report
 from fixtures.synthetic import job_config as make_config
 from fixtures.synthetic import prompt_pool, write_sweep
@@ -94,3 +95,38 @@ def test_missing_or_empty_folder_is_one_line_and_a_nonzero_exit(tmp_path):
     (job / "run.json").write_text(json.dumps({"status": "done"}))
     with pytest.raises(NoRunsError, match=r"no usable job .* 1 found, every one skipped"):
         load(tmp_path / "only_bad")
+
+
+def plain_value_problem(table: str, data: pa.Table) -> str | None:
+    """One part's value problem, column by column with arrow's compute functions (the loader's rule)."""
+    for column in data.column_names:
+        want = CONTRACT[table].get(column)
+        if want is None:
+            continue
+        values = data.column(column)
+        if not want.endswith("?") and values.null_count:
+            return f"{values.null_count} null{'s' * (values.null_count > 1)} in column {column}"
+        if column in NO_NAN[table]:
+            flat = pc.list_flatten(values) if want.startswith("list") else values
+            nans = pc.sum(pc.is_nan(flat)).as_py() or 0
+            if nans:
+                return f"{nans} NaN value{'s' * (nans > 1)} in column {column}"
+    return None
+
+
+def test_value_problems_of_many_parts_equal_each_part_checked_alone(tmp_path):
+    sweep = write_sweep(tmp_path / "sweep", [make_config(max_steps=8, prompts_per_step=4)], prompt_pool(per_level=4))
+    parts = [pq.read_table(p) for p in sorted((sweep / "0" / "groups").glob("part-*.parquet"))]
+    null_and_nan = pa.array([None, float("nan")] + [0.5] * (parts[0].num_rows - 2), pa.float32())
+    rewards = pa.array([[float("nan")] * 8, [float("nan"), 1.0] + [0.0] * 6] + [[1.0] * 8] * (parts[0].num_rows - 2),
+                       pa.list_(pa.float32()))
+    parts[1] = _set(parts[1], "reward_mean", pa.array([float("nan")] * parts[1].num_rows, pa.float32()))
+    parts[2] = _set(parts[2], "tie", pa.nulls(parts[2].num_rows, pa.bool_()))
+    parts[3] = _set(parts[3], "reward_mean", null_and_nan.slice(0, parts[3].num_rows))  # the null is said first
+    parts[4] = _set(parts[4], "rewards", rewards.slice(0, parts[4].num_rows))  # NaN inside the lists: 8 + 1
+    parts[5] = parts[5].slice(0, 0)  # an empty part
+    parts[6] = _set(parts[6], "reward_std", pc.cast(parts[6]["reward_std"], pa.float64()))  # a wider float
+    expected = [plain_value_problem("groups", part) for part in parts]
+    assert value_problems("groups", parts) == expected
+    assert [e is not None for e in expected] == [False, True, True, True, True, False, False, False]
+    assert expected[4] == "9 NaN values in column rewards" and expected[3] == "1 null in column reward_mean"

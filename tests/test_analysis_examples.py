@@ -5,7 +5,7 @@ import re
 
 import pandas as pd
 
-from analysis.examples import code, examples_markdown, pick_groups
+from analysis.sections.examples import code, examples_markdown, pick_groups
 
 
 def _group(job, step, group, difficulty, correct, texts=None, size=None):

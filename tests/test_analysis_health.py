@@ -4,8 +4,8 @@ import numpy as np
 import pandas as pd
 from PIL import Image
 
-from analysis import plots
-from analysis.health import PANELS, flat_metrics, health_bands, health_curves
+from analysis.measures.health import PANELS, flat_metrics, health_bands, health_curves
+from analysis.render.curves import health
 
 
 def _steps(seed: int, sampler: str, n: int, per_step: int) -> pd.DataFrame:
@@ -62,7 +62,7 @@ def test_flat_panels_are_left_out():
 def test_figure_is_a_readable_png(tmp_path):
     for jobs in (2, 5):  # a line per job, then an arm's mean and band
         steps = pd.concat([_steps(s, name, 80, 64) for s in range(jobs) for name in ("fixed", "resample_on_tie")])
-        path = plots.health(health_curves(steps, ["sampler"]), tmp_path / "figures" / f"health{jobs}.png")
+        path = health(health_curves(steps, ["sampler"]), tmp_path / "figures" / f"health{jobs}.png")
         with Image.open(path) as img:
             assert img.info["dpi"][0] >= 150
             assert img.size[0] >= 1500  # wide enough to stay sharp at GitHub's page width

@@ -6,8 +6,8 @@ import shutil
 import pytest
 import yaml
 
-from analysis.config import flatten, job_config, launch_command
-from analysis.load import SkippedWarning, load
+from analysis.data.config import flatten, job_config, launch_command
+from analysis.data.load import SkippedWarning, load
 from fixtures.synthetic import job_config as make_config
 from fixtures.synthetic import prompt_pool, write_sweep
 

@@ -7,8 +7,9 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from analysis.heldout import seed_scores
-from analysis.ranking import INFORMATIVE, PASS1, pass1_by_arm, power, rank
+from analysis.measures.ranking import INFORMATIVE, PASS1, pass1_by_arm, rank
+from analysis.measures.scores import seed_scores
+from analysis.sections.ranking import power
 from analysis.report import build_report
 from fixtures.synthetic import eval_steps, eval_table, job_config, prompt_pool, simulate_groups, steps_table, write_run
 

@@ -10,11 +10,12 @@ import pytest
 import yaml
 from PIL import Image
 
-from analysis import plots
 from analysis.__main__ import main
-from analysis.load import SkippedWarning
-from analysis.markdown import cell
-from analysis.provenance import experiment_name
+from analysis.data.load import SkippedWarning
+from analysis.data.records import experiment_name
+from analysis.measures.at_k import saturated
+from analysis.render.markdown import cell
+from analysis.render.writer import write_report
 from analysis.report import build_report
 from fixtures.synthetic import job_config, prompt_pool, write_sweep
 
@@ -227,19 +228,21 @@ def test_no_tokens_figure_when_every_arm_draws_the_same_tokens_per_sample(built)
 def test_saturated_difficulties_are_those_at_an_edge_at_every_k():
     curves = pd.DataFrame({"difficulty": ["1", "1", "2", "2", "3", "3", "all", "all"],
                            "mean": [0.97, 1.0, 0.5, 0.99, 0.0, 0.04, 1.0, 1.0]})
-    assert plots.saturated(curves) == ["1", "3"]  # "2" moves, "all" is never left out
+    assert saturated(curves) == ["1", "3"]  # "2" moves, "all" is never left out
 
 
 def test_forest_plot_keeps_to_pairs_with_the_first_arm_when_there_are_many(tmp_path):
     from itertools import combinations
 
-    from analysis.report import FAMILY_COLUMNS, FOREST_PAIRS, _tests, _Writer
+    from analysis.sections.tests import FAMILY_COLUMNS, FOREST_PAIRS, section
 
     arms = [f"sampler=s{i}" for i in range(5)]  # 10 pairs
     rows = [dict.fromkeys(FAMILY_COLUMNS, 0.0) | {"metric": "wasted_frac", "a": a, "b": b, "ci_low": -0.1,
                                                   "ci_high": 0.1, "p_holm": 1.0, "seeds_a": 2, "seeds_b": 2}
             for a, b in combinations(arms, 2)]
-    text = _tests(pd.DataFrame(rows), _Writer(tmp_path))
+    tests = section(pd.DataFrame(rows))
+    write_report(tmp_path, [tests.text], [tests.files], tmp_path)
+    text = tests.text
     assert len(rows) > FOREST_PAIRS
     assert "With 10 pairs of arms, the figure shows those with sampler=s0 only; the table has all." in text
     assert len(pd.read_csv(tmp_path / "tables" / "tests.csv")) == 10

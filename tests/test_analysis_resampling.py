@@ -6,9 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.informative import RECORDED, RECOUNTED, sample_counts
-from analysis.load import load
-from analysis.resampling import across_seeds, budget_curves, per_job_spend, spend
+from analysis.data.load import load
+from analysis.measures.spend import RECORDED, RECOUNTED, across_seeds, budget_curves, per_job_spend, sample_counts, spend
 from fixtures.synthetic import job_config, prompt_pool, simulate_groups, write_sweep
 
 

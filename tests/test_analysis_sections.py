@@ -8,13 +8,17 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.coverage import coverage, coverage_section, crossing_k
-from analysis.group_size import (best_sizes, expected_by_size, group_size_section, observed_vs_predicted,
+from analysis.data.load import load
+from analysis.measures.coverage import coverage, crossing_k
+from analysis.measures.group_size import (best_sizes, expected_by_size, observed_vs_predicted,
                                  prompt_pass_rates)
-from analysis.load import load
-from analysis.persistence import persistence, persistence_section
+from analysis.measures.persistence import persistence
+from analysis.sections import coverage as coverage_section
+from analysis.sections import group_size as group_size_section
+from analysis.sections import persistence as persistence_section
+from analysis.sections.section import Context
 from fixtures.synthetic import eval_table, job_config, prompt_pool, simulate_groups, write_sweep
-from analysis.ties import tie_probability
+from analysis.stats.binomial import tie_probability
 
 
 @pytest.fixture(scope="module")
@@ -77,7 +81,7 @@ def test_persistence_agrees_with_the_known_pass_rates(tmp_path):
             expected = (now * tie_probability(q, 4)).sum() / now.sum()
             row = table.loc[(level, kind)]
             assert row.ci_low <= expected <= row.ci_high, (level, kind, expected, row.tied_again_frac)
-    assert "## Tie persistence" in persistence_section(groups)
+    assert "## Tie persistence" in persistence_section.describe(table.reset_index(), ["sampler"])
 
 
 def test_expected_by_size_matches_a_loop_and_a_simulation():
@@ -121,7 +125,7 @@ def test_pass_rates_and_observed_vs_predicted(sweep):
     truth = truth.groupby([truth["difficulty"].astype(str), "group_size"])["t"].mean()
     for row in observed.itertuples(index=False):
         assert row.ci_low <= truth[(str(row.difficulty), row.group_size)] <= row.ci_high
-    text = group_size_section(tables.groups, tables.eval)
+    text = group_size_section.section(tables, Context(tables.root, tables.root / "report", ("sampler",), {})).text
     assert "## Group size" in text and "Observed against predicted" in text
 
 
@@ -171,7 +175,7 @@ def test_crossing_recovers_a_known_crossing():
     _, crossings = coverage(coverage_eval(p_base, p_trained, n=32), n_boot=300)
     row = crossings.set_index("difficulty").loc["all"]
     assert row.gain_at_1 > 0 and row.cross_low <= exact <= row.cross_high, (exact, row)
-    assert "base model overtakes it" in coverage_section(coverage_eval(p_base, p_trained, n=32))
+    assert "base model overtakes it" in coverage_section.describe(*coverage(coverage_eval(p_base, p_trained, n=32)))
 
 
 def test_crossing_k():

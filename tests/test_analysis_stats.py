@@ -6,9 +6,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.seeds import compare_values, with_holm
-from analysis.stats import (bootstrap_difference_ci, cluster_ratio_ci, holm, min_detectable_effect, seed_test,
-                            smallest_p, t_difference_ci)
+from analysis.stats.intervals import (bootstrap_counts, bootstrap_difference_ci, cluster_ratio_ci, cluster_ratio_cis,
+                                      nan_percentiles, seeded_counts, t_difference_ci)
+from analysis.stats.seeds import compare_values, with_holm
+from analysis.stats.tests import holm, min_detectable_effect, seed_test, smallest_p
 
 
 def test_sign_flip_test_equals_enumeration_by_hand():
@@ -88,3 +89,46 @@ def test_seed_interval_covers_the_true_difference_at_its_level(paired):
         hits.append(low <= 0.02 <= high)
     assert 0.92 <= np.mean(hits) <= 0.98
     assert t_difference_ci([1.0, 2.0], [3.0], paired=False) == (pytest.approx(np.nan, nan_ok=True),) * 2
+
+
+def test_every_cells_interval_at_once_equals_each_cell_bootstrapped_alone():
+    """cluster_ratio_cis draws each cell's resamples from its own generator: the same numbers, to the
+    bit, as cluster_ratio_ci on that cell's rows alone, whatever the other cells hold."""
+    rng = np.random.default_rng(5)
+    rows = 3000
+    cell = rng.integers(0, 7, rows)
+    cluster = rng.integers(0, 60, rows)
+    tie = rng.random(rows) < 0.4
+    gap = np.where(rng.random(rows) < 0.8, tie - rng.random(rows), 0.0)  # floats: summation order matters
+    has = rng.random(rows) < 0.8
+    cell[cell == 6] = 5  # cell 6 empty would be no cell: codes stay dense
+    low, high = cluster_ratio_cis(cell, cluster, [tie, gap], [None, has], n_boot=300)
+    for c in range(6):
+        mine = cell == c
+        alone = cluster_ratio_ci(cluster[mine], np.column_stack([tie[mine], gap[mine]]),
+                                 np.column_stack([np.ones(mine.sum()), has[mine]]), n_boot=300)
+        np.testing.assert_array_equal(low[c], alone[0])
+        np.testing.assert_array_equal(high[c], alone[1])
+    # and cluster_ratio_ci itself against a plain loop over resamples (clusters drawn with replacement)
+    draws = np.random.default_rng(0).integers(0, 60, size=(300, 60))
+    sums = [np.bincount(cluster, weights=w, minlength=60) for w in (tie.astype(float), np.ones(rows))]
+    ratios = [sum(sums[0][d]) / sum(sums[1][d]) for d in draws]
+    plain = np.quantile(ratios, [0.025, 0.975])
+    np.testing.assert_allclose(cluster_ratio_ci(cluster, tie, np.ones(rows), n_boot=300), plain, rtol=1e-12)
+
+
+def test_nan_percentiles_are_nanquantile_column_by_column():
+    values = np.random.default_rng(2).random((400, 6))
+    values[::3, 1] = np.nan
+    values[:, 4] = np.nan
+    low, high = nan_percentiles(values, 0.9)
+    tail = (1 - 0.9) / 2  # as the intervals compute it (not quite 0.05)
+    with np.errstate(all="ignore"), pytest.warns(RuntimeWarning):  # the all-NaN column
+        np.testing.assert_array_equal(low, np.nanquantile(values, tail, axis=0))
+        np.testing.assert_array_equal(high, np.nanquantile(values, 1 - tail, axis=0))
+
+
+def test_seeded_counts_are_a_fresh_generators_resamples():
+    counts = seeded_counts(37, 200, 4)
+    np.testing.assert_array_equal(counts, bootstrap_counts(37, 200, np.random.default_rng(4)))
+    assert (counts.sum(axis=1) == 37).all() and not counts.flags.writeable

@@ -6,10 +6,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.stats import binom_ci
+from analysis.measures.group_size import advise_group_size
+from analysis.measures.ties import predict_ties, tie_fractions
+from analysis.stats.binomial import binom_ci, expected_samples_to_nontie, tie_probability
 from fixtures.synthetic import job_config, prompt_pool, simulate_groups
-from analysis.ties import (advise_group_size, expected_samples_to_nontie, predict_ties, tie_fractions,
-                           tie_probability)
 
 
 def synthetic_groups(sampler="fixed", group_size=8, steps=60, seed=0):

@@ -46,3 +46,16 @@ def test_speed_regression_benchmark_smoke():
     out = _run("benchmarks/regression.py", "--baseline", ".", "--blocks", "1", "--steps-per-block", "1")
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip().splitlines()[-1].startswith("this tree / baseline: ")
+
+
+def test_analysis_speed_benchmark_smoke_and_its_guard(tmp_path):
+    args = ("benchmarks/analysis_speed.py", "--smoke", "--dir", str(tmp_path), "--repeats", "1")
+    met = _run(*args, "--sizes", "1", "2", "--goal", "1e9")
+    assert met.returncode == 0, met.stderr[-2000:]
+    table = [line.split() for line in met.stdout.splitlines() if line.strip()[:1].isdigit()]
+    assert [row[0] for row in table] == ["1", "2"]
+    groups = [int(row[1].replace(",", "")) for row in table]
+    assert groups[1] == 2 * groups[0]  # size 2 is the sweep run twice as long
+    assert met.stdout.strip().splitlines()[-1].startswith("goal met")
+    missed = _run(*args, "--sizes", "1", "--goal", "1e-6")  # no report is that fast: the guard must fail the run
+    assert missed.returncode == 1 and "goal missed: size 1: report / read = " in missed.stdout

@@ -14,7 +14,8 @@ import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from wandb.proto import wandb_internal_pb2
 
-from analysis.examples import examples_markdown, read_completions
+from analysis.data.completions import read_completions
+from analysis.sections.examples import examples_markdown
 from grpo_lab.run.tables import read_table
 
 ROOT = Path(__file__).resolve().parent.parent

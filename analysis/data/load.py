@@ -1,0 +1,242 @@
+"""A run or a Hydra sweep directory into DataFrames, each row joined with its job's config.
+
+Nothing here is fatal but a directory with no usable job (`NoRunsError`, one line): a failed job,
+a job with no config or an unreadable run.json, a job with no tables, and a part that is unreadable
+or breaks the table contract (analysis/data/schema.py: missing or mistyped columns, nulls in required
+columns, NaN rewards) are each named in a `SkippedWarning`, listed in `Tables.skipped`, and left
+out; one bad job never stops the others from loading.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+from omegaconf.errors import OmegaConfBaseException
+from yaml import YAMLError
+
+from analysis.data.config import config_source, job_config
+from analysis.data.labels import natural_key
+from analysis.data.schema import schema_problem, value_problems
+
+TABLES = ("groups", "steps", "eval")
+# `rewards` and `correct` (lists) are most of a groups part's bytes, and no analysis needs them
+GROUP_COLUMNS = (
+    "run_id", "step", "prompt_id", "difficulty", "round", "group_size", "reward_mean", "reward_std",
+    "n_correct", "tie", "tie_kind", "used", "tokens", "samples_total", "tokens_total", "unit", "n_informative", "rank",
+    "truncated",
+)
+DEFAULT_COLUMNS: dict[str, Sequence[str] | None] = {"groups": GROUP_COLUMNS, "steps": None, "eval": None}
+# repeated strings, read as dictionaries: quicker to read than plain strings, and they arrive as
+# categoricals, small and quick to group by
+DICTIONARY_COLUMNS = {"groups": ("run_id", "prompt_id", "difficulty", "tie_kind"), "steps": ("run_id",),
+                      "eval": ("run_id", "prompt_id", "difficulty", "answer")}
+RUN_FILES = ("run.json", "status.json")  # DESIGN.md names both; read whichever the job wrote
+JOB_META = ("job", "path", "status", "machine", "device")  # the jobs table's columns that are not config
+
+
+class NoRunsError(FileNotFoundError):
+    """No run or sweep directory at the path, or not one usable job in it; the message is one line."""
+
+
+class BrokenContract(ValueError):
+    """A part whose columns do not match the table contract (analysis/data/schema.py)."""
+
+
+class SkippedWarning(UserWarning):
+    """A job or a part left out of the analysis; the message names it and says why."""
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """A job or part left out: `name` is relative to the loaded directory."""
+
+    name: str
+    reason: str
+
+
+@dataclass
+class Tables:
+    """What `load` found. `jobs` has one row per loaded job (job, path, status, then config columns)."""
+
+    root: Path
+    jobs: pd.DataFrame
+    groups: pd.DataFrame
+    steps: pd.DataFrame
+    eval: pd.DataFrame
+    skipped: list[Skipped] = field(default_factory=list)
+
+    @property
+    def config_columns(self) -> list[str]:
+        """The config columns (flattened keys and aliases) joined onto every table row."""
+        return [c for c in self.jobs.columns if c not in JOB_META]
+
+
+def is_run(path: Path) -> bool:
+    """Whether `path` looks like one job's directory."""
+    return any((path / name).exists() for name in (*RUN_FILES, ".hydra", *TABLES))
+
+
+def find_jobs(path: Path) -> list[Path]:
+    """The run directories of `path`: itself if it is a run, else its run subfolders in natural order."""
+    if is_run(path):
+        return [path]
+    children = (p for p in path.iterdir() if p.is_dir() and is_run(p))
+    return sorted(children, key=lambda p: natural_key(p.name))
+
+
+def load(
+    path: str | Path,
+    tables: Sequence[str] = TABLES,
+    columns: Mapping[str, Sequence[str] | None] | None = None,
+) -> Tables:
+    """Load a run or sweep directory.
+
+    `tables` picks which of groups/steps/eval to read (the others come back empty); `columns`
+    overrides, per table, the columns read (None: all; groups default to `GROUP_COLUMNS`).
+    Each table gains a `job` column (the job's folder, relative to `path`) and the job's config
+    columns, all categorical (cast before arithmetic: `df.temperature.astype(float)`); where a
+    config column shares a table column's name (groups' `group_size`) the table's column wins.
+
+    >>> tables = load("multirun/2025-01-01/12-00-00")  # doctest: +SKIP
+    >>> tables.groups.groupby(["sampler", "difficulty"], observed=True).tie.mean()  # doctest: +SKIP
+    """
+    root = Path(path)
+    if not root.is_dir():
+        raise NoRunsError(f"no run or sweep directory at {root}")
+    if unknown := set(tables) - set(TABLES):
+        raise ValueError(f"tables {sorted(unknown)}: must be among {', '.join(TABLES)}")
+    wanted = {**DEFAULT_COLUMNS, **(columns or {})}
+    skipped: list[Skipped] = []
+    jobs: list[dict] = []
+    pieces: dict[str, list[pa.Table]] = {t: [] for t in tables}
+    found_jobs = find_jobs(root)
+    if not found_jobs:
+        raise NoRunsError(f"no grpo-lab runs in {root}: no folder with run.json, .hydra or table parts")
+    for run_dir in found_jobs:
+        name = run_dir.relative_to(root).as_posix() if run_dir != root else root.name
+        try:
+            job = _read_job(run_dir, name, skipped)
+            if job is None:
+                continue
+            found = {t: _read_parts(run_dir / t, wanted[t], f"{name}/{t}", skipped) for t in tables}
+        except Exception as err:  # noqa: BLE001 - one bad job must not stop the report for the others
+            _skip(skipped, name, f"unreadable ({type(err).__name__}: {err})")
+            continue
+        if all(table is None for table in found.values()):
+            _skip(skipped, name, f"no readable {'/'.join(tables)} parts")
+            continue
+        if config_source(run_dir) is None:  # never an arm of its own with every config column empty
+            _skip(skipped, name, "no config (.hydra/config.yaml or config.json): its arm cannot be told")
+            continue
+        jobs.append(job)
+        for t, table in found.items():
+            if table is not None:
+                pieces[t].append(_tag(table, len(jobs) - 1))
+    if not jobs:
+        reasons = "; ".join(f"{s.name}: {s.reason}" for s in skipped[:3])
+        raise NoRunsError(f"no usable job in {root}: {len(found_jobs)} found, every one skipped ({reasons})")
+    jobs_frame = pd.DataFrame(jobs, columns=list(JOB_META) if not jobs else None)
+    jobs_frame = jobs_frame[[*JOB_META, *(c for c in jobs_frame.columns if c not in JOB_META)]]
+    frames = {t: _to_frame(pieces.get(t, []), wanted[t], jobs_frame) for t in TABLES}
+    return Tables(root=root, jobs=jobs_frame, skipped=skipped, **frames)
+
+
+def _skip(skipped: list[Skipped], name: str, reason: str, stacklevel: int = 3) -> None:
+    skipped.append(Skipped(name, reason))
+    warnings.warn(f"skipped {name}: {reason}", SkippedWarning, stacklevel=stacklevel)
+
+
+def _read_job(run_dir: Path, name: str, skipped: list[Skipped]) -> dict | None:
+    """The job's status and config as one row, or None (recorded as skipped) if it cannot be used."""
+    try:
+        status = _read_status(run_dir)
+        config = job_config(run_dir)
+    except (OSError, ValueError, YAMLError, OmegaConfBaseException) as err:
+        _skip(skipped, name, f"unreadable run.json or config ({err})")
+        return None
+    if not isinstance(status, dict):
+        _skip(skipped, name, f"run.json is not a JSON object (a {type(status).__name__})")
+        return None
+    if status.get("status") == "failed":
+        _skip(skipped, name, f"failed ({status.get('error') or 'no error recorded'})")
+        return None
+    return {**config, "job": name, "path": str(run_dir), "status": status.get("status", "unknown"),
+            "machine": status.get("machine"), "device": status.get("device")}
+
+
+def _read_status(run_dir: Path) -> dict:
+    for name in RUN_FILES:
+        if (run_dir / name).exists():
+            return json.loads((run_dir / name).read_text())
+    return {}
+
+
+def _read_parts(folder: Path, columns: Sequence[str] | None, name: str, skipped: list[Skipped]) -> pa.Table | None:
+    """All readable parts of one table of one job, or None if there are none. Parts that cannot be
+    used are named in `skipped` in part order."""
+    dictionary = [c for c in DICTIONARY_COLUMNS[folder.name] if columns is None or c in columns]
+    paths = sorted(folder.glob("part-*.parquet"))
+    problems: dict[int, str] = {}
+    read: dict[int, pa.Table] = {}
+    checked: dict[pa.Schema, tuple[str | None, list[str] | None]] = {}  # a run's parts share one schema
+    for i, part in enumerate(paths):
+        try:
+            read[i] = _read_part(part, columns, dictionary, checked)
+        except (OSError, pa.ArrowException) as err:
+            problems[i] = f"unreadable part ({err})"
+        except BrokenContract as err:
+            problems[i] = str(err)
+    found = value_problems(folder.name, list(read.values()))
+    problems |= {i: problem for i, problem in zip(read, found) if problem}
+    for i in sorted(problems):
+        _skip(skipped, f"{name}/{paths[i].name}", problems[i], stacklevel=4)
+    parts = [table for i, table in read.items() if i not in problems]
+    # "permissive": a part written by an older version may lack a column or use a narrower int
+    return pa.concat_tables(parts, promote_options="permissive") if parts else None
+
+
+def _read_part(path: Path, columns: Sequence[str] | None, dictionary: Sequence[str],
+               checked: dict[pa.Schema, tuple[str | None, list[str] | None]]) -> pa.Table:
+    with pa.OSFile(str(path)) as source:  # an open file: no filesystem to resolve for each of many parts
+        try:
+            file = pq.ParquetFile(source, pre_buffer=False, read_dictionary=dictionary)
+        except KeyError:  # a part lacking one of the dictionary columns: ask only for those it has
+            present = pq.read_schema(path).names
+            file = pq.ParquetFile(source, pre_buffer=False, read_dictionary=[c for c in dictionary if c in present])
+        schema = file.schema_arrow
+        if schema not in checked:  # the contract and the columns to read, once per distinct schema
+            checked[schema] = (schema_problem(path.parent.name, schema),
+                               [c for c in columns if c in schema.names] if columns else None)
+        problem, present_columns = checked[schema]
+        if problem:
+            raise BrokenContract(problem)
+        # a part holds one step: too small for reader threads to pay for themselves
+        return file.read(columns=present_columns, use_threads=False)
+
+
+def _tag(table: pa.Table, job_index: int) -> pa.Table:
+    """The table with a `_job` column holding the job's index (replaced by the `job` categorical later)."""
+    return table.append_column("_job", pa.array(np.full(table.num_rows, job_index, dtype=np.int32)))
+
+
+def _to_frame(pieces: list[pa.Table], columns: Sequence[str] | None, jobs: pd.DataFrame) -> pd.DataFrame:
+    """One DataFrame from every job's table: the table's columns, then `job` and the config columns."""
+    if not pieces:
+        return pd.DataFrame(columns=["job", *(columns or [])])
+    frame = pa.concat_tables(pieces, promote_options="permissive").to_pandas()
+    codes = frame.pop("_job").to_numpy()  # (rows,) index into `jobs`
+    # config columns are categoricals (one value per job): a column of small ints however many rows
+    config = {"job": pd.Categorical.from_codes(codes, categories=jobs["job"])}
+    for col in jobs.columns:
+        if col not in JOB_META and col not in frame.columns:
+            per_job = pd.Categorical(jobs[col])
+            config[col] = pd.Categorical.from_codes(per_job.codes[codes], categories=per_job.categories)
+    return pd.concat([frame, pd.DataFrame(config, index=frame.index)], axis=1)

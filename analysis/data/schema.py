@@ -1,0 +1,105 @@
+"""The table contract as the analysis checks it: each part's columns, their kinds, and values that
+would silently bend a statistic (a null `tie`, a NaN reward). A copy of grpo_lab/tables.py's
+schemas by *kind* (any int width is an int): analysis never imports grpo_lab.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+# column -> kind; "?" ends the kind of a column that may hold nulls
+CONTRACT: dict[str, dict[str, str]] = {
+    "groups": {
+        "run_id": "string", "step": "int", "prompt_id": "string", "difficulty": "string", "round": "int",
+        "group_size": "int", "rewards": "list<float>", "correct": "list<bool>", "reward_mean": "float",
+        "reward_std": "float", "n_correct": "int", "tie": "bool", "tie_kind": "string?", "used": "bool",
+        "tokens": "int", "samples_total": "int", "tokens_total": "int",
+    },
+    "steps": {
+        "run_id": "string", "step": "int", "loss": "float?", "pg_loss": "float?", "kl": "float?",
+        "clip_frac": "float?", "grad_norm": "float?", "lr": "float?", "reward_mean": "float?", "accuracy": "float?",
+        "tie_frac": "float?", "groups": "int", "samples": "int", "samples_total": "int", "tokens_total": "int",
+        "t_rollout": "float?", "t_update": "float?", "t_total": "float?",
+    },
+    "eval": {
+        "run_id": "string", "step": "int", "prompt_id": "string", "difficulty": "string", "sample": "int",
+        "answer": "string?", "correct": "bool", "tokens": "int",
+    },
+}
+# columns whose NaN would enter a statistic as a number
+NO_NAN: dict[str, tuple[str, ...]] = {"groups": ("rewards", "reward_mean", "reward_std"), "steps": (), "eval": ()}
+
+
+def kind(t: pa.DataType) -> str:
+    """An arrow type's kind: int, float, bool, string, null, list<kind>, or its own name."""
+    if pa.types.is_dictionary(t):
+        t = t.value_type
+    if pa.types.is_integer(t):
+        return "int"
+    if pa.types.is_floating(t):
+        return "float"
+    if pa.types.is_boolean(t):
+        return "bool"
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        return "string"
+    if pa.types.is_null(t):
+        return "null"
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return f"list<{kind(t.value_type)}>"
+    return str(t)
+
+
+def schema_problem(table: str, schema: pa.Schema) -> str | None:
+    """What is wrong with a part's file schema (missing or mistyped contract columns), or None."""
+    expected = CONTRACT[table]
+    missing = [c for c in expected if c not in schema.names]
+    if missing:
+        return f"missing column{'s' * (len(missing) > 1)} {', '.join(missing)}"
+    for column, want in expected.items():
+        got = kind(schema.field(column).type)
+        nullable = want.endswith("?")
+        if got != want.rstrip("?") and not (nullable and got == "null"):
+            return f"column {column} is {schema.field(column).type}, not {want.rstrip('?')}"
+    return None
+
+
+def value_problems(table: str, parts: Sequence[pa.Table]) -> list[str | None]:
+    """What is wrong with the values of each part (of one table of one job) among the columns read: nulls in
+    a required column or NaN in a reward column, the first found in column order; None where nothing is.
+    NaNs are counted over all parts in one pass."""
+    found: list[str | None] = [None] * len(parts)
+    if not parts:
+        return found
+    expected = CONTRACT[table]
+    for column in (c for c in parts[0].column_names if c in expected):  # every part has them: its schema passed
+        want = expected[column]
+        if not want.endswith("?"):
+            for i, part in enumerate(parts):
+                nulls = part.column(column).null_count  # arrow keeps the count: no pass over the values
+                if nulls and found[i] is None:
+                    found[i] = f"{nulls} null{'s' * (nulls > 1)} in column {column}"
+        if column in NO_NAN[table]:
+            nans = _nan_counts([part.column(column) for part in parts], want.startswith("list"))
+            for i in np.flatnonzero(nans):
+                if found[i] is None:
+                    n = int(nans[i])
+                    found[i] = f"{n} NaN value{'s' * (n > 1)} in column {column}"
+    return found
+
+
+def _nan_counts(columns: Sequence[pa.ChunkedArray], lists: bool) -> np.ndarray:
+    """NaNs in each of `columns` (one per part, floats or lists of floats), counted in one pass."""
+    target = pa.list_(pa.float64()) if lists else pa.float64()  # parts may differ in width
+    values = pa.chunked_array([chunk.cast(target) for column in columns for chunk in column.chunks], type=target)
+    lengths = np.array([len(column) for column in columns])
+    if lists:  # count the parts' elements, not their rows
+        lengths = np.array([pc.sum(pc.list_value_length(column)).as_py() or 0 for column in columns])
+        values = pc.list_flatten(values)
+    nan = np.asarray(pc.fill_null(pc.is_nan(values), False), dtype=np.int64)
+    total = np.r_[0, np.cumsum(nan)]
+    ends = np.cumsum(lengths)
+    return total[ends] - total[ends - lengths]

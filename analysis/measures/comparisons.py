@@ -1,0 +1,268 @@
+"""Arms compared on held-out scores at equal budgets: one model's score at one k with the sampling
+settings it was measured under, comparisons that refuse to run at unequal k, temperature or token
+limits, and every pair of arms at every checkpoint they share (differences over prompts and seeds,
+an exact test across seeds)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from itertools import combinations
+from typing import NamedTuple
+
+import numpy as np
+import pandas as pd
+
+from analysis.data.arms import iter_arms
+from analysis.data.checkpoints import BASE, FINAL, checkpoint_labels, checkpoint_rank, steps_text
+from analysis.measures.scores import prompt_scores, smallest_n
+from analysis.stats.at_k import BudgetMismatch, per_prompt, score_column
+from analysis.stats.intervals import bootstrap_difference_ci, bootstrap_mean_ci
+from analysis.stats.tests import seed_test
+
+# config columns that change what a sample is worth; two results compare only when all agree
+# (`temperature` is load's alias of rollout.temperature)
+# Eval samples are drawn at eval.temperature with the rollout's token limit: both must match for
+# two checkpoints' pass@k or cons@k to be comparable (the training temperature need not).
+SAMPLING_KEYS = ("eval.temperature", "rollout.max_new_tokens", "rollout.top_p", "rollout.top_k")
+
+
+@dataclass(frozen=True)
+class AtK:
+    """One model's or strategy's score at one k, with the sampling settings it was measured under."""
+
+    metric: str
+    k: int
+    settings: dict[str, object]
+    scores: pd.Series  # mean score per prompt_id
+
+    @property
+    def mean(self) -> float:
+        return float(self.scores.mean())
+
+
+def at_k(eval: pd.DataFrame, k: int, metric: str = "pass@k", settings_keys: Sequence[str] = SAMPLING_KEYS) -> AtK:
+    """Score one model or strategy (eval rows of one checkpoint; several seeds average per
+    prompt) at k, recording its sampling settings (the `settings_keys` columns present)."""
+    settings = sampling_settings(eval, settings_keys)
+    scores = per_prompt(eval, [k], [metric])
+    return AtK(metric, k, settings, scores.groupby("prompt_id", observed=True)[score_column(metric, k)].mean())
+
+
+def sampling_settings(rows: pd.DataFrame, keys: Sequence[str] = SAMPLING_KEYS) -> dict[str, object]:
+    """The one value of each of `keys` (the columns present) in `rows`, or BudgetMismatch where they mix."""
+    settings = {}
+    for key in keys:
+        if key not in rows.columns:
+            continue
+        values = rows[key].dropna().unique().tolist()
+        if len(values) > 1:
+            raise BudgetMismatch(f"these rows mix {key} values {values}: score each setting on its own")
+        settings[key] = values[0] if values else None
+    return settings
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """b minus a on the prompts both were scored on, with a paired bootstrap interval."""
+
+    metric: str
+    k: int
+    prompts: int
+    mean_a: float
+    mean_b: float
+    difference: float
+    ci_low: float
+    ci_high: float
+
+
+def compare_at_k(a: AtK, b: AtK, n_boot: int = 2000, level: float = 0.95, seed: int = 0) -> Comparison:
+    """Compare two scores at the same budget, or refuse with BudgetMismatch saying what differs.
+
+    A larger k, or another temperature or token limit, changes what a score means; a
+    comparison across them would credit the budget to the model.
+    """
+    reasons = [f"metric {a.metric} vs {b.metric}"] if a.metric != b.metric else []
+    if a.k != b.k:
+        reasons.append(f"k={a.k} vs k={b.k}")
+    for key in sorted(a.settings.keys() | b.settings.keys()):
+        left, right = a.settings.get(key, "unknown"), b.settings.get(key, "unknown")
+        if left != right:
+            reasons.append(f"{key}={left} vs {right}")
+    if reasons:
+        raise BudgetMismatch(f"not comparable at unequal budgets: {'; '.join(reasons)}")
+    common = a.scores.index.intersection(b.scores.index)
+    if common.empty:
+        raise ValueError("the two scores share no prompt")
+    x, y = a.scores[common].to_numpy(), b.scores[common].to_numpy()  # (prompts,) paired
+    low, high = bootstrap_mean_ci(y - x, n_boot, level, seed)
+    return Comparison(a.metric, a.k, len(common), float(x.mean()), float(y.mean()), float((y - x).mean()),
+                      float(low[0]), float(high[0]))
+COMPARED = ("prompts", "seeds_a", "seeds_b", "paired", "mean_a", "mean_b", "difference", "ci_low", "ci_high",
+            "p_value")
+COMPARISON_COLUMNS = ("metric", "k", "checkpoint", "a", "b", "steps_a", "steps_b", "samples_a", "samples_b",
+                      *COMPARED, "refused")
+PER_SEED_COLUMNS = ("metric", "k", "checkpoint", "a", "b", "seed_a", "seed_b", "mean_a", "mean_b", "difference")
+ARM_TEST = ("Estimate: the mean over seeds of the per-prompt mean; interval: bootstrap over prompts (both arms together) "
+            "and seeds within each arm (as pairs when paired); p: exact sign-flip test over paired seeds, "
+            "else exact permutation test over seeds")
+
+
+class Comparisons(NamedTuple):
+    """`table`: one row per comparison (COMPARISON_COLUMNS); `per_seed`: each seed's difference."""
+
+    table: pd.DataFrame
+    per_seed: pd.DataFrame
+
+
+def seed_of_jobs(rows: pd.DataFrame) -> pd.Series:
+    """Each job's seed (the `seed` column; the job's name where there is none), indexed by job name."""
+    jobs = rows.drop_duplicates("job")
+    seeds = jobs["seed"].astype(str) if "seed" in jobs else jobs["job"].astype(str)
+    return pd.Series(seeds.to_numpy(), index=jobs["job"].astype(str).to_numpy())
+
+
+def score_matrix(rows: pd.DataFrame, metric: str, k: int, scores: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Scores of one arm at one checkpoint: prompts (rows) x seeds (columns), each cell a job's
+    pass@k or cons@k of that prompt. `rows`: the arm's eval rows there (or one row per job and step);
+    `scores`: their per-prompt scores (`per_prompt`), computed from `rows` when not given."""
+    scores = per_prompt(rows, [k], [metric]) if scores is None else scores
+    scores = scores.assign(seed=scores["job"].astype(str).map(seed_of_jobs(rows)))
+    return scores.pivot_table(index="prompt_id", columns="seed", values=score_column(metric, k), aggfunc="mean",
+                              observed=True)
+
+
+def compare_arms(a: pd.DataFrame, b: pd.DataFrame, n_boot: int = 2000, level: float = 0.95,
+                 seed: int = 0) -> tuple[dict, pd.DataFrame]:
+    """b minus a, from two score matrices (prompts x seeds), on their common prompts: the fields of
+    COMPARED, and each seed's difference (pairs where the seed sets match, else each seed's mean)."""
+    common = a.index.intersection(b.index)
+    a, b = a.loc[common].dropna(), b.loc[common].dropna()
+    common = a.index.intersection(b.index)
+    if common.empty:
+        raise ValueError("the two scores share no prompt")
+    paired = sorted(a.columns) == sorted(b.columns)
+    if paired:
+        b = b[a.columns]
+    x, y = a.loc[common].to_numpy(), b.loc[common].to_numpy()  # (prompts, seeds)
+    low, high = bootstrap_difference_ci(x, y, paired, n_boot, level, seed)
+    per_a, per_b = x.mean(0), y.mean(0)  # (seeds,) each seed's mean over the prompts
+    result = {"prompts": len(common), "seeds_a": x.shape[1], "seeds_b": y.shape[1], "paired": paired,
+              "mean_a": float(x.mean()), "mean_b": float(y.mean()), "difference": float(y.mean() - x.mean()),
+              "ci_low": low, "ci_high": high, "p_value": seed_test(per_a, per_b, paired)}
+    if paired:
+        per_seed = pd.DataFrame({"seed_a": a.columns, "seed_b": a.columns, "mean_a": per_a, "mean_b": per_b})
+    else:
+        per_seed = pd.concat([pd.DataFrame({"seed_a": a.columns, "mean_a": per_a}),
+                              pd.DataFrame({"seed_b": b.columns, "mean_b": per_b})], ignore_index=True)
+    return result, per_seed.assign(difference=per_seed["mean_b"] - per_seed["mean_a"])
+
+
+def checkpoint_comparisons(eval: pd.DataFrame, by: Sequence[str], points: Sequence[tuple[str, int]],
+                           n_boot: int = 2000, level: float = 0.95, seed: int = 0,
+                           scores: pd.DataFrame | None = None) -> Comparisons:
+    """Arms compared at aligned checkpoints, for each (metric, k) in `points`:
+
+    - each pair of arms (`by`) at "base" (step 0) and at "final" (each job at its last evaluated
+      step, so jobs stopped by an equal sample budget at different steps are compared at their ends);
+    - each pair of arms at every intermediate checkpoint (samples drawn, `checkpoint_labels`) that
+      every job of both arms has;
+    - each arm's final against its base ("final vs base").
+
+    Differences are b − a over the prompts both were scored on, with `compare_arms`' interval over
+    prompts and seeds and its exact test across seeds. A comparison that cannot be made (unequal k,
+    sampling settings or token limits; too few samples) is a row with the reason in `refused`.
+    `scores`: `prompt_scores(eval, ...)` at the ks of `points` within every prompt's samples, when the
+    caller has it.
+    """
+    ks = [k for k in sorted({k for _, k in points}) if k <= smallest_n(eval)]
+    scores = prompt_scores(eval, ks) if scores is None else scores
+    steps = eval.drop_duplicates(["job", "step"])  # what the comparisons need of the eval rows is per job and step
+    steps = steps.assign(checkpoint=checkpoint_labels(steps))
+    arms = {label: rows for label, rows in iter_arms(steps, by)}
+    job_labels = {label: rows.groupby("job", observed=True)["checkpoint"].unique().map(set)
+                  for label, rows in arms.items()}
+
+    selections: dict[tuple[str, str], tuple[pd.DataFrame, str, float, dict]] = {}
+
+    def select(arm: str, point: str) -> tuple[pd.DataFrame, str, float, dict]:
+        """The arm's jobs and steps at a checkpoint, each job's step there, the mean samples drawn, and
+        the sampling settings (`_settings`)."""
+        if (arm, point) not in selections:
+            rows = arms[arm]
+            rows = rows[rows["checkpoint"] == point]
+            drawn = rows.drop_duplicates("job")["samples_total"].astype(float).mean() if "samples_total" in rows \
+                else np.nan
+            selections[arm, point] = rows, steps_text(rows[["job", "step"]]), drawn, _settings(rows)
+        return selections[arm, point]
+
+    pairs: list[tuple[str, str, str, str, str]] = []  # (checkpoint, arm a, point a, arm b, point b)
+    for a, b in combinations(arms, 2):
+        pairs += [(BASE, a, BASE, b, BASE), (FINAL, a, FINAL, b, FINAL)]
+        common = set.intersection(*job_labels[a], *job_labels[b]) - {BASE, FINAL}
+        pairs += [(label, a, label, b, label) for label in sorted(common, key=checkpoint_rank)]
+    pairs += [("final vs base", arm, BASE, arm, FINAL) for arm in arms]
+
+    matrices: dict[tuple[str, str, str, int], pd.DataFrame | str] = {}  # a score matrix, or why there is none
+
+    def score(arm: str, point: str, metric: str, k: int) -> pd.DataFrame | str:
+        if (arm, point, metric, k) not in matrices:
+            rows = select(arm, point)[0]
+            try:
+                if not len(rows):
+                    raise BudgetMismatch(f"no eval rows at {point}")
+                sampling_settings(rows)  # refuses mixed sampling settings
+                mine = scores[(scores["checkpoint"] == point) & scores["job"].isin(rows["job"].astype(str))]
+                column = score_column(metric, k)
+                if k > mine["n"].min():
+                    raise BudgetMismatch(f"k={k} is more than the {mine['n'].min()} samples some prompts have")
+                if column not in mine:  # a k beyond some other arm's samples: score this arm's rows alone
+                    at = pd.MultiIndex.from_arrays([eval["job"].astype(str), eval["step"]]).isin(
+                        pd.MultiIndex.from_arrays([rows["job"].astype(str), rows["step"]]))
+                    mine = per_prompt(eval[at], [k], [metric])
+                matrices[arm, point, metric, k] = score_matrix(rows, metric, k, mine)
+            except BudgetMismatch as refusal:
+                matrices[arm, point, metric, k] = str(refusal)
+        return matrices[arm, point, metric, k]
+
+    records, per_seed = [], []
+    for metric, k in dict.fromkeys(points):
+        for checkpoint, a, point_a, b, point_b in pairs:
+            record: dict[str, object] = {
+                "metric": metric, "k": k, "checkpoint": checkpoint, "a": f"{a} @ {point_a}", "b": f"{b} @ {point_b}",
+                "steps_a": select(a, point_a)[1], "steps_b": select(b, point_b)[1],
+                "samples_a": select(a, point_a)[2], "samples_b": select(b, point_b)[2]}
+            score_a, score_b = score(a, point_a, metric, k), score(b, point_b, metric, k)
+            if isinstance(score_a, str) or isinstance(score_b, str):
+                record["refused"] = score_a if isinstance(score_a, str) else score_b
+            else:
+                try:
+                    mismatch = _settings_mismatch(select(a, point_a)[3], select(b, point_b)[3])
+                    if mismatch:
+                        raise BudgetMismatch(f"not comparable at unequal budgets: {mismatch}")
+                    result, seeds = compare_arms(score_a, score_b, n_boot, level, seed)
+                    record |= result
+                    per_seed.append(seeds.assign(**{key: record[key] for key in ("metric", "k", "checkpoint", "a",
+                                                                                   "b")}))
+                except (BudgetMismatch, ValueError) as refusal:  # unequal budgets, or no prompt in common
+                    record["refused"] = str(refusal)
+            records.append(record)
+    table = pd.DataFrame(records, columns=list(COMPARISON_COLUMNS))
+    seeds = pd.concat(per_seed, ignore_index=True) if per_seed else pd.DataFrame()
+    return Comparisons(table, seeds.reindex(columns=list(PER_SEED_COLUMNS)))
+
+
+def _settings(rows: pd.DataFrame) -> dict[str, list]:
+    """A selection's values of each sampling setting, in order of appearance (["unknown"]: no column)."""
+    return {key: rows[key].dropna().unique().tolist() if key in rows else ["unknown"] for key in SAMPLING_KEYS}
+
+
+def _settings_mismatch(a: dict[str, list], b: dict[str, list]) -> str:
+    """What differs between two selections' sampling settings (`_settings`; "" when nothing does)."""
+    reasons = []
+    for key in SAMPLING_KEYS:
+        left, right = a[key], b[key]
+        if left != right:
+            reasons.append(f"{key}={left[0] if len(left) == 1 else left} vs {right[0] if len(right) == 1 else right}")
+    return "; ".join(reasons)
+

@@ -1,0 +1,94 @@
+"""Coverage after RL (Yue et al. 2025, "Does reinforcement learning really incentivize reasoning
+capacity in LLMs beyond the base model?"): does the trained model's pass@1 gain hold at large k, or
+does the base model catch up and pass it?
+
+Per difficulty and arm: the mean over held-out prompts of unbiased pass@k (`analysis.stats.at_k.pass_at_k`)
+for every k up to the eval's n, for the base model (step 0) and the trained one (each job's last
+evaluated step); a prompt's value is the mean over the arm's jobs (seeds) that evaluated it. The
+curves *cross* at the smallest k where the base model is ahead (trained - base < 0) having been
+behind at k = 1 (curves that only meet, both at 1, do not cross). Intervals are percentile bootstraps over prompts (the unit both models
+share), the crossing's too: "none" when the trained model stays ahead up to n.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+from analysis.data.labels import sort_naturally
+from analysis.stats.at_k import pass_at_k
+from analysis.stats.intervals import bootstrap_counts
+
+
+def prompt_curves(eval: pd.DataFrame, by: Sequence[str] = ("sampler",)) -> pd.DataFrame:
+    """pass@k of each prompt for k = 1..n (the fewest samples any prompt has at either checkpoint), base
+    and trained, averaged over each arm's jobs. Long frame: *by, prompt_id, difficulty, model, k, pass."""
+    step = eval["step"].to_numpy()
+    last = eval.groupby("job", observed=True)["step"].transform("max").to_numpy()
+    model = np.where(step == 0, "base", np.where(step == last, "trained", None))
+    rows = eval.assign(model=model)[model != None]  # noqa: E711 (elementwise)
+    rows = rows[rows.groupby("job", observed=True)["step"].transform("max") > 0]  # jobs that trained
+    keys = [*by, "job", "prompt_id", "difficulty", "model"]
+    counts = rows.astype({k: str for k in keys}).groupby(keys, observed=True)["correct"].agg(n="size", c="sum")
+    counts = counts.reset_index()
+    n_max = int(counts["n"].min())
+    ks = np.arange(1, n_max + 1)  # (K,)
+    values = pass_at_k(counts["n"].to_numpy()[:, None], counts["c"].to_numpy()[:, None], ks[None, :])  # (rows, K)
+    wide = pd.concat([counts[keys], pd.DataFrame(values, columns=ks)], axis=1)
+    per_prompt = wide.groupby([*by, "prompt_id", "difficulty", "model"], sort=False)[list(ks)].mean()
+    per_prompt.columns.name = "k"
+    return per_prompt.stack().rename("pass").reset_index()
+
+
+def coverage(eval: pd.DataFrame, by: Sequence[str] = ("sampler",), n_boot: int = 1000, level: float = 0.95,
+             seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(curves, crossings).
+
+    curves: *by, difficulty ("all" too), k, prompts, base, trained, gain (trained - base), gain_low,
+    gain_high. crossings: *by, difficulty, prompts, gain_at_1, cross_k (smallest k with gain < 0 after
+    a positive gain at 1; NaN: none up to n), cross_low, cross_high (bootstrap percentiles, inf where
+    resamples never cross), n (the largest k)."""
+    long = prompt_curves(eval, by)
+    long = pd.concat([long, long.assign(difficulty="all")], ignore_index=True)
+    wide = long.pivot_table(index=[*by, "difficulty", "prompt_id"], columns=["model", "k"], values="pass")
+    wide = wide.dropna()  # prompts with both models
+    ks = np.array(sorted({k for _, k in wide.columns}))
+    rng = np.random.default_rng(seed)
+    curve_rows, cross_rows = [], []
+    for key, part in wide.groupby(level=[*range(len(by) + 1)], sort=False):
+        base = part["base"][ks].to_numpy()  # (prompts, K)
+        trained = part["trained"][ks].to_numpy()
+        gain = trained - base
+        boot = bootstrap_counts(len(part), n_boot, rng) @ gain / len(part)  # (n_boot, K)
+        tail = (1 - level) / 2
+        low, high = np.quantile(boot, tail, axis=0), np.quantile(boot, 1 - tail, axis=0)
+        key = key if isinstance(key, tuple) else (key,)
+        for i, k in enumerate(ks):
+            curve_rows.append((*key, int(k), len(part), base[:, i].mean(), trained[:, i].mean(), gain[:, i].mean(),
+                               low[i], high[i]))
+        mean_gain = gain.mean(axis=0)
+        boot_cross = crossings_k(boot, ks)
+        boot_cross = np.where(np.isnan(boot_cross), np.inf, boot_cross)
+        cross_rows.append((*key, len(part), mean_gain[0], crossing_k(mean_gain, ks),
+                           np.quantile(boot_cross, tail, method="inverted_cdf"),
+                           np.quantile(boot_cross, 1 - tail, method="inverted_cdf"), int(ks[-1])))
+    curves = pd.DataFrame(curve_rows, columns=[*by, "difficulty", "k", "prompts", "base", "trained", "gain",
+                                               "gain_low", "gain_high"])
+    crossings = pd.DataFrame(cross_rows, columns=[*by, "difficulty", "prompts", "gain_at_1", "cross_k",
+                                                  "cross_low", "cross_high", "n"])
+    return (sort_naturally(curves, [*by, "difficulty", "k"]), sort_naturally(crossings, [*by, "difficulty"]))
+
+
+def crossings_k(gains: np.ndarray, ks: np.ndarray) -> np.ndarray:
+    """`crossing_k` of each row of (rows, K) `gains`."""
+    below = gains < 0
+    first = below.argmax(axis=1)
+    return np.where((gains[:, 0] > 0) & below.any(axis=1), ks[first].astype(float), np.nan)
+
+
+def crossing_k(gain: np.ndarray, ks: np.ndarray) -> float:
+    """The smallest k at which `gain` (trained - base over ks) is below 0, given gain > 0 at the first k;
+    NaN when the gain never starts positive or never turns negative."""
+    return float(crossings_k(np.asarray(gain, dtype=float)[None], ks)[0]) if len(gain) else float("nan")

@@ -1,0 +1,122 @@
+"""Group size: from measured pass rates, what each G from 2 to 64 would buy, by difficulty.
+
+For a prompt of pass rate p a group of G is informative (not tied) with chance 1 - p^G - (1-p)^G
+(`analysis.stats.binomial.tie_probability`). Over a difficulty's prompts, one group each:
+- informative_frac: the expected share of groups (and, all groups being of size G, of samples) that
+  are informative;
+- samples_per_informative_group: G / informative_frac, samples drawn per informative group;
+- informative_groups_per_1k: 1000 informative_frac / G (`advise_group_size`).
+informative_frac only grows with G, so "informative samples per sample drawn" is maximised by the
+largest G tried; what a larger G costs is fewer prompts per sample. The table names both ends: the G
+with most informative groups per sample (`advise_group_size`, with a per-group overhead in samples)
+and the smallest G that reaches `share` of the informative fraction of the largest G.
+
+Pass rates are plug-in estimates (c/n per prompt: the base model's eval samples, else first-round
+groups); a prompt never solved in n samples counts as p = 0, so informative fractions at G much
+above n are underestimated for hard prompts (they are a lower bound).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import NamedTuple
+
+import numpy as np
+import pandas as pd
+from numpy.typing import ArrayLike
+
+from analysis.data.labels import sort_naturally
+from analysis.measures.ties import predict_ties, tie_fractions
+from analysis.stats.binomial import tie_probability
+
+SIZES = range(2, 65)
+
+
+class GroupSizeAdvice(NamedTuple):
+    """`best`: the group size with most informative groups per sample; `table`: every size tried."""
+
+    best: int
+    table: pd.DataFrame
+
+
+def advise_group_size(pass_rates: ArrayLike, sizes: Iterable[int] = range(2, 33),
+                      overhead: float = 0.0) -> GroupSizeAdvice:
+    """The group size G that maximises informative (non-tied) groups per sample, for prompts
+    with the given pass rates drawn one group each: mean(1 - P_tie) / (G + overhead).
+
+    `overhead` is a group's fixed cost in samples (prompt prefill, scheduling). Without it the
+    answer is always 2 (3 ties with it): 1 - P_tie grows concavely in G, so the signal per
+    sample only falls as G grows; an overhead is what makes larger groups worth it.
+
+    >>> advise_group_size([0.1, 0.5, 0.9], overhead=8).best
+    6
+    """
+    g = np.asarray(list(sizes))  # (sizes,)
+    p = np.asarray(pass_rates, dtype=float)[:, None]  # (prompts, 1)
+    tie = tie_probability(p, g).mean(axis=0)  # (sizes,)
+    per_1k = 1000 * (1 - tie) / (g + overhead)
+    table = pd.DataFrame({"group_size": g, "tie_frac": tie, "informative_per_1k_samples": per_1k})
+    best = g[np.flatnonzero(per_1k >= per_1k.max() * (1 - 1e-12))[0]]  # of sizes equal up to rounding, the smallest
+    return GroupSizeAdvice(int(best), table)
+
+
+
+def prompt_pass_rates(groups: pd.DataFrame, eval: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Each prompt's measured pass rate: prompt_id, difficulty, samples, correct, p. From the base
+    model's eval rows (step 0) when there are any, else from first-round groups of the training table."""
+    if eval is not None and not eval.empty and (eval["step"] == 0).any():
+        rows = eval[eval["step"] == 0]
+        counts = rows.groupby(["prompt_id", "difficulty"], observed=True)["correct"].agg(samples="size", correct="sum")
+    else:
+        rows = groups[groups["round"] == 0]
+        counts = rows.groupby(["prompt_id", "difficulty"], observed=True).agg(
+            samples=("group_size", "sum"), correct=("n_correct", "sum"))
+    out = counts.reset_index()
+    out[["prompt_id", "difficulty"]] = out[["prompt_id", "difficulty"]].astype(str)
+    out["p"] = out["correct"] / out["samples"]
+    return out
+
+
+def expected_by_size(rates: pd.DataFrame, sizes: Iterable[int] = SIZES) -> pd.DataFrame:
+    """By difficulty ("all" too) and G: prompts, informative_frac, samples_per_informative_group,
+    informative_groups_per_1k (one group of G per prompt, at the prompts' pass rates `p`)."""
+    g = np.asarray(list(sizes))  # (sizes,)
+    rows = []
+    for level, part in pd.concat([rates, rates.assign(difficulty="all")]).groupby("difficulty", sort=False):
+        informative = 1 - tie_probability(part["p"].to_numpy()[:, None], g).mean(axis=0)  # (sizes,)
+        with np.errstate(divide="ignore"):
+            per_group = g / informative
+        rows.append(pd.DataFrame({"difficulty": level, "group_size": g, "prompts": len(part),
+                                  "informative_frac": informative, "samples_per_informative_group": per_group,
+                                  "informative_groups_per_1k": 1000 * informative / g}))
+    return sort_naturally(pd.concat(rows, ignore_index=True), ["difficulty", "group_size"])
+
+
+def best_sizes(rates: pd.DataFrame, sizes: Iterable[int] = SIZES, overhead: float = 0.0,
+               share: float = 0.9) -> pd.DataFrame:
+    """By difficulty: best_for_groups (most informative groups per sample, with `overhead` samples of
+    cost per group), g_at_share (the smallest G whose informative fraction reaches `share` of the
+    largest G's), and that largest G's informative fraction."""
+    sizes = list(sizes)
+    table = expected_by_size(rates, sizes)
+    rows = []
+    for level, part in table.groupby("difficulty", sort=False):
+        top = part["informative_frac"].iloc[-1]
+        reach = part["group_size"][part["informative_frac"] >= share * top]
+        advice = advise_group_size(rates["p"] if level == "all" else rates.loc[rates["difficulty"] == level, "p"],
+                                   sizes, overhead)
+        rows.append((level, advice.best, int(reach.iloc[0]) if top > 0 else None, top))
+    return pd.DataFrame(rows, columns=["difficulty", "best_for_groups", "g_at_share", "informative_frac_at_max"])
+
+
+def observed_vs_predicted(groups: pd.DataFrame) -> pd.DataFrame:
+    """Where the runs used several group sizes: observed tie fraction of first-round groups by
+    difficulty and G beside its prediction from each prompt's pass rate measured on *all* jobs' other
+    steps (`predict_ties` pooled across jobs, so sizes borrow each other's measurements). Empty when
+    one size was used."""
+    first = groups[groups["round"] == 0].reset_index(drop=True)
+    if first["group_size"].nunique() < 2:
+        return pd.DataFrame()
+    predicted = predict_ties(first, pool=())
+    return tie_fractions(first, by=("group_size",), predicted=predicted)
+

@@ -1,0 +1,69 @@
+"""Training health at a glance: reward, KL to the reference, clip fraction, gradient norm and tie
+fraction against samples drawn, one colour per arm, from the steps table: a line per job (its
+seeds), or with many jobs an arm's mean and its lowest-to-highest band (`analysis.render.curves.health`
+draws them). x is samples drawn, not steps: arms that spend samples at different rates line up."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+from analysis.data.arms import iter_arms
+
+PANELS = {"reward_mean": "reward (mean per step)", "kl": "KL to the reference (k3)", "clip_frac": "clip fraction",
+          "grad_norm": "gradient norm (before clipping)", "tie_frac": "tie fraction of groups"}
+POINTS = 25  # about this many smoothing windows per job: a step-level curve is mostly noise
+GRID = 60  # points on the common samples grid of an arm's mean and band
+BAND_JOBS = 3  # arms with more jobs than this are drawn as mean and band: 12 lines an arm are a tangle
+
+
+def health_curves(steps: pd.DataFrame, arm: Sequence[str], points: int = POINTS) -> pd.DataFrame:
+    """Per job, each PANELS metric as a centred rolling mean over `window` steps (window = steps //
+    points, at least 1), against samples_total. Columns: arm, job, step, samples_total, metric, value.
+    Steps with no update (NaN losses) are left out of their metric's mean."""
+    out = []
+    for label, rows in iter_arms(steps, list(arm)) if arm else [("all", steps)]:
+        for job, run in rows.groupby("job", observed=True, sort=False):
+            run = run.sort_values("step")
+            window = max(len(run) // points, 1)
+            for metric in PANELS:
+                values = run[metric].astype(float).rolling(window, center=True, min_periods=1).mean()
+                out.append(pd.DataFrame({"arm": label, "job": str(job), "step": run["step"].to_numpy(),
+                                         "samples_total": run["samples_total"].to_numpy(), "metric": metric,
+                                         "value": values.to_numpy()}))
+    columns = ["arm", "job", "step", "samples_total", "metric", "value"]
+    return pd.concat(out, ignore_index=True) if out else pd.DataFrame(columns=columns)
+
+
+def many_jobs(curves: pd.DataFrame) -> bool:
+    """Whether some arm has more than BAND_JOBS jobs: then arms are drawn as mean and band."""
+    return bool(curves.groupby("arm", sort=False)["job"].nunique().max() > BAND_JOBS)
+
+
+def flat_metrics(curves: pd.DataFrame) -> list[str]:
+    """Panels with nothing to show: the clip fraction when it is 0 at every step of every job (mu = 1,
+    where a step's one pass has ratio exactly 1). A reward or KL flat at 0 is a finding, and stays."""
+    clip = curves.loc[curves["metric"] == "clip_frac", "value"]
+    return ["clip_frac"] if clip.fillna(0).eq(0).all() else []
+
+
+def health_bands(curves: pd.DataFrame, points: int = GRID) -> pd.DataFrame:
+    """Per arm and metric, its jobs' curves on a common grid of `points` sample counts up to the fewest
+    samples any of them drew (linear interpolation between steps): the mean over jobs and the band
+    from the lowest to the highest. Columns: arm, metric, samples_total, mean, low, high, jobs."""
+    out = []
+    for (label, metric), part in curves.groupby(["arm", "metric"], sort=False):
+        lines = [(run["samples_total"].to_numpy(float), run["value"].to_numpy(float))
+                 for _, run in part.groupby("job", sort=False)]
+        lines = [(x[~np.isnan(y)], y[~np.isnan(y)]) for x, y in lines]
+        lines = [(x, y) for x, y in lines if len(x)]
+        if not lines:
+            continue
+        grid = np.linspace(max(x[0] for x, _ in lines), min(x[-1] for x, _ in lines), points)
+        values = np.array([np.interp(grid, x, y) for x, y in lines])  # (jobs, points)
+        out.append(pd.DataFrame({"arm": label, "metric": metric, "samples_total": grid, "mean": values.mean(0),
+                                 "low": values.min(0), "high": values.max(0), "jobs": len(lines)}))
+    columns = ["arm", "metric", "samples_total", "mean", "low", "high", "jobs"]
+    return pd.concat(out, ignore_index=True) if out else pd.DataFrame(columns=columns)

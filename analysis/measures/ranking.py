@@ -1,0 +1,99 @@
+"""Arms ranked on the two questions of a sampler study: held-out pass@1 at the end of the sample
+budget, and informative samples per 1,000 drawn (1000 × (1 − wasted_frac)).
+
+Each arm's mean with a 95% interval over seeds (the trained models; pass@1 is measured on one set
+of held-out prompts that every arm shares, so the interval is for these prompts: whether another
+arm's mean differs is the tests' question, whose intervals resample prompts as well), and
+which pairwise orderings are **resolved**: those whose comparison in the report's tests table
+(every pair of arms, Holm within the metric) is a detectable difference by the findings' rule
+(`analysis.stats.seeds.detectable`). `ranks` is the range of places an arm can hold given the resolved
+orderings alone: an arm resolved above j arms and below i arms ranks between i + 1 and n − j.
+An ordering that is not resolved is not claimed, however the means fall.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from analysis.data.arms import iter_arms, short_label
+from analysis.data.checkpoints import FINAL
+from analysis.measures.spend import per_job_spend
+from analysis.stats.intervals import t_mean_ci
+from analysis.stats.seeds import detectable, seed_values
+
+PASS1, INFORMATIVE = "held-out pass@1", "informative per 1,000 drawn"
+RANKED_METRICS = ("held-out pass@1", "wasted_frac")  # the tests table's metric behind each
+TEST_METRIC = dict(zip((PASS1, INFORMATIVE), RANKED_METRICS))
+SCALE = {PASS1: 1.0, INFORMATIVE: -1000.0}  # a difference in the measure = SCALE × the tests' difference
+INTERVAL = {PASS1: "seeds, on these held-out prompts", INFORMATIVE: "seeds"}
+COLUMNS = ("rank", "arm", "seeds", "mean", "ci_low", "ci_high", "ranks", "above", "below")
+
+
+@dataclass
+class Ranking:
+    measure: str
+    table: pd.DataFrame  # COLUMNS, best first
+    resolved: list[tuple[str, str]]  # (better, worse) for each resolved ordering
+    pairs: int  # the pairs of arms tested on the measure (Holm's family)
+    seeds: int  # seeds a side in the smallest comparison (what the exact test can reach)
+    smallest_p: float
+
+    @property
+    def interval(self) -> str:
+        """What each arm's interval resamples."""
+        return INTERVAL[self.measure]
+
+
+def pass1_by_arm(scores: pd.DataFrame, arm: Sequence[str]) -> pd.DataFrame:
+    """Per arm at its final checkpoints: arm, seeds, mean (over held-out prompts and seeds), ci_low,
+    ci_high (over seeds). `scores`: `analysis.measures.scores.seed_scores` with pass@1, each job's mean over the
+    held-out prompts at each checkpoint: one trained model's score."""
+    final = scores[(scores["checkpoint"] == FINAL) & (scores["metric"] == "pass@k") & (scores["k"] == 1)]
+    return pd.DataFrame([_row(label, seed_values(part, "value").to_numpy(float))
+                         for label, part in iter_arms(final, arm)])
+
+
+def _row(label: str, values: np.ndarray) -> dict:
+    """An arm's row from one value per seed: its mean and Student's t interval over the seeds (not a
+    percentile bootstrap: from 8 seeds that sees (S−1)/S of their variance and covers about 89%)."""
+    low, high = t_mean_ci(values)
+    return {"arm": label, "seeds": len(values), "mean": values.mean() if len(values) else np.nan,
+            "ci_low": low, "ci_high": high}
+
+
+def informative_by_arm(groups: pd.DataFrame, arm: Sequence[str], per_job: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Per arm: arm, seeds, mean informative samples per 1,000 drawn (over seeds: each job's own
+    rate, as the tests compare them), ci_low, ci_high (over seeds). `per_job`: `per_job_spend(groups,
+    arm)`, when the caller has it."""
+    per_job = (per_job_spend(groups, arm) if per_job is None else per_job).copy()
+    per_job["value"] = 1000 * (1 - per_job["wasted_frac"])
+    return pd.DataFrame([_row(label, seed_values(part, "value").to_numpy(float))
+                         for label, part in iter_arms(per_job, arm)])
+
+
+def rank(measure: str, by_arm: pd.DataFrame, tests: pd.DataFrame) -> Ranking:
+    """The arms of `by_arm` (pass1_by_arm or informative_by_arm), best first, with the orderings the
+    tests table (with p_holm) resolves for the measure."""
+    rows = tests[tests["metric"] == TEST_METRIC[measure]]
+    resolved = []
+    for _, row in rows.iterrows():
+        if detectable(row):
+            b_better = SCALE[measure] * row["difference"] > 0
+            resolved.append((row["b"], row["a"]) if b_better else (row["a"], row["b"]))
+    table = by_arm.sort_values("mean", ascending=False, kind="stable").reset_index(drop=True)
+    n = len(table)
+    above = {a: [worse for better, worse in resolved if better == a] for a in table["arm"]}
+    below = {a: [better for better, worse in resolved if worse == a] for a in table["arm"]}
+    best = [1 + len(below[a]) for a in table["arm"]]
+    worst = [n - len(above[a]) for a in table["arm"]]
+    table.insert(0, "rank", np.arange(1, n + 1))
+    table["ranks"] = [str(lo) if lo == hi else f"{lo}–{hi}" for lo, hi in zip(best, worst)]
+    table["above"] = [", ".join(map(short_label, above[a])) for a in table["arm"]]
+    table["below"] = [", ".join(map(short_label, below[a])) for a in table["arm"]]
+    seeds = int(rows[["seeds_a", "seeds_b"]].min(axis=1).min()) if len(rows) else 0
+    return Ranking(measure, table[list(COLUMNS)], resolved, len(rows), seeds,
+                   float(rows["smallest_p"].max()) if len(rows) else np.nan)

@@ -1,0 +1,167 @@
+"""Tied groups: how often a group is unanimous, by difficulty and over training, beside the
+prediction P_tie = p^G + (1-p)^G.
+
+A tie is the table's `tie` (reward std <= eps: zero advantage, no signal), split by `tie_kind`
+into all_correct and all_wrong; a tie of kind "other" (tied on a non-binary reward) counts in
+`tie_frac` but in neither split. The prediction is about correctness alone, so a format reward
+that breaks ties shows up as observed below predicted. Intervals are bootstraps clustered by
+prompt: the groups of one prompt share its pass rate, so they are not independent trials.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import NamedTuple
+
+import numpy as np
+import pandas as pd
+from numpy.typing import ArrayLike
+
+from analysis.data.labels import sort_naturally
+from analysis.stats.binomial import comb_ratio
+from analysis.data.codes import cell_codes, dense_ranks, stable_order
+from analysis.stats.intervals import cluster_ratio_cis
+
+KINDS = ("all_correct", "all_wrong")
+
+
+def step_window(step: ArrayLike, window: int | None) -> np.ndarray:
+    """The first step of each step's window of `window` steps (0 for all when window is None)."""
+    step = np.asarray(step)
+    return np.zeros_like(step) if window is None else step // window * window
+ASSUMPTION = ("a prompt's pass rate p does not move within its step window: then the estimate from its "
+              "first-round groups at the window's other steps is unbiased for p^G + (1-p)^G; training moves p, "
+              "and under drift the estimate mixes pass rates from before and after, so it is biased")
+
+
+def predict_ties(groups: pd.DataFrame, window: int | None = None, pool: Sequence[str] = ("job",)) -> pd.Series:
+    """Each group's predicted tie probability, estimated without the group itself.
+
+    The prompt's pass rate comes from its first-round (round 0) groups at *other* steps of the
+    same step window and `pool` (by default: the same job). Round 0 is drawn whatever happened
+    before, so whether there is an estimate, and its value, never depend on the group being
+    predicted (redraws after a tie would). From those m samples with c correct,
+    C(c, G)/C(m, G) + C(m-c, G)/C(m, G) estimates p^G + (1-p)^G, unbiased under `ASSUMPTION`
+    (the plug-in (c/m)^G is biased upwards even then). Fewer than G such samples: NaN.
+    """
+    size = groups["group_size"].to_numpy()
+    first = groups["round"].to_numpy() == 0
+    c0 = np.where(first, groups["n_correct"].to_numpy(), 0)  # (rows,) round-0 correct samples
+    m0 = np.where(first, size, 0)  # (rows,) round-0 samples
+    cell = _group_ids(*(groups[k] for k in pool), groups["prompt_id"], step_window(groups["step"], window))
+    at_step = _group_ids(cell, groups["step"].to_numpy())
+    c = np.bincount(cell, c0)[cell] - np.bincount(at_step, c0)[at_step]
+    m = np.bincount(cell, m0)[cell] - np.bincount(at_step, m0)[at_step]
+    return pd.Series(_unbiased_tie(c, m, size), index=groups.index, name="predicted_tie")
+
+
+def _group_ids(*columns: ArrayLike) -> np.ndarray:
+    """Dense int codes (0..groups-1) for the rows' combinations of values of `columns`."""
+    codes = [dense_ranks(col) if isinstance(col, np.ndarray) and col.dtype.kind in "iu"
+             else pd.factorize(col, use_na_sentinel=False)[0] for col in columns]
+    return dense_ranks(np.ravel_multi_index(codes, [c.max() + 1 for c in codes]))
+
+
+def _unbiased_tie(c: np.ndarray, m: np.ndarray, size: np.ndarray) -> np.ndarray:
+    """C(c,G)/C(m,G) + C(m-c,G)/C(m,G) where m >= G, else NaN; computed once per distinct (c, m, G)."""
+    triple = [x.astype(np.int64) for x in (c, m, size)]
+    rank, distinct = dense_ranks(np.ravel_multi_index(triple, [int(x.max(initial=0)) + 1 for x in triple]), keys=True)
+    one = np.empty(len(distinct), np.int64)
+    one[rank] = np.arange(len(rank))  # a row of each distinct triple
+    return _unbiased_tie_each(c[one], m[one], size[one])[rank]
+
+
+def _unbiased_tie_each(c: np.ndarray, m: np.ndarray, size: np.ndarray) -> np.ndarray:
+    """`_unbiased_tie`, element by element."""
+    enough = m >= size
+    m_safe = np.where(enough, m, size)  # keeps comb_ratio's domain; those entries become NaN
+    c_safe = np.where(enough, c, 0)
+    tie = comb_ratio(c_safe, m_safe, size) + comb_ratio(m_safe - c_safe, m_safe, size)
+    return np.where(enough, tie, np.nan)
+
+
+class TieRows(NamedTuple):
+    """What `tie_fractions` needs of each group whatever the grouping: its prompt (codes), the four
+    ratios' numerators (tie, all_correct, all_wrong, observed - predicted) and denominators (1, 1, 1,
+    has a prediction; None counts 1), each (groups,), and the prediction with NaN as 0."""
+
+    prompt: np.ndarray
+    numerators: tuple[np.ndarray, ...]
+    denominators: tuple[np.ndarray | None, ...]
+    predicted: np.ndarray
+
+
+def tie_rows(groups: pd.DataFrame, predicted: pd.Series | None = None) -> TieRows:
+    """The per-group arrays of `tie_fractions`, to share between several groupings of the same groups."""
+    pred = np.full(len(groups), np.nan) if predicted is None else predicted.to_numpy(float)
+    has = ~np.isnan(pred)
+    tie = groups["tie"].to_numpy(bool)
+    gap = np.where(has, tie.astype(float) - np.where(has, pred, 0.0), 0.0)  # (groups,) observed - predicted
+    kinds = tuple((groups["tie_kind"] == k).to_numpy(bool) for k in KINDS)
+    prompt = pd.factorize(groups["prompt_id"])[0]  # int codes in order of appearance: the clusters' order
+    return TieRows(prompt, (tie, *kinds, gap), (None, None, None, has), np.where(has, pred, 0.0))
+
+
+def tie_fractions(groups: pd.DataFrame, by: Sequence[str] = ("group_size", "sampler"), window: int | None = None,
+                  predicted: pd.Series | None = None, level: float = 0.95, n_boot: int = 1000,
+                  rows: TieRows | None = None) -> pd.DataFrame:
+    """Tie fractions by difficulty and `by` (and by step window when `window` is set), beside the
+    mean of `predicted` (aligned with `groups`, e.g. from `predict_ties`) over the groups that have
+    a prediction. Intervals are percentile bootstraps clustered by prompt: every group of a prompt,
+    in every job of the cell, is resampled together, since a prompt's groups share its pass rate.
+    `rows`: `tie_rows(groups, predicted)`, when the caller tabulates the same groups several ways.
+
+    Columns: difficulty, *by, [step_window], groups, prompts, tie_frac, all_correct_frac,
+    all_wrong_frac, ci_low, ci_high (tie_frac's), predicted_tie_frac, predicted_groups,
+    observed_minus_predicted with its interval (diff_ci_low, diff_ci_high; over the groups that have
+    a prediction), the counts (ties, all_correct, all_wrong), then the intervals of the two kinds.
+    """
+    keys = ["difficulty", *by, *(["step_window"] if window else [])]
+    columns = [*keys, "groups", "prompts", "tie_frac", "all_correct_frac", "all_wrong_frac", "ci_low", "ci_high",
+               "predicted_tie_frac", "predicted_groups", "observed_minus_predicted", "diff_ci_low", "diff_ci_high",
+               "ties", *KINDS, *(f"{kind}_ci_{end}" for kind in KINDS for end in ("low", "high"))]
+    if groups.empty:
+        return pd.DataFrame(columns=columns)
+    rows = tie_rows(groups, predicted) if rows is None else rows
+    frame = pd.DataFrame({k: groups[k] for k in keys if k != "step_window"})
+    if window:
+        frame["step_window"] = step_window(groups["step"].to_numpy(), window)
+    cell, cell_keys = cell_codes(frame, keys)  # (groups,) each group's cell
+    low, high = cluster_ratio_cis(cell, rows.prompt, rows.numerators, rows.denominators, n_boot, level)
+    n = len(cell_keys)
+    sizes = np.bincount(cell, minlength=n)
+    width = int(rows.prompt.max()) + 1
+    prompts = np.bincount(dense_ranks(cell * width + rows.prompt, keys=True)[1] // width, minlength=n)
+    ties, *kind_counts, predicted_groups = (np.bincount(cell, weights=x, minlength=n).astype(np.int64)
+                                            for x in (*rows.numerators[:3], rows.denominators[3]))
+    # each cell's means as numpy sums them (pairwise, in row order): the rows of a cell, contiguous
+    order = stable_order(cell)
+    bounds = np.r_[0, np.cumsum(sizes)]
+    pred_sorted, gap_sorted = rows.predicted[order], rows.numerators[3][order]
+    pred_sum = [pred_sorted[lo:hi].sum() for lo, hi in zip(bounds[:-1], bounds[1:])]
+    gap_sum = [gap_sorted[lo:hi].sum() for lo, hi in zip(bounds[:-1], bounds[1:])]
+    out = []
+    for c, key in enumerate(cell_keys):
+        row = dict(zip(keys, key))
+        found = predicted_groups[c]
+        row |= {"groups": sizes[c], "prompts": prompts[c], "ties": ties[c],
+                **{k: kind_counts[i][c] for i, k in enumerate(KINDS)},
+                "predicted_tie_frac": pred_sum[c] / found if found else np.nan, "predicted_groups": found}
+        for i, (kind, count) in enumerate((("tie", "ties"), *((k, k) for k in KINDS))):
+            prefix = "" if kind == "tie" else f"{kind}_"  # the tie interval keeps the short names ci_low, ci_high
+            row[f"{kind}_frac"] = row[count] / sizes[c]
+            row[f"{prefix}ci_low"], row[f"{prefix}ci_high"] = low[c, i], high[c, i]
+        row["observed_minus_predicted"] = gap_sum[c] / found if found else np.nan
+        row["diff_ci_low"], row["diff_ci_high"] = (low[c, 3], high[c, 3]) if found else (np.nan, np.nan)
+        out.append(row)
+    return sort_naturally(pd.DataFrame(out, columns=columns), keys)
+
+
+def samples_by_window(groups: pd.DataFrame, by: Sequence[str], window: int) -> pd.DataFrame:
+    """Per `by` and step window: samples_drawn, the mean over the jobs of the samples each had drawn by
+    the window's last group (where arms draw at different rates, steps are not comparable; this is)."""
+    frame = groups[["job", *by, "samples_total"]].assign(step_window=groups["step"].to_numpy() // window * window)
+    per_job = frame.groupby(["job", *by, "step_window"], observed=True)["samples_total"].max().reset_index()
+    out = per_job.groupby([*by, "step_window"], observed=True)["samples_total"].mean().rename("samples_drawn")
+    return out.reset_index()
+

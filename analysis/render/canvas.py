@@ -1,0 +1,115 @@
+"""What every figure shares: matplotlib's object API onto Agg canvases (no pyplot, no display, no
+global state), one style, a legend below the panels, one colour per arm in every panel, and the
+PNG writer.
+
+Legends go below the panels, outside the data; lines of one arm (or one difficulty) keep one
+colour in every panel; labels name only the keys that vary within the figure.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import pandas as pd
+from matplotlib import rc_context
+from matplotlib.artist import Artist
+from matplotlib.axes import Axes
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from analysis.data.arms import arm_label
+
+DPI = 150  # sharp at GitHub's page width
+STYLE = {"font.size": 12, "axes.titlesize": 12, "axes.labelsize": 12, "xtick.labelsize": 11,
+         "ytick.labelsize": 11}  # readable when GitHub scales a wide figure down
+LEGEND_ROW = 0.27  # inches per legend row (fontsize "small" at STYLE's 12 pt)
+CHAR_WIDTH = 0.078  # inches per legend character (fontsize "small"), for laying out its columns
+HANDLE_WIDTH = 0.75  # inches a legend entry takes besides its text
+UNIT_Y = (-0.03, 1.03)  # y limits of a fraction: 0 and 1 stay clear of the frame
+
+
+
+def colour_of(i: int) -> str:
+    return f"C{i % 10}"
+
+
+def legend_shape(labels: Sequence[str], width: float, title: bool = False) -> tuple[int, int]:
+    """(columns, rows) of a legend of `labels` across a figure `width` inches wide."""
+    entry = HANDLE_WIDTH + CHAR_WIDTH * max((len(s) for s in labels), default=0)
+    columns = max(1, min(len(labels), int((width - 0.3) // entry)))
+    return columns, math.ceil(len(labels) / columns) + int(title)
+
+
+def figure(panels: int, width: float = 4.2, height: float = 3.2, columns: int = 3,
+           legend: Sequence[str] = (), legend_title: str | None = None, top: float = 0.35
+           ) -> tuple[Figure, list[Axes]]:
+    """A figure of `panels` axes, `columns` to a row, each panel `width` x `height` inches, with
+    room below the panels for a legend of the `legend` labels (see `legend_below`)."""
+    cols = min(panels, columns)
+    rows = math.ceil(panels / cols)
+    fig_width = width * cols
+    legend_rows = legend_shape(legend, fig_width, legend_title is not None)[1] if legend else 0
+    below = legend_rows * LEGEND_ROW + (0.15 if legend_rows else 0.0)  # inches under the x labels
+    fig_height = height * rows + below
+    fig = Figure(figsize=(fig_width, fig_height))
+    FigureCanvasAgg(fig)
+    # fixed margins in inches rather than a layout engine: half the drawing time on a large report
+    fig.subplots_adjust(left=0.7 / fig_width, right=1 - 0.15 / fig_width, bottom=(0.55 + below) / fig_height,
+                        top=1 - top / fig_height, wspace=0.3, hspace=0.5)
+    axes = fig.subplots(rows, cols, squeeze=False).ravel()
+    for ax in axes[panels:]:
+        ax.set_visible(False)
+    return fig, list(axes[:panels])
+
+
+def legend_below(fig: Figure, entries: dict[str, Artist], title: str | None = None) -> None:
+    """One legend for the whole figure, centred under the panels (where `figure` left room)."""
+    if not entries:
+        return
+    columns, _ = legend_shape(list(entries), fig.get_figwidth(), title is not None)
+    fig.legend(list(entries.values()), list(entries), loc="lower center", bbox_to_anchor=(0.5, 0.0),
+               ncol=columns, fontsize="small", title=title, title_fontsize="small", frameon=False,
+               borderaxespad=0.3)
+
+
+def arm_rows(frame: pd.DataFrame, by: Sequence[str]) -> Iterator[tuple[str, pd.DataFrame]]:
+    """(label, rows) of each arm, in order of first appearance; the label names only the keys that
+    vary in `frame` (all of them when none does), so a constant key does not crowd every legend."""
+    keys = list(by)
+    varying = [k for k in keys if frame[k].astype(str).nunique() > 1] or keys
+    for values, rows in frame.groupby(keys, observed=True, dropna=False, sort=False):
+        named = dict(zip(keys, values if isinstance(values, tuple) else (values,)))
+        yield arm_label({k: named[k] for k in varying}), rows
+
+
+def save(fig: Figure, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=DPI, pil_kwargs={"compress_level": 1})  # fast zlib: the figures stay small
+    return path
+
+
+def styled(draw):
+    """Draw under STYLE (fonts are fixed when artists are made, so the whole function runs inside it)."""
+    def wrapped(*args, **kwargs):
+        with rc_context(STYLE):
+            return draw(*args, **kwargs)
+    wrapped.__doc__, wrapped.__name__ = draw.__doc__, draw.__name__
+    return wrapped
+
+
+def level_label(level: str, names: dict[str, str] | None) -> str:
+    """A difficulty as a tick label: "2" and what it is ("2+1 digits") when the task said."""
+    name = (names or {}).get(str(level))
+    return f"{level}\n{name}" if name else str(level)
+
+
+def interval_row(ax: Axes, y: float, low: float, high: float, centre: float, note: str, filled: bool = True,
+                 size: float = 7, fontsize: str = "small") -> None:
+    """One row of a forest-style panel: the interval as a bar, the estimate as a dot (hollow when not
+    `filled`), and `note` just right of the axes."""
+    ax.plot([low, high], [y, y], color="k", linewidth=2.2, solid_capstyle="butt")
+    ax.plot(centre, y, "o", color="k", markersize=size, markerfacecolor="k" if filled else "white", zorder=3)
+    ax.annotate(note, (1.02, y), xycoords=("axes fraction", "data"), va="center", fontsize=fontsize)
+

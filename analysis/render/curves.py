@@ -1,0 +1,79 @@
+"""Curves against samples drawn: the equal-budget measures and the training-health panels."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import pandas as pd
+from matplotlib.artist import Artist
+from matplotlib.ticker import EngFormatter
+
+from analysis.data.arms import short_label
+from analysis.measures.health import PANELS as HEALTH_PANELS
+from analysis.measures.health import POINTS as HEALTH_POINTS
+from analysis.measures.health import flat_metrics, health_bands, many_jobs
+from analysis.render.canvas import arm_rows, colour_of, figure, legend_below, save, styled
+
+# the training accuracy panel is left out: the training-health figure's reward panel shows the same
+BUDGET_METRICS = {"wasted_frac": "wasted fraction of samples drawn"}
+
+
+
+@styled
+def budget_curves(bands: pd.DataFrame, path: Path, arm: Sequence[str], budget: str) -> Path:
+    """Each metric against the budget: the mean over seeds per arm, the band from lowest to highest seed."""
+    arms = list(arm_rows(bands, arm))
+    fig, axes = figure(len(BUDGET_METRICS), width=6.4 if len(BUDGET_METRICS) == 1 else 4.2, height=3.6,
+                       legend=[label for label, _ in arms])
+    entries: dict[str, Artist] = {}
+    for i, (label, rows) in enumerate(arms):
+        for ax, metric in zip(axes, BUDGET_METRICS):
+            entries[label], = ax.plot(rows["budget"], rows[metric], color=colour_of(i))
+            low, high = rows[f"{metric}_low"], rows[f"{metric}_high"]
+            ax.fill_between(rows["budget"], low, high, color=colour_of(i), alpha=0.2, linewidth=0)
+    for ax, title in zip(axes, BUDGET_METRICS.values()):
+        ax.set(xlabel=f"{budget} drawn", ylabel=title.split(" of ")[0], title=title)
+        ax.xaxis.set_major_formatter(EngFormatter(sep=""))  # 40k, 1.2M: short tick labels at any budget
+        ax.grid(alpha=0.3)
+    legend_below(fig, entries)
+    return save(fig, path)
+
+
+@styled
+def health(curves: pd.DataFrame, path: Path, points: int = HEALTH_POINTS) -> Path:
+    """The training-health figure from `analysis.health.health_curves`: a panel per metric (but
+    `flat_metrics`), a colour per arm; a line per job, or with `many_jobs` each arm's mean and
+    lowest-to-highest band on a common samples grid."""
+    metrics = [m for m in HEALTH_PANELS if m in set(curves["metric"]) and m not in flat_metrics(curves)]
+    arms = list(dict.fromkeys(curves["arm"]))
+    jobs = curves.groupby("arm", sort=False)["job"].nunique()
+    banded = many_jobs(curves)
+    bands = health_bands(curves) if banded else None
+    labels = [f"{short_label(a)} ({jobs[a]} job{'s' if jobs[a] != 1 else ''})" for a in arms]
+    title = (("mean over jobs, band: lowest to highest job" if banded else "one line per job")
+             + f"; rolling mean over 1/{points} of each job's steps")
+    fig, axes = figure(len(metrics), width=4.4, height=3.3, columns=2 if len(metrics) == 4 else 3, legend=labels,
+                       legend_title=title)
+    entries: dict[str, Artist] = {}
+    for ax, metric in zip(axes, metrics):
+        for i, (name, label) in enumerate(zip(arms, labels)):
+            if banded:
+                b = bands[(bands["arm"] == name) & (bands["metric"] == metric)]
+                entries[label], = ax.plot(b["samples_total"], b["mean"], color=colour_of(i), lw=1.6)
+                ax.fill_between(b["samples_total"], b["low"], b["high"], color=colour_of(i), alpha=0.15, linewidth=0)
+            else:
+                part = curves[(curves["arm"] == name) & (curves["metric"] == metric)]
+                for _, line in part.groupby("job", sort=False):
+                    entries[label], = ax.plot(line["samples_total"], line["value"], color=colour_of(i), lw=1.4,
+                                              alpha=0.8)
+        ax.set(title=HEALTH_PANELS[metric], xlabel="samples drawn")
+        ax.xaxis.set_major_formatter(EngFormatter(sep=""))
+        ax.grid(alpha=0.3)
+        if metric in ("clip_frac", "tie_frac"):
+            ax.set_ylim(bottom=0)
+        if metric == "tie_frac":
+            ax.set_ylim(top=1.02)
+    legend_below(fig, entries, title=title)
+    return save(fig, path)
+

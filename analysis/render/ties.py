@@ -1,0 +1,99 @@
+"""The ties figures: first-round ties by difficulty (bars, all-correct under all-wrong, with the
+prediction), and over training against samples drawn."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from matplotlib.artist import Artist
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
+from matplotlib.ticker import EngFormatter
+
+from analysis.data.labels import natural_sorted
+from analysis.render.canvas import UNIT_Y, arm_rows, colour_of, figure, legend_below, level_label, save, styled
+
+@styled
+def ties_by_difficulty(ties: pd.DataFrame, path: Path, by: Sequence[str], names: dict[str, str] | None = None) -> Path:
+    """First-round ties per difficulty, a bar per arm: all-correct (solid) under all-wrong (hatched),
+    the 95% interval of their sum (black bar with caps) and the prediction p^G + (1-p)^G (a hollow
+    diamond). `names`: what each difficulty label is, for the tick labels."""
+    levels = natural_sorted(ties["difficulty"].astype(str).unique())
+    arms = list(arm_rows(ties, by))
+    entries: dict[str, Artist] = {label: Patch(color=colour_of(i)) for i, (label, _) in enumerate(arms)}
+    entries |= {"all-correct tie": Patch(facecolor="0.55", edgecolor="0.3"),
+                "all-wrong tie": Patch(facecolor="0.9", edgecolor="0.3", hatch="///"),
+                "tie fraction, 95% interval": None, "predicted p^G + (1-p)^G": None}
+    width = max(7.0, 1.5 * len(levels) * max(1, len(arms)) ** 0.5)
+    fig, (ax,) = figure(1, width=width, height=4.4, legend=list(entries))
+    bar = min(0.8 / max(len(arms), 1), 0.35)
+    for i, (_, rows) in enumerate(arms):
+        x = np.array([levels.index(d) for d in rows["difficulty"].astype(str)]) + (i - (len(arms) - 1) / 2) * bar
+        correct, wrong = rows["all_correct_frac"].to_numpy(float), rows["all_wrong_frac"].to_numpy(float)
+        ax.bar(x, correct, bar * 0.92, color=colour_of(i), edgecolor="0.2", linewidth=0.6)
+        ax.bar(x, wrong, bar * 0.92, bottom=correct, color=colour_of(i), alpha=0.35, hatch="///", edgecolor="0.2",
+               linewidth=0.6)
+        err = np.vstack([rows["tie_frac"] - rows["ci_low"], rows["ci_high"] - rows["tie_frac"]])
+        entries["tie fraction, 95% interval"] = ax.errorbar(x, rows["tie_frac"], yerr=err, fmt="none", ecolor="k",
+                                                            elinewidth=1.6, capsize=5, capthick=1.6, zorder=4)
+        entries["predicted p^G + (1-p)^G"], = ax.plot(x + bar * 0.25, rows["predicted_tie_frac"], "D", color="k",
+                                                      markerfacecolor="white", markersize=7, zorder=5,
+                                                      linestyle="none")
+    entries = {k: v for k, v in entries.items() if v is not None}
+    ax.set(xticks=range(len(levels)), xlabel="difficulty", ylabel="fraction of first-round groups tied", ylim=UNIT_Y)
+    ax.set_xticklabels([level_label(level, names) for level in levels])
+    ax.grid(alpha=0.3, axis="y")
+    ax.set_axisbelow(True)
+    legend_below(fig, entries)
+    return save(fig, path)
+
+
+@styled
+def ties_over_samples(ties: pd.DataFrame, path: Path, by: Sequence[str], names: dict[str, str] | None = None
+                      ) -> Path:
+    """First-round tie fractions over training against samples drawn (`samples_drawn`: the mean over
+    an arm's jobs of the samples drawn by the end of each step window), one column per difficulty;
+    rows: all-correct ties, all-wrong ties (learning moves ties from one to the other; collapse
+    fills the second), and all ties beside the prediction (markers). A colour per arm; bands: 95%
+    intervals."""
+    levels = natural_sorted(ties["difficulty"].astype(str).unique())
+    arms = list(arm_rows(ties, by))
+    rows_shown = [("all_correct_frac", "all_correct_ci", "all-correct ties"),
+                  ("all_wrong_frac", "all_wrong_ci", "all-wrong ties"),
+                  ("tie_frac", "ci", "all ties")]
+    labels = [label for label, _ in arms] + ["predicted p^G + (1-p)^G"]
+    fig, axes = figure(len(rows_shown) * len(levels), width=3.4, height=2.6, columns=len(levels), legend=labels)
+    entries: dict[str, Artist] = {}
+    for r, (column, ci, title) in enumerate(rows_shown):
+        for c, level in enumerate(levels):
+            ax = axes[r * len(levels) + c]
+            for i, (label, rows) in enumerate(arms):
+                part = rows[rows["difficulty"].astype(str) == level].sort_values("samples_drawn")
+                if part.empty:
+                    continue
+                entries[label], = ax.plot(part["samples_drawn"], part[column], color=colour_of(i), marker="o",
+                                          markersize=3)
+                ax.fill_between(part["samples_drawn"], part[f"{ci}_low"], part[f"{ci}_high"], color=colour_of(i),
+                                alpha=0.15, linewidth=0)
+                if column == "tie_frac":
+                    ax.plot(part["samples_drawn"], part["predicted_tie_frac"], "D", color=colour_of(i),
+                            markerfacecolor="white", markersize=5, linestyle="none")
+                    entries[labels[-1]] = Line2D([], [], marker="D", color="k", markerfacecolor="white",
+                                                 markersize=5, linestyle="none")  # the arm's colour in the panels
+            name = (names or {}).get(level)
+            ax.set_title(f"{title}, difficulty {level}" + (f" ({name})" if name else ""), fontsize="small")
+            ax.set_ylim(*UNIT_Y)
+            ax.xaxis.set_major_formatter(EngFormatter(sep=""))
+            ax.grid(alpha=0.3)
+            if c == 0:
+                ax.set_ylabel("fraction of groups")
+            else:
+                ax.tick_params(labelleft=False)
+            if r == len(rows_shown) - 1:
+                ax.set_xlabel("samples drawn")
+    legend_below(fig, {k: entries[k] for k in labels if k in entries})
+    return save(fig, path)
+

@@ -1,0 +1,4 @@
+"""The report's sections, one module each, in the order a reader meets them: header, findings,
+provenance, ranking, heldout, at_k, coverage, trained, tests, ties, persistence, group_size,
+equal_budget, health, examples, jobs. Each has a `section(...)` function returning a `Section`
+(`analysis.sections.section`); `analysis.report` runs them and writes what they return."""

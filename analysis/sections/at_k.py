@@ -1,0 +1,109 @@
+"""pass@k and cons@k against k: which checkpoint "final" is for each job, the curves per difficulty,
+and all difficulties pooled as a table."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+import pandas as pd
+
+from analysis.data.checkpoints import BASE, FINAL, checkpoint_rank, job_checkpoints
+from analysis.data.labels import sort_naturally
+from analysis.data.load import Tables
+from analysis.measures.at_k import at_k_curves, saturated
+from analysis.render import markdown
+from analysis.render import scores as figures
+from analysis.render.writer import Files
+from analysis.sections.section import Context, Section
+from analysis.stats.at_k import METRICS
+
+
+def section(tables: Tables, ctx: Context, scores: pd.DataFrame | None) -> Section | None:
+    """The pass@k and cons@k section from the held-out section's per-prompt scores (`prompt_scores` at
+    every k it reports); None without eval tables."""
+    eval, arm = tables.eval, list(ctx.arm)
+    if eval.empty:
+        return None
+    files = Files()
+    curves = at_k_curves(eval, arm, scores=scores)
+    pooled = curves[curves["difficulty"] == "all"].drop(columns="difficulty")
+    jobs = job_checkpoints_table(tables, arm)
+    status = tables.jobs.set_index(tables.jobs["job"].astype(str))["status"]
+    early = [f"`{j}` (last eval at step {f}, trained to step {t:.0f}, status {status[j]})"
+             for j, f, t in zip(jobs["job"], jobs["final_step"], jobs["last_trained_step"])
+             if f < t or status[j] != "done"]
+    if early:
+        ends = ("**Not at the end of its budget**: " + ", ".join(early) + ". For these jobs `final` is an earlier "
+                "checkpoint, not the end of the budget.")
+    elif jobs["last_trained_step"].isna().any():
+        ends = "Some jobs have no group tables: whether their final checkpoint is their last training step is unknown."
+    else:
+        ends = "Every job is done and its final checkpoint is its last training step."
+    text = "\n".join([
+        "## pass@k and cons@k", "",
+        "Unbiased pass@k, 1 − C(n−c, k)/C(n, k), and exact majority-vote cons@k (expected over every k-subset "
+        "of the n samples; a missing answer never wins; tied top answers split the win), as means over prompts, "
+        "with 95% percentile bootstrap intervals clustered by prompt: a prompt's scores in every job of the arm "
+        "are averaged and resampled together (at base the jobs are one model on the same prompts).", "",
+        "### Checkpoints", "",
+        "**final** is each job's last evaluated step, which is the end of its sample budget when the job "
+        "finished and was evaluated at its last step (`final_step` ≥ `last_trained_step` below). Steps and "
+        "samples per job:", "",
+        files.table("checkpoints", jobs), "",
+        ends, "",
+        "### Curves per difficulty", "",
+        "pass@k (top row) and cons@k (bottom row) against k, one column per difficulty and one for all prompts "
+        "pooled. A colour per arm; solid: final (the legend gives each job's step); dashed: base, one black line "
+        "when every arm's base scores the same (one base model); bands: the finals' 95% intervals. Arm "
+        "differences at equal k, with intervals, are in the tables below and the forest plot under the tests.", "",
+        saturated_note(curves, ctx.names),
+        files.figure("at_k", lambda p: figures.at_k(curves, p, arm, dict(ctx.names))), "",
+        "All difficulties pooled:", "",
+        markdown.table(by_k(pooled, arm)), "",
+        f"As CSV: {files.csv('at_k', curves)}, per difficulty and pooled (`all`).",
+    ])
+    return Section(text=text, files=files)
+
+
+def saturated_note(curves: pd.DataFrame, names: Mapping[str, str]) -> str:
+    """The difficulties left out of the figure (flat at 0 or 1), said once; "" when none is."""
+    flat = saturated(curves[curves["checkpoint"].isin([BASE, FINAL])])
+    if not flat:
+        return ""
+    shown = ", ".join(f"{d} ({names[d]})" if d in names else str(d) for d in flat)
+    return (f"Difficulties left out of the figure (every score within 0.05 of 0 or 1 at every k, base and final): "
+            f"{shown}; their numbers are in the CSV.\n")
+
+
+def job_checkpoints_table(tables: Tables, arm: Sequence[str]) -> pd.DataFrame:
+    """One row per job with eval rows: its arm, seed, evaluated steps, the final step, the last step
+    it trained (groups), and the samples and tokens it had drawn by its final checkpoint."""
+    steps = job_checkpoints(tables.eval)
+    per_job = steps.groupby("job", sort=False).agg(
+        evaluated_steps=("step", lambda s: ", ".join(map(str, sorted(s.astype(int))))),
+        final_step=("step", "max"))
+    keys = [k for k in (*arm, "seed") if k in tables.jobs.columns]
+    out = tables.jobs.assign(job=tables.jobs["job"].astype(str))[["job", *dict.fromkeys(keys)]]
+    out = out.join(per_job, on="job", how="inner")
+    groups = tables.groups
+    if groups.empty:
+        return out.assign(last_trained_step=math.nan, samples_at_final=math.nan, tokens_at_final=math.nan)
+    job = groups["job"].cat.rename_categories(lambda name: str(name))  # load's categorical: names as text
+    # (groups,) each group's job's final step, through the category codes; NaN: the job has no eval rows
+    final = job.cat.categories.to_series().map(per_job["final_step"]).to_numpy(float)[job.cat.codes.to_numpy()]
+    drawn = groups[["samples_total", "tokens_total"]][groups["step"].to_numpy() <= final]
+    drawn = drawn.groupby(job[drawn.index], observed=True).max()
+    trained = groups["step"].groupby(job, observed=True).max()
+    return out.assign(last_trained_step=out["job"].map(trained), samples_at_final=out["job"].map(drawn["samples_total"]),
+                      tokens_at_final=out["job"].map(drawn["tokens_total"]))
+
+
+def by_k(curves: pd.DataFrame, arm: Sequence[str]) -> pd.DataFrame:
+    """One row per arm, checkpoint and metric; one column per k holding "mean [ci_low, ci_high]"."""
+    text = [f"{markdown.cell(m, 3)} [{markdown.cell(lo, 3)}, {markdown.cell(hi, 3)}]"
+            for m, lo, hi in zip(curves["mean"], curves["ci_low"], curves["ci_high"])]
+    wide = curves.assign(text=text).pivot(index=[*arm, "checkpoint", "steps", "samples", "metric"], columns="k",
+                                          values="text")
+    wide = wide.rename(columns=lambda k: f"k={k}").reset_index()
+    return sort_naturally(wide, [*arm, "checkpoint", "metric"], {"checkpoint": checkpoint_rank, "metric": METRICS.index})

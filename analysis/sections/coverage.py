@@ -1,0 +1,91 @@
+"""Coverage after RL (Yue et al. 2025): does the trained model's pass@1 gain hold at large k, or does
+the base model catch up and pass it? The section, and its one line for the Findings."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from analysis.data.load import Tables
+from analysis.measures.coverage import coverage
+from analysis.render import markdown
+from analysis.render.writer import Files
+from analysis.sections.section import Context, Section
+
+
+@dataclass(frozen=True, kw_only=True)
+class Coverage(Section):
+    """`sentence`: coverage after RL in one Findings line."""
+
+    sentence: str
+
+
+def section(tables: Tables, ctx: Context) -> Coverage | None:
+    """The coverage section; None unless some job was evaluated at the base model and after training."""
+    eval, arm = tables.eval, list(ctx.arm)
+    if eval.empty or not base_and_trained(eval):
+        return None
+    files = Files()
+    curves, crossings = coverage(eval, arm)
+    text = (f"{describe(curves, crossings, arm)}\n\nAs CSV: "
+            f"{files.csv('coverage_crossings', crossings)}, every k: {files.csv('coverage', curves)}")
+    return Coverage(text=text, files=files, sentence=sentence(curves, crossings, arm))
+
+
+def base_and_trained(eval: pd.DataFrame) -> bool:
+    """Whether some job was evaluated both at the base model (step 0) and after training."""
+    steps = eval.groupby("job", observed=True)["step"].agg(["min", "max"])
+    return bool(((steps["min"] == 0) & (steps["max"] > 0)).any())
+
+
+def describe(curves: pd.DataFrame, crossings: pd.DataFrame, by: Sequence[str] = ("sampler",),
+             shown_ks: Sequence[int] = (1, 4, 16, 64)) -> str:
+    """The section's markdown, findings in words, from `coverage(eval, by)`'s curves and crossings."""
+    lines = ["## Coverage after RL", "",
+             "pass@k of the base model (step 0) and the trained one (each job's last evaluation) on the held-out "
+             "prompts, for k up to the eval's n (Yue et al. 2025 ask whether RL's pass@1 gain holds at large k). "
+             "`gain` = trained - base with a 95% bootstrap interval over prompts; the curves cross at the "
+             "smallest k where the base model is ahead.", ""]
+    for row in crossings[crossings["difficulty"] == "all"].itertuples(index=False):
+        arm = ", ".join(f"{k}={getattr(row, k)}" for k in by)
+        if row.gain_at_1 <= 0:
+            text = f"the trained model is not ahead at k = 1 (gain {row.gain_at_1:+.3f})"
+        elif np.isnan(row.cross_k):
+            text = f"the trained model stays ahead up to k = {row.n} (gain at 1 {row.gain_at_1:+.3f})"
+        else:
+            text = (f"the base model overtakes it at k = {row.cross_k:g} (95% CI {_k(row.cross_low)}–"
+                    f"{_k(row.cross_high)}; gain at 1 {row.gain_at_1:+.3f})")
+        lines.append(f"- {arm}: {text}.")
+    shown = curves[curves["k"].isin([k for k in shown_ks if k <= curves["k"].max()] + [int(curves["k"].max())])]
+    return "\n".join(lines) + "\n\n" + markdown.table(crossings) + "\n\n" + markdown.table(shown)
+
+
+def sentence(curves: pd.DataFrame, crossings: pd.DataFrame, by: Sequence[str] = ("sampler",)) -> str:
+    """Coverage after RL in one Findings line, all held-out prompts pooled: per arm the trained model's
+    gain over the base at k = 1 with its interval, and where (if anywhere up to n) the base overtakes it."""
+    at_1 = curves[(curves["difficulty"] == "all") & (curves["k"] == curves["k"].min())]
+    parts = []
+    for _, row in crossings[crossings["difficulty"] == "all"].iterrows():
+        arm = ", ".join(str(row[k]) for k in by)
+        match = (at_1[list(by)].astype(str) == [str(row[k]) for k in by]).all(axis=1)
+        gain = at_1[match].iloc[0]
+        text = f"{arm} {gain['gain']:+.3f} [{gain['gain_low']:+.3f}, {gain['gain_high']:+.3f}] at k = 1"
+        if row["gain_at_1"] <= 0:
+            text += ", not ahead of the base to begin with"
+        elif np.isnan(row["cross_k"]):
+            text += f", still ahead at k = {row['n']}"
+        else:
+            text += (f", overtaken by the base at k = {row['cross_k']:g} (95% interval {_k(row['cross_low'])}–"
+                     f"{_k(row['cross_high'])})")
+        parts.append(text)
+    n = int(crossings["n"].max())
+    return (f"Coverage after RL (trained − base pass@k on all held-out prompts, k up to {n}; 95% intervals over "
+            f"prompts): {'; '.join(parts)}.")
+
+
+def _k(value: float) -> str:
+    return "never" if np.isinf(value) else f"{value:g}"
+

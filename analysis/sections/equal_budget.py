@@ -1,0 +1,41 @@
+"""The measures of what trained at equal budgets of another unit than samples: tokens generated."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from analysis.data.load import Tables
+from analysis.measures.spend import across_seeds, budget_curves, tokens_per_sample
+from analysis.render import curves as figures
+from analysis.render import markdown
+from analysis.render.writer import Files
+from analysis.sections.section import Context, Section
+from analysis.sections.trained import BUDGET_POINTS
+
+TOKENS_SAME = 0.05  # arms whose tokens per sample differ by less than this (relative) get no tokens figure
+
+
+def section(tables: Tables, ctx: Context, counted: pd.DataFrame | None, budget: str = "tokens") -> Section | None:
+    """The section at equal `budget` ("tokens" or "samples"), from the what-trained section's per-group
+    counts (`flags`); None without group tables."""
+    groups, arm = tables.groups, list(ctx.arm)
+    if groups.empty:
+        return None
+    files = Files()
+    curves = budget_curves(groups, arm, budget, BUDGET_POINTS, counted=counted)
+    bands = across_seeds(curves, arm)
+    final = bands[bands["budget"] == bands["budget"].max()]
+    rate = tokens_per_sample(groups, arm)
+    same = budget == "tokens" and rate.max() <= rate.min() * (1 + TOKENS_SAME)
+    shown = (f"Every arm generated about the same tokens per sample ({markdown.cell(rate.min(), 3)} to "
+             f"{markdown.cell(rate.max(), 3)}), so its curves against tokens repeat those against samples: no figure."
+             if same else files.figure(f"budget_{budget}", lambda p: figures.budget_curves(bands, p, arm, budget)))
+    return Section(text="\n".join([
+        f"## At equal {budget}", "",
+        f"The measures of the section on what trained, at {BUDGET_POINTS} equal budgets of {budget} up to the most "
+        f"every job drew ({markdown.cell(final['budget'].iloc[0])})."
+        + ("" if same else " Lines: mean over seeds; bands: lowest to highest seed."), "",
+        shown, "",
+        files.table(f"common_budget_{budget}", final.drop(columns="budget")), "",
+        f"Per job and budget point: {files.csv(f'budget_curves_{budget}', curves)}",
+    ]), files=files)

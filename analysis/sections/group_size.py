@@ -1,0 +1,52 @@
+"""Group size: what each G would buy at the measured pass rates, by difficulty, and observed against
+predicted ties where the runs used several G."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pandas as pd
+
+from analysis.data.load import Tables
+from analysis.measures.group_size import best_sizes, expected_by_size, observed_vs_predicted, prompt_pass_rates
+from analysis.render import markdown
+from analysis.render.writer import Files
+from analysis.sections.section import Context, Section
+
+SHOWN_SIZES = (2, 4, 8, 16, 32, 64)  # the rows of the expected-by-size table in the text; the CSV has every G
+
+
+def section(tables: Tables, ctx: Context, overhead: float = 0.0) -> Section | None:
+    """The group size section; None without group tables."""
+    groups, eval = tables.groups, tables.eval
+    if groups.empty:
+        return None
+    files = Files()
+    rates = prompt_pass_rates(groups, eval)
+    source = "the base model's eval samples" if not eval.empty and (eval["step"] == 0).any() \
+        else "first-round training groups"
+    table, best = expected_by_size(rates), best_sizes(rates, overhead=overhead)
+    text = describe(table, best, observed_vs_predicted(groups), source, overhead)
+    return Section(text=f"{text}\n\nAs CSV: {files.csv('group_size', table)}, {files.csv('group_size_best', best)}",
+                   files=files)
+
+
+def describe(table: pd.DataFrame, best: pd.DataFrame, observed: pd.DataFrame, source: str, overhead: float = 0.0,
+             shown_sizes: Sequence[int] = SHOWN_SIZES) -> str:
+    """The section's markdown: `best_sizes` and `expected_by_size` of the pass rates measured on `source`,
+    and `observed_vs_predicted` (empty: one G was used)."""
+    lines = ["## Group size", "",
+             f"Pass rates per prompt from {source} (plug-in; a prompt never solved counts as p = 0, so hard "
+             "levels' informative fractions at large G are lower bounds). One group of G per prompt: the "
+             "informative fraction (groups not tied), samples per informative group and informative groups per "
+             "1,000 samples. The informative fraction only grows with G, so informative samples per sample "
+             "drawn are highest at the largest G; `g_at_share` is the smallest G reaching 90% of that, "
+             f"`best_for_groups` the G with most informative groups per sample (overhead {overhead:g} "
+             "samples a group).", "", markdown.table(best), "",
+             markdown.table(table[table["group_size"].isin(shown_sizes)])]
+    if not observed.empty:
+        lines += ["", "Observed against predicted where the runs used several G (first-round groups; the "
+                  "prediction from each prompt's pass rate at the other steps of all jobs):", "",
+                  markdown.table(observed[["difficulty", "group_size", "groups", "tie_frac", "ci_low", "ci_high",
+                                           "predicted_tie_frac"]])]
+    return "\n".join(lines)

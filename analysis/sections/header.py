@@ -1,0 +1,22 @@
+"""The report's title (the experiment's name) and one line on what was compared."""
+
+from __future__ import annotations
+
+from analysis.data.arms import iter_arms
+from analysis.data.load import Tables
+from analysis.data.records import experiment_name
+from analysis.sections.section import Context, Section
+
+
+def section(tables: Tables, ctx: Context) -> Section:
+    """The title and what was compared: the arms, the jobs, the seeds per arm."""
+    jobs = tables.jobs
+    arms = list(dict.fromkeys(label for label, _ in iter_arms(jobs, ctx.arm))) if len(jobs) else []
+    seeds = jobs["seed"].nunique() if "seed" in jobs else 1
+    compared = " vs ".join(arms) if 1 < len(arms) <= 4 else f"{len(arms)} arm{'s' * (len(arms) != 1)}"
+    return Section(text="\n".join([
+        f"# Report: {experiment_name(ctx.root, jobs)}", "",
+        f"{compared}; {len(jobs)} job{'s' * (len(jobs) != 1)} ({seeds} seed{'s' * (seeds != 1)} per "
+        "arm). Findings first; the "
+        "command, code, packages, machine and config are in the collapsed block below them.",
+    ]))

@@ -1,0 +1,30 @@
+"""Training health: reward, KL, clip fraction, gradient norm and tie fraction against samples drawn."""
+
+from __future__ import annotations
+
+from analysis.data.load import Tables
+from analysis.measures.health import BAND_JOBS, POINTS, flat_metrics, health_curves, many_jobs
+from analysis.render import curves as figures
+from analysis.render.writer import Files
+from analysis.sections.section import Context, Section
+
+
+def section(tables: Tables, ctx: Context) -> Section | None:
+    """The health section; None without steps tables."""
+    if tables.steps.empty:
+        return None
+    files = Files()
+    curves = health_curves(tables.steps, list(ctx.arm))
+    flat = flat_metrics(curves)
+    many = many_jobs(curves)
+    return Section(text="\n".join([
+        "## Training health", "",
+        "From the steps table: reward, KL to the reference, clip fraction, gradient norm (NaN on steps with no "
+        "update, left out) and tie fraction of each step's groups, against samples drawn, each job's curve a "
+        f"rolling mean over 1/{POINTS} of its steps; one colour per arm, "
+        + (f"its mean over jobs with the band from the lowest to the highest job (more than {BAND_JOBS} jobs an arm)."
+           if many else "one line per job.")
+        + (" The clip fraction is left out: it is 0 at every step of every job (with mu = 1 a step's one pass has "
+           "ratio exactly 1, so nothing is clipped)." if flat else ""), "",
+        files.figure("health", lambda p: figures.health(curves, p)),
+    ]), files=files)

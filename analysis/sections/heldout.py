@@ -1,0 +1,88 @@
+"""Held-out results at equal samples drawn: each arm's scores against the samples drawn, and the
+arms compared at every checkpoint they share (the held-out rows of the tests' family)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+from analysis.data.load import Tables
+from analysis.measures.comparisons import ARM_TEST, checkpoint_comparisons
+from analysis.measures.scores import prompt_scores, seed_bands, seed_scores, smallest_n
+from analysis.render import scores as figures
+from analysis.render.writer import Files
+from analysis.sections.section import Context, Section
+from analysis.stats.at_k import default_ks
+from analysis.stats.seeds import compare_values
+
+NO_EVAL = "## Held-out results\n\nNo eval tables were found: no pass@k or cons@k."
+
+
+@dataclass(frozen=True, kw_only=True)
+class HeldOut(Section):
+    """`comparisons`: the arms at their final checkpoints on held-out pass@1, pass@k and cons@k at the
+    largest k (rows of the tests' family; None when there are none); `scores`: each job's mean score
+    at each checkpoint (`seed_scores`), which the ranking reads pass@1 from; `prompt_scores`: every
+    prompt's scores at every k up to the largest (`prompt_scores`), which pass@k and cons@k read."""
+
+    comparisons: pd.DataFrame | None = None
+    scores: pd.DataFrame | None = None
+    prompt_scores: pd.DataFrame | None = None
+
+
+def section(tables: Tables, ctx: Context) -> HeldOut:
+    """Scores against samples drawn, with the arm comparisons at equal samples; says so when there
+    are no eval tables."""
+    eval, arm = tables.eval, list(ctx.arm)
+    if eval.empty:
+        return HeldOut(text=NO_EVAL)
+    files = Files()
+    largest = smallest_n(eval)
+    points = [("pass@k", 1), ("pass@k", largest), ("cons@k", largest)]
+    per_prompt = prompt_scores(eval, default_ks(largest))  # 1 and the largest k among them
+    scores = seed_scores(eval, arm, points, per_prompt)
+    bands = seed_bands(scores, arm)
+    comparisons, per_seed = checkpoint_comparisons(eval, arm, points, scores=per_prompt)
+    aligned = ("by the multiples of `eval.every_samples` each job crossed" if "eval.every_samples" in eval
+               and pd.to_numeric(eval["eval.every_samples"], errors="coerce").fillna(0).gt(0).any()
+               else "by exact samples drawn (set `eval.every_samples` so that arms drawing at different rates share "
+               "checkpoints)")
+    text = "\n".join([
+        "## Held-out results at equal samples drawn", "",
+        f"Held-out prompts never train. Each job's mean score over them at each checkpoint, against the samples "
+        f"it had drawn there. Checkpoints are aligned across jobs by samples drawn, never by step number: "
+        f"**base** (0 samples), **final** (each job's last evaluated step, the end of its budget) and intermediate "
+        f"points, aligned {aligned}; a point is shown for an arm only where every job of it was evaluated there. "
+        "Lines: mean over seeds; bands: lowest to highest seed.", "",
+        files.figure("heldout", lambda p: figures.heldout(bands, p, arm)), "",
+        f"Per job: {files.csv('heldout_by_seed', scores)}; per arm: {files.csv('heldout', bands)}", "",
+        "### Arms compared at equal samples", "",
+        f"b − a at base, at each aligned point both arms have, at final, and each arm's final against its base; "
+        f"k is 1 and {largest} (cons@1 is pass@1). {ARM_TEST}. A comparison is refused, with the reason, where k, "
+        "the sampling temperature or the token limits differ.", "",
+        files.table("at_k_comparisons", comparisons, [c for c in comparisons.columns if c not in ("steps_a", "steps_b")]),
+        "",
+        f"Each seed's difference: {files.csv('at_k_per_seed', per_seed)}",
+    ])
+    return HeldOut(text=text, files=files, comparisons=final_comparisons(comparisons, per_seed), scores=scores,
+                   prompt_scores=per_prompt)
+
+
+def final_comparisons(comparisons: pd.DataFrame, per_seed: pd.DataFrame) -> pd.DataFrame | None:
+    """The tests' family rows: each comparison of two arms at their final checkpoints that was not
+    refused, its seed test redone on each seed's mean (`compare_values`) and its estimate and interval
+    kept from the prompts-and-seeds bootstrap; None when there is none."""
+    final = comparisons[(comparisons["checkpoint"] == "final") & comparisons["refused"].isna()]
+    of = per_seed.groupby(["metric", "k", "a", "b"], sort=False).indices if len(final) else {}  # each's seeds
+    rows = []
+    for _, row in final.iterrows():
+        seeds = per_seed.iloc[of[(row["metric"], row["k"], row["a"], row["b"])]]
+        a = seeds.dropna(subset=["seed_a"]).set_index("seed_a")["mean_a"]
+        b = seeds.dropna(subset=["seed_b"]).set_index("seed_b")["mean_b"]
+        result = compare_values(a, b)
+        result |= {key: row[key] for key in ("mean_a", "mean_b", "difference", "ci_low", "ci_high")}
+        name = f"held-out {row['metric'].replace('@k', '@' + str(row['k']))}"
+        rows.append({"metric": name, "a": row["a"].removesuffix(" @ final"), "b": row["b"].removesuffix(" @ final"),
+                     **result, "interval": "prompts and seeds"})
+    return pd.DataFrame(rows) if rows else None

@@ -1,0 +1,109 @@
+"""What ran where, in a collapsed block under the findings: the command, the resolved config (keys
+that vary across jobs and keys that do not), git commit, package versions, machine and wall time per
+job, read from each job's run.json and Hydra's records. Every path is shown relative
+to the report, so a report copied off a cluster names no machine's folders."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from datetime import datetime
+from pathlib import Path
+
+import pandas as pd
+
+from analysis.data.arms import varying_keys
+from analysis.data.config import ALIASES
+from analysis.data.labels import natural_sorted
+from analysis.data.load import Tables
+from analysis.data.records import run_records
+from analysis.render import markdown
+from analysis.render.writer import relative
+from analysis.sections.section import Context, Section
+
+# keys the entry point sets at run time: Hydra's config.yaml holds a placeholder for them
+RUNTIME = {"out_dir": "each job's own folder (the entry point sets it to Hydra's output directory)"}
+PACKAGES = {"version": "grpo-lab", "torch": "torch", "transformers": "transformers"}  # run.json key -> name
+
+
+def _duration(started: object, finished: object) -> str:
+    try:
+        seconds = (datetime.fromisoformat(str(finished)) - datetime.fromisoformat(str(started))).total_seconds()
+    except (TypeError, ValueError):
+        return "–"
+    minutes, sec = divmod(int(round(seconds)), 60)
+    return f"{minutes // 60}h{minutes % 60:02d}m{sec:02d}s" if minutes >= 60 else f"{minutes}m{sec:02d}s"
+
+
+def wall_times(jobs: pd.DataFrame, arm: Sequence[str]) -> pd.DataFrame:
+    """One row per job: job, its arm keys and seed, status, started, finished, wall time (first start
+    to finish, so a resumed job's time includes the pause)."""
+    records = run_records(jobs)
+    keys = [k for k in dict.fromkeys([*arm, "seed"]) if k in jobs]
+    out = jobs[["job", *keys, "status"]].copy()
+    out["started"] = [r.get("started") for r in records]
+    out["finished"] = [r.get("finished") for r in records]
+    out["wall_time"] = [_duration(r.get("started"), r.get("finished")) for r in records]
+    return out
+
+
+def _count(values: Sequence[str]) -> str:
+    counts = pd.Series(list(values)).value_counts(sort=False)
+    return "; ".join(f"{v} ({n} job{'s' * (n > 1)})" if len(counts) > 1 else str(v) for v, n in counts.items())
+
+
+def _git(record: dict) -> str:
+    git = record.get("git")
+    if not isinstance(git, dict) or not git.get("commit"):
+        return "not recorded" if "git" not in record else "not a git checkout"
+    return f"`{str(git['commit'])[:12]}`" + (" with uncommitted changes" if git.get("dirty") else "")
+
+
+def _machine(record: dict) -> str:
+    return f"{record.get('machine') or 'not recorded'} (device {record.get('device') or 'unknown'})"
+
+
+def _value(value: object, root: Path, report_dir: Path) -> str:
+    """A config value for the report: an absolute path shown relative to the report."""
+    text = str(value)
+    return relative(text, report_dir) if os.path.isabs(text) and not text.startswith("//") else text
+
+
+def section(tables: Tables, ctx: Context, command: str | None) -> Section:
+    """The collapsed block under the findings: command, source, jobs, code, packages, machines,
+    wall times and the resolved config. `command`: the command that produced the runs, if known."""
+    return Section(text=provenance(tables, ctx.arm, ctx.out, command))
+
+
+def provenance(tables: Tables, arm: Sequence[str], report_dir: Path, command: str | None) -> str:
+    """The provenance block's markdown (paths relative to `report_dir`)."""
+    jobs = tables.jobs
+    records = run_records(jobs)
+    varying = varying_keys(jobs, tables.config_columns)
+    shown_as_alias = {source for alias in varying for source in ALIASES.get(alias, ())}
+    fixed = [k for k in tables.config_columns if k not in varying and k not in shown_as_alias
+             and k not in ALIASES and jobs[k].notna().any()]  # an alias repeats its key
+    packages = [f"{name} {_count([str(r.get(key) or 'not recorded') for r in records])}"
+                for key, name in PACKAGES.items()]
+    times = wall_times(jobs, arm)
+    vary = [f"- `{k}`: {', '.join(_value(v, tables.root, report_dir) for v in natural_sorted(jobs[k].astype(str).unique()))}"
+            for k in varying]
+    constant = pd.DataFrame({"key": fixed, "value": [RUNTIME.get(k) or _value(jobs[k].dropna().iloc[0], tables.root,
+                                                                              report_dir) for k in fixed]})
+    return "\n".join([
+        "<details>", "<summary>Config and provenance (command, code, packages, machine, wall time, resolved "
+        "config)</summary>", "",
+        f"- Command: `{command}`" if command else "- Command: not recorded (no multirun.yaml or .hydra/hydra.yaml)",
+        f"- Source: `{relative(tables.root, report_dir)}` (relative to this report)",
+        f"- Jobs: {len(jobs)} loaded, {len(tables.skipped)} jobs or parts skipped (listed under Jobs)",
+        f"- Code: git {_count([_git(r) for r in records])}",
+        f"- Packages: {', '.join(packages)}",
+        f"- Machine: {_count([_machine(r) for r in records])}",
+        f"- Arms are told apart by: {', '.join(f'`{k}`' for k in arm) or '–'} (seeds are replicates)", "",
+        "Wall time per job (from its first start to its finish, in run.json):", "",
+        markdown.table(times), "",
+        "Config keys that vary across jobs:", "", *(vary or ["None: every job has the same config."]), "",
+        f"Config keys that do not vary ({len(fixed)}):", "",
+        markdown.table(constant) if fixed else "None.", "",
+        "</details>",
+    ])

@@ -1,0 +1,109 @@
+"""Ranking, where a study has more than two arms: each arm's held-out pass@1 and informative samples
+per 1,000 drawn with intervals over seeds, and the orderings the tests resolve, as rank ranges; in
+words for the Findings."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+from analysis.data.arms import iter_arms, short_label
+from analysis.data.load import Tables
+from analysis.measures.ranking import INFORMATIVE, PASS1, Ranking, informative_by_arm, pass1_by_arm, rank
+from analysis.render import intervals as figures
+from analysis.render.markdown import cell
+from analysis.render.writer import Files
+from analysis.sections.section import Context, Section
+from analysis.stats.seeds import ALPHA
+
+
+@dataclass(frozen=True, kw_only=True)
+class Ranked(Section):
+    """`sentences`: each ranking in one Findings line (the first with what the seeds can resolve)."""
+
+    sentences: list[str]
+
+
+def section(tables: Tables, ctx: Context, tests: pd.DataFrame, scores: pd.DataFrame | None,
+            per_job: pd.DataFrame | None) -> Ranked | None:
+    """The ranking section from the tests' family (with p_holm), the held-out section's per-job
+    scores (`seed_scores`; None without eval tables) and the what-trained section's per-job spend
+    (`per_job_spend`); None with two arms or fewer, whose one comparison per metric says it all."""
+    arm = list(ctx.arm)
+    if len(list(iter_arms(tables.jobs, arm))) <= 2:
+        return None
+    rankings: list[Ranking] = []
+    if scores is not None:
+        rankings.append(rank(PASS1, pass1_by_arm(scores, arm), tests))
+    if not tables.groups.empty:
+        rankings.append(rank(INFORMATIVE, informative_by_arm(tables.groups, arm, per_job), tests))
+    if not rankings:
+        return None
+    sentences = [sentence(r) for r in rankings]
+    sentences[0] += f" Power: {power(rankings[0])}"
+    files = Files()
+    parts = [
+        "## Ranking", "",
+        "Each arm at the end of its sample budget, best first: held-out pass@1 (mean over held-out prompts and "
+        "seeds) and informative samples per 1,000 drawn (1000 × (1 − wasted_frac), each job's own rate), each with "
+        "Student's t 95% interval over seeds (the trained models; every arm is scored on the same held-out prompts, "
+        "so the pass@1 interval is for these prompts, while the tests' intervals resample prompts too). An "
+        "ordering of two arms is **resolved** when their comparison under Tests across seeds is a detectable difference: its interval excludes zero and the exact "
+        f"test across seeds rejects after Holm's correction over every pair of arms on that measure (α = {ALPHA}). "
+        "`ranks` is the range of places an arm can hold given the resolved orderings alone (1–n: none involves "
+        "it); `above` lists the arms it is resolved above, `below` those resolved above it. A place in the "
+        f"order of the means that no resolved ordering backs is not a finding. Power: {power(rankings[0])}", "",
+        files.figure("ranking", lambda p: figures.ranking(rankings, p)), ""]
+    for r in rankings:
+        name = "ranking_" + ("pass1" if r.measure == PASS1 else "informative")
+        text = resolved_text(r)
+        parts += [f"### {r.measure}", "", files.table(name, r.table), "", f"{text[0].upper()}{text[1:]}.", ""]
+    return Ranked(text="\n".join(parts).rstrip(), files=files, sentences=sentences)
+
+
+def power(r: Ranking) -> str:
+    """Whether these seeds can resolve any ordering: the exact test's floor against Holm's first bar."""
+    if not r.pairs:
+        return "no pairs were tested."
+    bar = ALPHA / r.pairs
+    text = (f"with {r.seeds} seeds a side the exact test's smallest p is {cell(r.smallest_p, 2)}; Holm's bar for the "
+            f"first of the {r.pairs} pairs is α/{r.pairs} = {cell(bar, 2)}")
+    return text + (", so an ordering can be resolved only where nearly every seed agrees." if r.smallest_p < bar else
+                   ", so no ordering can be resolved with these seeds, however large the differences.")
+
+
+def order_text(r: Ranking) -> str:
+    """The arms in the order of their means, ">" between neighbours whose ordering is resolved and "~"
+    where it is not: "knapsack > band > fixed ~ dynamic"."""
+    arms = r.table["arm"].tolist()
+    resolved = set(r.resolved)
+    return short_label(arms[0]) + "".join(f" {'>' if (a, b) in resolved else '~'} {short_label(b)}"
+                                          for a, b in zip(arms, arms[1:]))
+
+
+def resolved_text(r: Ranking) -> str:
+    """Which orderings are resolved, listing whichever is shorter: the resolved or the unresolved pairs."""
+    if not r.resolved:
+        return f"none of the {r.pairs} pairwise orderings is resolved"
+    if 2 * len(r.resolved) <= r.pairs:
+        shown = ", ".join(f"{short_label(b)} > {short_label(w)}" for b, w in r.resolved)
+        return f"resolved: {shown} ({len(r.resolved)} of {r.pairs} pairs); no other ordering is"
+    done = set(r.resolved) | {(w, b) for b, w in r.resolved}
+    arms = r.table["arm"].tolist()
+    open_pairs = [f"{short_label(a)} vs {short_label(b)}" for i, a in enumerate(arms) for b in arms[i + 1:]
+                  if (a, b) not in done]
+    return (f"resolved: {len(r.resolved)} of {r.pairs} pairs, all but {', '.join(open_pairs) or 'none'}; "
+            f"in order of the means, {order_text(r)} ('>' resolved, '~' not)")
+
+
+def sentence(r: Ranking, digits: int = 3) -> str:
+    """The ranking in one Findings line: each arm's mean [interval] (possible ranks), then the
+    resolved orderings."""
+    arms = "; ".join(f"{short_label(a)} {cell(m, digits)} [{cell(lo, digits)}, {cell(hi, digits)}] "
+                     f"({'ranks' if '–' in ranks else 'rank'} {ranks})"
+                     for a, m, lo, hi, ranks in r.table[["arm", "mean", "ci_low", "ci_high", "ranks"]].itertuples(
+                         index=False))
+    text = resolved_text(r)
+    return (f"Ranking on {r.measure} at the end of the budget (mean [95% interval over {r.interval}] "
+            f"(possible ranks), best first): {arms}. {text[0].upper()}{text[1:]}.")

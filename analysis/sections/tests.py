@@ -1,0 +1,56 @@
+"""Tests across seeds: the family of comparisons between arms that the other sections hand in, with
+Holm's correction within each metric, as a table and a forest of intervals."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pandas as pd
+
+from analysis.render import intervals as figures
+from analysis.render.writer import Files
+from analysis.sections.section import Section
+from analysis.stats.seeds import ALPHA, SEED_TEST, detectable, with_holm
+
+FAMILY_COLUMNS = ("metric", "a", "b", "paired", "seeds_a", "seeds_b", "mean_a", "mean_b", "difference", "ci_low",
+                  "ci_high", "interval", "p_value", "p_holm", "smallest_p", "mde")
+FOREST_PAIRS = 6  # arm pairs the forest plot shows in full; more: only those with the first arm
+
+
+def family(parts: Sequence[pd.DataFrame | None]) -> pd.DataFrame:
+    """The sections' comparisons (None: a section had none) as one table with `p_holm`."""
+    found = [part for part in parts if part is not None]
+    return with_holm(pd.concat(found, ignore_index=True)) if found else pd.DataFrame(columns=FAMILY_COLUMNS)
+
+
+def section(tests: pd.DataFrame) -> Section:
+    """The tests table (`family`) and its forest plot."""
+    if tests.empty:
+        return Section(text="## Tests across seeds\n\nOnly one arm: nothing to compare.")
+    files = Files()
+    pairs = tests[["a", "b"]].astype(str).drop_duplicates()
+    forest, shown_note = tests, ""
+    if len(pairs) > FOREST_PAIRS:  # one row per pair and metric would run off the page: against one arm
+        first = str(tests["a"].iloc[0])
+        forest = tests[(tests["a"].astype(str) == first) | (tests["b"].astype(str) == first)]
+        shown_note = f" With {len(pairs)} pairs of arms, the figure shows those with {first} only; the table has all."
+    filled = [detectable(row) for _, row in forest.iterrows()]
+    text = "\n".join([
+        "## Tests across seeds", "",
+        "The family of comparisons: every pair of arms at the end of the budget, on held-out pass@1, pass@k and "
+        "cons@k at the largest k, on wasted_frac and on the first-round tie fraction. Differences are b − a. "
+        f"Tests: {SEED_TEST}; the held-out rows' intervals resample prompts as well as seeds (as above). "
+        "`p_holm` is Holm's "
+        f"adjustment within each metric (α = {ALPHA}): a metric is one family, every pair of arms on it, since each "
+        "metric answers its own question. `smallest_p` is the smallest p the exact test can give "
+        "with these seeds (at or above α nothing can be detected, however large); `mde` is the minimum detectable "
+        "effect, the difference found with 80% power at α by the t approximation from the spread of per-seed "
+        "differences (inf: not reachable with these seeds).", "",
+        files.table("tests", tests[list(FAMILY_COLUMNS)]), "",
+        "The same differences with their 95% intervals (dashed: no difference); a filled dot where the findings "
+        "call it a detectable difference" + (", one panel per metric (each on its own scale)" if len(pairs) > 1 else "")
+        + ". Signs differ in meaning: higher is better for held-out scores, lower for "
+        f"wasted_frac.{shown_note}", "",
+        files.figure("differences", lambda p: figures.forest(forest, p, filled)),
+    ])
+    return Section(text=text, files=files)

@@ -1,0 +1,110 @@
+"""Ties: first-round tie fractions by difficulty and over training, beside the prediction p^G + (1−p)^G,
+redraws apart; the first-round tie fraction's rows of the tests' family, and the overall calibration
+the Findings quote."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from analysis.data.arms import job_arms
+from analysis.data.load import Tables
+from analysis.measures.ties import ASSUMPTION, predict_ties, samples_by_window, tie_fractions, tie_rows
+from analysis.render import ties as figures
+from analysis.render.writer import Files
+from analysis.sections.section import Context, Section
+from analysis.stats.seeds import compare_arms_by_seed
+
+TIE_COLUMNS = ("difficulty", "group_size", "sampler", "groups", "prompts", "tie_frac", "all_correct_frac",
+               "all_wrong_frac", "ci_low", "ci_high", "predicted_tie_frac", "observed_minus_predicted", "diff_ci_low",
+               "diff_ci_high")
+STEP_WINDOWS = 10  # windows over training: points per line in the ties-over-steps figure
+
+
+@dataclass(frozen=True, kw_only=True)
+class Ties(Section):
+    """`comparisons`: every pair of arms on the first-round tie fraction (rows of the tests' family);
+    `calibration`: the first-round tie fraction of all groups beside its prediction (a `tie_fractions`
+    row as a dict; {} when there is none)."""
+
+    comparisons: pd.DataFrame
+    calibration: dict = field(default_factory=dict)
+
+
+def section(tables: Tables, ctx: Context) -> Ties | None:
+    """The ties section; None without group tables."""
+    groups, arm = tables.groups, list(ctx.arm)
+    if groups.empty:
+        return None
+    files = Files()
+    names = dict(ctx.names)
+    by = ["group_size", "sampler", *(k for k in arm if k not in ("group_size", "sampler"))]
+    window = max(1, math.ceil((int(groups["step"].max()) + 1) / STEP_WINDOWS))
+    seed = ["seed"] if "seed" in groups and "seed" not in arm else []
+    used = ["job", "prompt_id", "difficulty", "step", "round", "group_size", "n_correct", "tie", "tie_kind",
+            "samples_total", *by, *arm, *seed]
+    groups = groups[list(dict.fromkeys(used))]  # the columns read here: the copies below stay small
+    predicted = predict_ties(groups, window=window)
+    first = groups["round"].to_numpy() == 0
+    round0, redraws = groups[first], groups[~first]
+    rows = tie_rows(round0, predicted[first])  # shared by every table of the first rounds
+    by_difficulty = tie_fractions(round0, by, rows=rows)
+    by_step = tie_fractions(round0, by, window=window, rows=rows)
+    by_step = by_step.merge(samples_by_window(round0, by, window), on=[*by, "step_window"], how="left")
+    shown_by, shown_difficulty, shown_step, pooled = by, by_difficulty, by_step, ""
+    if "group_size" not in arm and round0.groupby(list(arm), observed=True)["group_size"].nunique().max() > 1:
+        # an arm drawing groups of many sizes (knapsack) would be a bar and a line per size: pool them
+        shown_by = list(arm)
+        shown_difficulty = tie_fractions(round0, shown_by, rows=rows)
+        shown_step = tie_fractions(round0, shown_by, window=window, rows=rows).merge(
+            samples_by_window(round0, shown_by, window), on=[*shown_by, "step_window"], how="left")
+        pooled = (" Arms that draw first-round groups of several sizes (knapsack's allocations, Reinforce-Ada's "
+                  "rounds) are pooled over their sizes in the figures (the prediction is per group, so it pools "
+                  "alike); the tables split them by `group_size`.")
+    per_job = round0.groupby("job", observed=True).agg(tie_frac=("tie", "mean")).join(
+        job_arms(round0, [*arm, *seed])).reset_index()
+    comparisons = (compare_arms_by_seed(per_job, arm, ["tie_frac"])
+                   .assign(metric="tie_frac (first rounds)", interval="seeds"))
+    overall = tie_fractions(round0[["difficulty", "prompt_id"]].assign(difficulty="all"), [], rows=rows)
+    calibration = overall.iloc[0].to_dict() if len(overall) else {}
+    redraw_text = (files.table("ties_redraws", tie_fractions(redraws, by)[[*TIE_COLUMNS[:10], *by[2:]]])
+                   if len(redraws) else "No redraws: every group is a first round.")
+    text = "\n".join([
+        "## Ties", "",
+        "A group *ties* when its rewards have zero spread (zero advantage). Arms are compared on **first-round "
+        "groups only** (round 0): a redraw happens only because the round before it tied, so counting redraws "
+        "would charge one arm for its own rule. Redraws are shown apart below. Intervals are 95% percentile "
+        "bootstraps clustered by prompt (all groups of a prompt, in every job of the row, move together)."
+        + pooled, "",
+        f"`predicted_tie_frac` is the mean of p^G + (1−p)^G over groups, each prompt's term estimated from its "
+        f"first-round groups at the other steps of the same job within {window}-step windows. It assumes "
+        f"{ASSUMPTION}. `observed_minus_predicted` is tie_frac − predicted over the groups that have a "
+        f"prediction ({int(predicted[first].notna().sum())} of {int(first.sum())} first-round groups). A prompt "
+        "seen at exactly two steps of a window adds nothing to the mean gap (each of its groups predicts the "
+        "other), so the check has power only where prompts recur three times or more per window.", "",
+        "### First-round ties by difficulty", "",
+        "Each bar is an arm's first-round groups at one difficulty, pooled over training: all-correct ties "
+        "(solid) under all-wrong ties (hatched); the black bar is the 95% interval of their sum (the tie fraction) "
+        "and the hollow diamond the prediction p^G + (1−p)^G. Pooled over training, a level whose pass rate moves "
+        "shows its average; the next figure follows it over samples drawn.", "",
+        files.figure("ties_by_difficulty", lambda p: figures.ties_by_difficulty(shown_difficulty, p, shown_by, names)),
+        "",
+        files.table("ties_by_difficulty", by_difficulty, [*TIE_COLUMNS, *by[2:]]), "",
+        "### Redraws (rounds after a tie), apart", "",
+        redraw_text, "",
+        "### Observed against predicted over training", "",
+        f"First-round groups per {window}-step window (`step_window` is its first step), placed at the samples "
+        "the arm's jobs had drawn by the window's end (`samples_drawn`, mean over jobs), so arms that draw at "
+        "different rates line up. Columns: difficulties; rows: all-correct ties, all-wrong ties (learning moves "
+        "groups from the second to the first; collapse fills the second) and all ties with the prediction "
+        "(diamonds). Bands: 95% intervals clustered by prompt. The table adds observed − predicted with its "
+        "interval.", "",
+        files.figure("ties_over_samples", lambda p: figures.ties_over_samples(shown_step, p, shown_by, names)), "",
+        files.table("ties_by_step", by_step, ["difficulty", *by[1:], "step_window", "samples_drawn", "groups",
+                                               "all_correct_frac", "all_wrong_frac", "tie_frac", "ci_low",
+                                               "ci_high", "predicted_tie_frac", "observed_minus_predicted",
+                                               "diff_ci_low", "diff_ci_high"]),
+    ])
+    return Ties(text=text, files=files, comparisons=comparisons, calibration=calibration)

@@ -1,0 +1,158 @@
+"""Intervals: percentile bootstraps as matrix products over resample counts (plain, clustered,
+of ratios, and of differences over prompts and seeds), and Student's t intervals over seeds.
+
+Every bootstrap draws its resamples as `bootstrap_counts` does: `rng.integers(0, units, (n_boot,
+units))`, one row per resample; the same generator and seed give the same resamples.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+from functools import lru_cache
+
+import numpy as np
+from numpy.typing import ArrayLike
+from scipy.stats import t as student_t
+
+from analysis.data.codes import dense_ranks
+
+def bootstrap_counts(units: int, n_boot: int, rng: np.random.Generator) -> np.ndarray:
+    """(n_boot, units): how often each unit is drawn in each resample with replacement."""
+    draws = rng.integers(0, units, size=(n_boot, units))
+    cells = (np.arange(n_boot)[:, None] * units + draws).ravel()
+    return np.bincount(cells, minlength=n_boot * units).reshape(n_boot, units)
+
+
+@lru_cache(maxsize=8)
+def seeded_counts(units: int, n_boot: int, seed: int) -> np.ndarray:
+    """`bootstrap_counts` from a fresh generator seeded `seed`, as floats (what a matrix product with
+    float sums casts them to anyway): every cell of a table that resamples this many units draws the
+    same resamples, so they are drawn once (read-only; the last few kept)."""
+    counts = bootstrap_counts(units, n_boot, np.random.default_rng(seed)).astype(float)
+    counts.flags.writeable = False
+    return counts
+
+
+def nan_percentiles(values: np.ndarray, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
+    """The (1 - level) / 2 and (1 + level) / 2 quantiles of each column of (n_boot, columns) `values`,
+    NaNs left out (an all-NaN column gives NaN): `np.nanquantile` column by column, with the columns
+    that hold no NaN done in one call."""
+    tail = (1 - level) / 2
+    low, high = np.full(values.shape[1], np.nan), np.full(values.shape[1], np.nan)
+    clean = ~np.isnan(values).any(axis=0)
+    if clean.any():
+        low[clean], high[clean] = np.quantile(values[:, clean], [tail, 1 - tail], axis=0)
+    with warnings.catch_warnings():  # a ratio with no denominator in any resample is NaN, as it should be
+        warnings.simplefilter("ignore", RuntimeWarning)
+        for j in np.flatnonzero(~clean):
+            low[j], high[j] = np.nanquantile(values[:, j], [tail, 1 - tail])
+    return low, high
+
+
+def bootstrap_mean_ci(
+    values: ArrayLike, n_boot: int = 1000, level: float = 0.95, seed: int = 0
+) -> tuple[np.ndarray, np.ndarray]:
+    """Percentile bootstrap interval of the column means of `values` (rows = units, e.g. prompts).
+
+    Each resample is a row of counts (how often each unit was drawn), so all columns share the
+    draws and the means are one matrix product.
+    """
+    x = np.asarray(values, dtype=float)
+    x = x.reshape(len(x), -1)  # (units, columns)
+    units = len(x)
+    means = seeded_counts(units, n_boot, seed) @ x / units  # (n_boot, columns)
+    tail = (1 - level) / 2
+    return np.quantile(means, tail, axis=0), np.quantile(means, 1 - tail, axis=0)
+
+
+def cluster_ratio_ci(cluster: ArrayLike, numerator: ArrayLike, denominator: ArrayLike, n_boot: int = 1000,
+                     level: float = 0.95, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Percentile bootstrap intervals of sum(numerator) / sum(denominator) when rows come in clusters
+    (e.g. every group of one prompt, in every job): whole clusters are resampled, so rows of a cluster
+    move together and their correlation widens the interval as it should. `numerator` and
+    `denominator` are (rows,) or (rows, ratios): several ratios share one set of resamples."""
+    rank = dense_ranks(np.asarray(cluster))
+    num, den = (np.asarray(x, dtype=float).reshape(len(rank), -1) for x in (numerator, denominator))
+    low, high = cluster_ratio_cis(np.zeros(len(rank), np.int64), rank, list(num.T), list(den.T), n_boot, level, seed)
+    return (low[0], high[0]) if np.ndim(numerator) > 1 else (low[0, 0], high[0, 0])
+
+
+def cluster_ratio_cis(cell: np.ndarray, cluster: np.ndarray, numerators: Sequence[np.ndarray],
+                      denominators: Sequence[np.ndarray | None], n_boot: int = 1000, level: float = 0.95,
+                      seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """`cluster_ratio_ci` of every cell at once: rows carry their cell (codes 0..cells-1) and cluster
+    (non-negative codes, in the order the clusters are resampled in), one (rows,) array per ratio's
+    numerator and denominator (None: every row counts 1); returns (cells, ratios) lows and highs.
+    Each cell resamples its own clusters with a generator seeded `seed`, as if it were bootstrapped
+    alone, so its interval does not depend on the other cells."""
+    cell = np.asarray(cell, dtype=np.int64)
+    cells = int(cell.max()) + 1 if len(cell) else 0
+    width = int(cluster.max(initial=0)) + 1
+    cluster_of, keys = dense_ranks(cell * width + cluster, keys=True)  # (cell, cluster) pairs, sorted
+    sums_of: dict[int, np.ndarray] = {}  # each distinct column summed once: a cluster's rows added in row order
+
+    def sums(column: np.ndarray | None) -> np.ndarray:
+        if id(column) not in sums_of:
+            sums_of[id(column)] = np.bincount(cluster_of, weights=column, minlength=len(keys)).astype(float)
+        return sums_of[id(column)]
+
+    ratios_n = len(numerators)
+    table = np.column_stack([sums(c) for c in (*numerators, *denominators)])  # (clusters, 2 * ratios)
+    bounds = np.searchsorted(keys // width, np.arange(cells + 1))
+    ratios = np.empty((n_boot, cells * ratios_n))
+    for c, (lo, hi) in enumerate(zip(bounds[:-1], bounds[1:])):  # one matrix product per cell
+        resampled = seeded_counts(int(hi - lo), n_boot, seed) @ table[lo:hi]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            ratios[:, c * ratios_n:(c + 1) * ratios_n] = resampled[:, :ratios_n] / resampled[:, ratios_n:]
+    low, high = nan_percentiles(ratios, level)
+    return low.reshape(cells, ratios_n), high.reshape(cells, ratios_n)
+
+
+def bootstrap_difference_ci(a: ArrayLike, b: ArrayLike, paired: bool, n_boot: int = 2000, level: float = 0.95,
+                            seed: int = 0) -> tuple[float, float]:
+    """Interval of mean(b) - mean(a) for scores of (prompts, seeds) per arm, rows the same prompts:
+    prompts are resampled (both arms together) and seeds within each arm as well, so the interval
+    covers other prompts and other trained models. `paired`: column s of a and b share a seed
+    (same init and prompt stream), and seeds are resampled as pairs."""
+    a, b = (np.asarray(x, dtype=float).reshape(len(x), -1) for x in (a, b))  # (prompts, seeds)
+    rng = np.random.default_rng(seed)
+    prompts = bootstrap_counts(len(a), n_boot, rng)  # (n_boot, prompts)
+    if paired:
+        diffs = _grid_means(b - a, prompts, bootstrap_counts(a.shape[1], n_boot, rng))
+    else:
+        diffs = (_grid_means(b, prompts, bootstrap_counts(b.shape[1], n_boot, rng))
+                 - _grid_means(a, prompts, bootstrap_counts(a.shape[1], n_boot, rng)))
+    tail = (1 - level) / 2
+    return float(np.quantile(diffs, tail)), float(np.quantile(diffs, 1 - tail))
+
+
+def _grid_means(scores: np.ndarray, prompts: np.ndarray, seeds: np.ndarray) -> np.ndarray:
+    """(n_boot,) means of (prompts, seeds) scores under resample counts of each: (n_boot, prompts), (n_boot, seeds)."""
+    return ((prompts @ scores) * seeds).sum(1) / (scores.shape[0] * scores.shape[1])
+
+
+def t_mean_ci(values: ArrayLike, level: float = 0.95) -> tuple[float, float]:
+    """Student's t interval of the mean of one value per unit (seeds): NaN below two."""
+    x = np.asarray(values, dtype=float)
+    if len(x) < 2:
+        return float("nan"), float("nan")
+    half = float(student_t.ppf((1 + level) / 2, len(x) - 1) * x.std(ddof=1) / np.sqrt(len(x)))
+    return float(x.mean() - half), float(x.mean() + half)
+
+
+def t_difference_ci(a: ArrayLike, b: ArrayLike, paired: bool, level: float = 0.95) -> tuple[float, float]:
+    """Student's t interval of mean(b) - mean(a) from one value per seed a side: of the per-seed
+    differences when `paired`, else with unequal variances (Satterthwaite's degrees of freedom).
+    Not a percentile bootstrap: from 8 seeds that sees (S−1)/S of their variance and undercovers
+    (about 89% for a nominal 95%; simulated in tests/test_analysis_stats.py). NaN below two a side."""
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if min(len(a), len(b)) < 2:
+        return float("nan"), float("nan")
+    if paired:
+        return t_mean_ci(b - a, level)
+    va, vb = a.var(ddof=1) / len(a), b.var(ddof=1) / len(b)
+    centre, se = b.mean() - a.mean(), np.sqrt(va + vb)
+    df = (va + vb) ** 2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1)) if se > 0 else 1.0
+    half = float(student_t.ppf((1 + level) / 2, df) * se)
+    return float(centre - half), float(centre + half)

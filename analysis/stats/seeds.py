@@ -1,0 +1,87 @@
+"""Arms compared across seeds: one value per job (a seed), b minus a, paired by seed when both
+arms ran the same seeds (same initialisation and prompt stream), with an exact test instead of a
+normal approximation, Student's t interval, the minimum detectable effect, and Holm's correction
+over a declared family of comparisons."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from itertools import combinations
+
+import numpy as np
+import pandas as pd
+
+from analysis.data.arms import iter_arms
+from analysis.stats.intervals import t_difference_ci
+from analysis.stats.tests import holm, min_detectable_effect, seed_test, smallest_p
+
+SEED_TEST = ("exact sign-flip test over paired seeds (else exact permutation test over seeds); interval: "
+             "Student's t over seeds (of the per-seed differences when paired, else with unequal variances)")
+ALPHA = 0.05
+COLUMNS = ("metric", "a", "b", "paired", "seeds_a", "seeds_b", "mean_a", "mean_b", "difference", "ci_low", "ci_high",
+           "p_value", "smallest_p", "mde")
+
+
+def seed_values(frame: pd.DataFrame, value: str) -> pd.Series:
+    """One value per seed (index: the seed as text) from rows with `seed` (or `job`) and `value`."""
+    key = "seed" if "seed" in frame else "job"
+    return frame.groupby(frame[key].astype(str), observed=True)[value].mean()
+
+
+def compare_values(a: pd.Series, b: pd.Series, level: float = 0.95) -> dict:
+    """b minus a from one value per seed each (indexed by seed): the COLUMNS fields but names."""
+    a, b = a.dropna(), b.dropna()
+    paired = sorted(a.index) == sorted(b.index) and len(a) > 0
+    if paired:
+        b = b[a.index]
+    x, y = a.to_numpy(float), b.to_numpy(float)
+    low, high = t_difference_ci(x, y, paired, level)
+    spread = _spread(x, y, paired)
+    both = min(len(x), len(y)) > 0
+    return {"paired": paired, "seeds_a": len(x), "seeds_b": len(y), "mean_a": x.mean() if len(x) else np.nan,
+            "mean_b": y.mean() if len(y) else np.nan, "difference": y.mean() - x.mean() if both else np.nan,
+            "ci_low": low, "ci_high": high, "p_value": seed_test(x, y, paired),
+            "smallest_p": smallest_p(len(x), len(y), paired) if both else np.nan,
+            "mde": min_detectable_effect(spread, len(x), len(y), paired, ALPHA) if both else np.nan}
+
+
+def _spread(x: np.ndarray, y: np.ndarray, paired: bool) -> float:
+    """Standard deviation of the per-seed differences (paired), else the pooled one of the values."""
+    if paired:
+        return float(np.std(y - x, ddof=1)) if len(x) > 1 else np.nan
+    if min(len(x), len(y)) < 2:
+        return np.nan
+    return float(np.sqrt((np.var(x, ddof=1) * (len(x) - 1) + np.var(y, ddof=1) * (len(y) - 1)) / (len(x) + len(y) - 2)))
+
+
+def compare_arms_by_seed(per_job: pd.DataFrame, arm: Sequence[str], metrics: Sequence[str]) -> pd.DataFrame:
+    """Every pair of arms for each metric, from one row per job (`seed` or `job`, the arm keys, and
+    a column per metric). Columns: COLUMNS."""
+    rows = []
+    for (name_a, a), (name_b, b) in combinations(iter_arms(per_job, arm), 2):
+        for metric in metrics:
+            rows.append({"metric": metric, "a": name_a, "b": name_b,
+                         **compare_values(seed_values(a, metric), seed_values(b, metric))})
+    return pd.DataFrame(rows, columns=list(COLUMNS))
+
+
+def with_holm(table: pd.DataFrame) -> pd.DataFrame:
+    """The table with `p_holm`, Holm's adjusted p, after `p_value`. Each metric is one family (its
+    comparisons answer one question: which arm scores higher on it); a table without `metric`, one."""
+    out = table.copy()
+    p = out["p_value"].to_numpy(float)
+    adjusted = np.full(len(out), np.nan)
+    families = out.groupby("metric", sort=False).indices.values() if "metric" in out else [np.arange(len(out))]
+    for rows in families:
+        adjusted[rows] = holm(p[rows])
+    out.insert(out.columns.get_loc("p_value") + 1, "p_holm", adjusted)
+    return out
+
+
+def detectable(row: pd.Series | dict) -> bool:
+    """Whether a comparison (a row of a tests table with p_holm) is a detectable difference: its
+    interval excludes zero and the test across seeds rejects after Holm's correction."""
+    low, high, p = row["ci_low"], row["ci_high"], row.get("p_holm", np.nan)
+    if pd.isna(low) or pd.isna(high) or low <= 0 <= high:
+        return False
+    return bool(pd.notna(p) and p < ALPHA)

@@ -1,0 +1,55 @@
+"""Integer codes for group-bys (analysis/data/codes.py) against what numpy and pandas compute directly."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from analysis.data.codes import cell_codes, dense_ranks, stable_order, text_codes
+
+
+@pytest.mark.parametrize("high", [5, 3000, 10**12])  # the counting table, and the sort past it
+def test_dense_ranks_are_numpys_unique_inverse(high):
+    values = np.random.default_rng(high % 97).integers(0, high, 5000)
+    distinct, inverse = np.unique(values, return_inverse=True)
+    ranks, keys = dense_ranks(values, keys=True)
+    np.testing.assert_array_equal(ranks, inverse)
+    np.testing.assert_array_equal(keys, distinct)
+    floats = values / 7  # not codes: sorted, as numpy does
+    np.testing.assert_array_equal(dense_ranks(floats), np.unique(floats, return_inverse=True)[1])
+
+
+@pytest.mark.parametrize("high", [3, 60000, 2**40])  # one, two and three 16-bit digits
+def test_stable_order_is_a_stable_argsort(high):
+    codes = np.random.default_rng(1).integers(0, high, 20000)
+    np.testing.assert_array_equal(stable_order(codes), np.argsort(codes, kind="stable"))
+
+
+def test_text_codes_group_as_the_values_as_text_do():
+    column = pd.Series(pd.Categorical([1.0, 2.5, None, 10.0, 2.5, 1.0]))
+    codes, labels = text_codes(column)
+    text = column.astype(str)
+    assert list(labels) == sorted(text.dropna().unique())  # codes sort as the texts do
+    assert [labels[c] if c >= 0 else None for c in codes] == [None if pd.isna(t) else t for t in text]
+    plain = pd.Series(["b", "a", "b", "c"])
+    codes, labels = text_codes(plain)
+    assert list(labels[codes]) == list(plain) and list(labels) == ["a", "b", "c"]
+
+
+def test_cell_codes_find_the_cells_a_group_by_finds():
+    rng = np.random.default_rng(3)
+    frame = pd.DataFrame({
+        "difficulty": pd.Categorical(rng.choice(["1", "2", "10"], 400)),
+        "sampler": pd.Categorical(rng.choice(["fixed", "band", None], 400)),
+        "window": rng.integers(0, 5, 400) * 10,
+        "name": rng.choice(["x", "y"], 400),
+    })
+    keys = ["difficulty", "sampler", "window", "name"]
+    cell, values = cell_codes(frame, keys)
+    groups = frame.groupby(keys, observed=True, dropna=False)
+    assert len(values) == groups.ngroups
+    for c, key in enumerate(values):  # each cell's rows are exactly one group's, keyed by its values
+        rows = np.flatnonzero(cell == c)
+        match = np.ones(len(frame), bool)
+        for k, v in zip(keys, key):
+            match &= frame[k].isna().to_numpy() if pd.isna(v) else (frame[k] == v).to_numpy()
+        np.testing.assert_array_equal(rows, np.flatnonzero(match))
