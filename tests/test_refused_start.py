@@ -1,0 +1,122 @@
+"""A refused start changes nothing: after a resume refused for a changed key, or a start on a busy directory,
+every file of the run (or the whole sweep) is byte-identical, train.log included. Real Hydra runs, through
+the command line (its preflight refuses before Hydra writes) and through the Hydra app itself (the job's own
+guard refuses before .hydra/ or the log is written). Readers take the run's config from config.json."""
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from omegaconf import OmegaConf
+
+from grpo_lab.run.lock import RunLock
+from grpo_lab.run.tables import read_table
+
+ROOT = Path(__file__).resolve().parent.parent
+ENV = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+SMALL = ["max_steps=2", "prompts_per_step=2", "sampler.group_size=2", "task.levels=[1,2]", "task.train_per_level=4",
+         "task.eval_per_level=2", "eval.n=2"]
+# the Hydra app without the command line's preflight: what a job meets when the check before Hydra is passed by
+APP = ("import sys; from experiments.train import run; "
+       f"sys.argv = ['train', '--config-path', {str(ROOT / 'conf')!r}, *sys.argv[1:]]; run()")
+
+
+def tree(folder: Path) -> dict[str, str]:
+    """Every file under `folder` (hidden ones included) -> its sha256."""
+    return {p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "experiments.train", *args], cwd=ROOT, env=ENV, text=True,
+                          capture_output=True, timeout=900)
+
+
+def app(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", APP, *args], cwd=ROOT, env=ENV, text=True, capture_output=True,
+                          timeout=900)
+
+
+def error_lines(out: subprocess.CompletedProcess) -> list[str]:
+    return [ln for ln in out.stderr.strip().splitlines() if not ln.startswith("[")]  # log lines aside
+
+
+@pytest.fixture(scope="module")
+def single(tmp_path_factory) -> Path:
+    run = tmp_path_factory.mktemp("single") / "run"
+    out = cli(*SMALL, f"hydra.run.dir={run}")
+    assert out.returncode == 0, out.stderr[-3000:]
+    return run
+
+
+@pytest.mark.parametrize("via", [cli, app], ids=["command line", "hydra app"])
+def test_a_refused_resume_leaves_every_file_of_the_run_as_it_was(single, via):
+    before = tree(single)
+    assert {".hydra/config.yaml", ".hydra/hydra.yaml", ".hydra/overrides.yaml", "train.log", "config.json",
+            "run.json"} <= set(before)
+    out = via(*SMALL, "sampler.group_size=4", "task.levels=[1]", f"hydra.run.dir={single}")
+    assert out.returncode != 0
+    assert error_lines(out) == [f"error: {single} holds a run started with another config (sampler.group_size 2 -> 4, "
+                                "task.levels [1, 2] -> [1]); use another out_dir, or resume=never to delete that run "
+                                "and start over"]
+    assert tree(single) == before
+
+
+def test_a_start_on_a_busy_run_leaves_it_as_it_was(single):
+    before = tree(single)
+    with RunLock(single):
+        out = cli(*SMALL, "max_steps=3", f"hydra.run.dir={single}")  # an accepted resume, but the run is busy
+    assert out.returncode != 0 and f"is being written by pid {os.getpid()}" in error_lines(out)[-1]
+    assert tree(single) == before
+
+
+def test_an_accepted_resume_records_its_start(single):
+    log_before = (single / "train.log").read_text()
+    out = cli(*SMALL, "max_steps=3", f"hydra.run.dir={single}")  # a budget may differ: the run extends
+    assert out.returncode == 0, out.stderr[-3000:]
+    log = (single / "train.log").read_text()
+    assert log.startswith(log_before) and "job 0: loading torch and transformers" in log[len(log_before):]
+    assert "resuming" in log[len(log_before):] and "max_steps=3" in (single / ".hydra" / "overrides.yaml").read_text()
+    assert json.loads((single / "config.json").read_text())["max_steps"] == 3
+    assert read_table(single, "steps").num_rows == 3
+
+
+def test_evaluate_reads_the_checked_record(single):
+    """.hydra/config.yaml made to disagree with config.json (as a refused start once left it): evaluation
+    follows config.json, every level of the run."""
+    hydra_config = single / ".hydra" / "config.yaml"
+    stale = OmegaConf.load(hydra_config)
+    stale.task.levels = [1]
+    OmegaConf.save(stale, hydra_config)
+    out = subprocess.run([sys.executable, "-m", "experiments.evaluate", f"run_dir={single}", "n=2", "steps=[0]"],
+                         cwd=ROOT, env=ENV, text=True, capture_output=True, timeout=900)
+    assert out.returncode == 0, out.stderr[-3000:]
+    rows = read_table(single, "eval").to_pandas()
+    assert sorted(rows[rows["step"] == 0]["difficulty"].unique()) == ["1", "2"]
+    assert (single / "evaluate.log").exists()
+
+
+def test_a_refused_sweep_resume_leaves_the_whole_sweep_as_it_was(tmp_path):
+    sweep = tmp_path / "sweep"
+    args = ["-m", "launcher=joblib", "seed=0,1", *SMALL, f"hydra.sweep.dir={sweep}"]
+    out = cli(*args)
+    assert out.returncode == 0, out.stderr[-3000:]
+    before = tree(sweep)
+    assert {"multirun.yaml", "0/config.json", "1/.hydra/overrides.yaml", "1/train.log"} <= set(before)
+    out = cli(*args, "sampler.group_size=4")  # the preflight: nothing is written, multirun.yaml included
+    assert out.returncode != 0
+    assert error_lines(out) == [f"error: {sweep / '0'} holds a run started with another config (sampler.group_size "
+                                "2 -> 4); use another out_dir, or resume=never to delete that run and start over"]
+    assert tree(sweep) == before
+    out = app(*args, "sampler.group_size=4")  # past the preflight: the sweeper rewrites multirun.yaml first,
+    assert out.returncode != 0  # and each job refuses itself before writing
+    after = tree(sweep)
+    assert {k: v for k, v in after.items() if k != "multirun.yaml"} == {
+        k: v for k, v in before.items() if k != "multirun.yaml"}
+    out = cli(*args)  # the sweep's own command again resumes it (both jobs finished: they end at once)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert all(read_table(sweep / j, "steps").num_rows == 2 for j in ("0", "1"))
