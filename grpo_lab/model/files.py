@@ -97,19 +97,18 @@ def check_safetensors(path: Path) -> None:
         size = path.stat().st_size
         with path.open("rb") as f:
             head = f.read(8)
-            if len(head) < 8:
-                raise ModelFileError(f"{path}: {'empty' if size == 0 else 'truncated'} ({size} bytes)")
-            (n,) = struct.unpack("<Q", head)
-            if n > size - 8:
-                raise ModelFileError(f"{path}: truncated (a {n:,}-byte header in a {size:,}-byte file)")
-            header = json.loads(f.read(n))
+            n = struct.unpack("<Q", head)[0] if len(head) == 8 else None
+            text = f.read(n) if n is not None and n <= size - 8 else None
     except OSError as e:
         raise ModelFileError(f"{path}: not readable ({e.strerror})") from None
-    except (UnicodeDecodeError, ValueError):
-        raise ModelFileError(f"{path}: not a safetensors file (its header is not JSON)") from None
+    if n is None:
+        raise ModelFileError(f"{path}: {'empty' if size == 0 else 'truncated'} ({size} bytes)")
+    if text is None:
+        raise ModelFileError(f"{path}: truncated (a {n:,}-byte header in a {size:,}-byte file)")
     try:
+        header = json.loads(text)
         end = max((int(t["data_offsets"][1]) for k, t in header.items() if k != "__metadata__"), default=0)
-    except (TypeError, KeyError, IndexError, ValueError, AttributeError):
-        raise ModelFileError(f"{path}: not a safetensors file (its header lists no data offsets)") from None
+    except (UnicodeDecodeError, ValueError, TypeError, KeyError, IndexError, AttributeError):
+        raise ModelFileError(f"{path}: not a safetensors file (its header is not the JSON it should be)") from None
     if 8 + n + end > size:
         raise ModelFileError(f"{path}: truncated ({size:,} bytes of the {8 + n + end:,} its header lists)")

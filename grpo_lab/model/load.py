@@ -36,7 +36,9 @@ def _reading(folder: Path, path: str | None):
     """Whatever transformers raises on a model folder's files, as one line naming the folder."""
     try:
         yield
-    except (OSError, ValueError, KeyError, TypeError, RuntimeError) as e:
+    except MemoryError:
+        raise
+    except Exception as e:  # noqa: BLE001 - transformers and huggingface_hub raise many types; the chain is kept
         first = (str(e).strip().splitlines() or [""])[0][:300]
         raise ModelFileError(f"model.path={path!r}: {folder} cannot be loaded ({type(e).__name__}: {first})") from e
 
