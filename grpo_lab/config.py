@@ -348,7 +348,7 @@ def draw_per_step(cfg: TrainConfig) -> tuple[int, int]:
 class EvalJobConfig:
     """Standalone evaluation of a finished (or running) run directory."""
 
-    run_dir: str = "???"  # the run to evaluate (its .hydra/config.yaml gives model and task)
+    run_dir: str = "???"  # the run to evaluate (its config.json gives model and task)
     n: int = 32  # samples per held-out prompt
     temperature: float = 1.0
     steps: list[int] | None = None  # checkpoints to evaluate (0 = base model); None: base + all

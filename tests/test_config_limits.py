@@ -6,19 +6,14 @@ through the real command line."""
 
 import copy
 import dataclasses
-import json
 import math
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
+from fixtures.runs import bad_values, cli
 from grpo_lab.config import TrainConfig, leaves, validate
 from grpo_lab.errors import InputError
 
-ROOT = Path(__file__).resolve().parent.parent
 HUGE = 2**40
 HOSTILE = {  # label -> value, by the key's type
     "float": {"nan": math.nan, "inf": math.inf, "-inf": -math.inf, "-1": -1.0, "0": 0.0, "1e30": 1e30},
@@ -163,28 +158,9 @@ def test_bounds_that_come_from_other_keys():
         validate(cfg)
 
 
-def _train(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "experiments.train", *args], capture_output=True, text=True,
-                          cwd=ROOT, timeout=600, env={**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"})
-
-
 def test_the_named_cases_through_the_command_line(tmp_path):
-    big = tmp_path / "big.jsonl"
-    with big.open("w") as f:
-        f.write(json.dumps({"problem": "1+1", "answer": "2", "level": 1}) + "\n")
-        f.write(json.dumps({"problem": "x" * (50 << 20), "answer": "2", "level": 1}) + "\n")  # a 50 MB problem
-    cases = [
-        (["algo.lr=inf"], "algo.lr=inf is invalid: must be a finite number"),
-        (["algo.lr=nan"], "algo.lr=nan is invalid: must be a finite number"),
-        (["sampler.greso.step=-inf", "sampler=greso"], "sampler.greso.step=-inf is invalid"),
-        (["sampler.group_size=100000"], "sampler.group_size=100000 is invalid: one step could draw 1,600,000 samples"),
-        (["task.levels=[7]"], "task.levels=[7] is invalid: unknown level 7; must be among [1, 2, 3, 4]"),
-        (["task.levels=[]"], "task.levels=[] is invalid: name at least one of [1, 2, 3, 4]"),
-        (["rollout.temperature=0"], "rollout.temperature=0.0 is invalid: must be > 0"),
-        (["task=mathset", f"task.path={big}"], f"{big}:2: a line over 1,048,576 bytes"),
-    ]
-    for args, expected in cases:
-        out = _train(*args, f"hydra.run.dir={tmp_path / 'run'}")
+    for args, expected in bad_values(tmp_path):
+        out = cli(*args, f"hydra.run.dir={tmp_path / 'run'}")
         lines = out.stderr.strip().splitlines()
         assert out.returncode != 0 and len(lines) == 1 and lines[0].startswith(f"config error: {expected}"), (args, lines)
     assert not (tmp_path / "run").exists()  # refused before Hydra made the run directory

@@ -7,15 +7,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from fixtures import answers
+from fixtures.answers import NAMED
 from grpo_lab.rewards.rules import ANSWER_FORMATS, RewardWeights, score
 from grpo_lab.rewards.scorer import Scorer
 
 W = RewardWeights(accuracy=1.0, format=0.5)
-NAMED = [  # rewarded for gold 46 before this rule
-    r"\boxed{46 \approx 47}", r"\boxed{46\\47}", r"\boxed{46\%}", r"\boxed{46\ldots}", "\\boxed{46}\n\nAnswer: 47",
-    r"\boxed{46}\boxed {47}", r"\boxed{46}\fbox{47}", r"\boxed{47}\boxed{46}",
-]
-DELIMITED = ["boxed", "answer_line"]
 
 
 def verdicts(text: str, gold: str = "46") -> dict[str, tuple[bool, bool]]:
@@ -79,34 +76,13 @@ def test_plain_right_answers_still_earn_the_reward():
         assert [s.correct for s in out] == [True] * len(golds)
 
 
-# --- generated: statements in every dress, filler between them
-FILLER = st.lists(st.sampled_from(["We add", "the digits", "carry one", "so", "40 + 6", "then", "check:", "7 * 8 = 56",
-                                   ".", ",", "\n", "\n\n", "$x$", "units", "tens", "thus", "Let me see"]), max_size=6)
-BOXES = [r"\boxed{%s}", r"\boxed {%s}", r"\boxed  {%s}", r"\fbox{%s}", r"\framebox{%s}", r"$\boxed{%s}$"]
-LINES = ["\nAnswer: %s\n", "\nFinal answer: %s\n", "\n**Answer:** %s\n", "\n## Answer: %s\n", "\nanswer:%s\n"]
-PHRASES = ["The answer is %s.", "so the final answer is $%s$", "The answer is: %s"]
-HEDGED = [r"{g} \approx {h}", r"{g}\\{h}", r"{g}\%", r"{g}\ldots", r"{g} \text{ or } {h}", "{g} or {h}", r"{g} \pm 1",
-          r"\approx {g}", "{g}?", "{g}...", r"{g} \sim {h}", r"{g}\dots", r"{g}, \ldots"]
-DRESSED = ["{g}", " {g} ", r"\textbf{{{g}}}", r"\mathbf{{{g}}}", "{g}.", r"\text{{{g}}}"]
+# --- generated (fixtures/answers.py): statements in every dress, filler between them
+def _drivers(draw):
+    return (lambda seq: draw(st.sampled_from(list(seq)))), (lambda lo, hi: draw(st.integers(lo, hi)))
 
 
-def _say(template: str, value: str) -> str:
-    return template % value
-
-
-@st.composite
-def near_miss(draw):
-    """A completion stating the gold and, somewhere, something else: another number or the gold hedged."""
-    g = draw(st.integers(-10**4, 10**4))
-    h = g + draw(st.integers(-50, 50).filter(bool))
-    other = draw(st.one_of(st.just(str(h)), st.sampled_from(HEDGED).map(lambda t: t.format(g=g, h=h))))
-    forms = st.sampled_from(BOXES + LINES + PHRASES if other == str(h) else BOXES + LINES)
-    right, wrong = _say(draw(forms), str(g)), _say(draw(forms), other)
-    first, second = (right, wrong) if draw(st.booleans()) else (wrong, right)
-    parts = [" ".join(draw(FILLER)), first, " ".join(draw(FILLER)), second, " ".join(draw(FILLER))]
-    if draw(st.booleans()):  # or only the hedged statement, alone
-        parts = [" ".join(draw(FILLER)), _say(draw(st.sampled_from(BOXES + LINES)), other)]
-    return "".join(parts), str(g)
+near_miss = st.composite(lambda draw: answers.near_miss(*_drivers(draw)))
+right_answer = st.composite(lambda draw: answers.right_answer(*_drivers(draw)))
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -122,22 +98,6 @@ def test_generated_near_misses_earn_nothing(case):
 def test_generated_near_misses_earn_nothing_as_latex(case):
     text, gold = case
     assert not score(text, True, gold, "latex", W).correct, text
-
-
-@st.composite
-def right_answer(draw):
-    """A completion whose every statement says the gold, in any dress; its last line an answer line or not."""
-    g = draw(st.integers(-10**4, 10**4))
-    dressed = [draw(st.sampled_from(DRESSED)).format(g=g) for _ in range(3)]
-    if g >= 0 and draw(st.booleans()):
-        dressed[0] = f"00{g}"  # leading zeros: the same integer
-    box = _say(draw(st.sampled_from(BOXES)), dressed[0])
-    extra = [_say(draw(st.sampled_from(BOXES + LINES + PHRASES)), dressed[1]) for _ in range(draw(st.integers(0, 2)))]
-    text = " ".join(draw(FILLER)) + box + " ".join(draw(FILLER)) + "".join(extra)
-    if draw(st.booleans()):
-        text += " ".join(draw(FILLER))
-    line = text.rstrip() + "\n" + _say(draw(st.sampled_from(LINES)), dressed[2]).strip()
-    return text, line, str(g)
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])

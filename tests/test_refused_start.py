@@ -3,46 +3,23 @@ every file of the run (or the whole sweep) is byte-identical, train.log included
 the command line (its preflight refuses before Hydra writes) and through the Hydra app itself (the job's own
 guard refuses before .hydra/ or the log is written). Readers take the run's config from config.json."""
 
-import hashlib
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from omegaconf import OmegaConf
 
+from fixtures.runs import SMALL, app, cli, error_lines, tree
 from grpo_lab.run.lock import RunLock
 from grpo_lab.run.tables import read_table
 
-ROOT = Path(__file__).resolve().parent.parent
-ENV = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-SMALL = ["max_steps=2", "prompts_per_step=2", "sampler.group_size=2", "task.levels=[1,2]", "task.train_per_level=4",
-         "task.eval_per_level=2", "eval.n=2"]
-# the Hydra app without the command line's preflight: what a job meets when the check before Hydra is passed by
-APP = ("import sys; from experiments.train import run; "
-       f"sys.argv = ['train', '--config-path', {str(ROOT / 'conf')!r}, *sys.argv[1:]]; run()")
+SMALL = ["max_steps=2", *SMALL]
 
 
-def tree(folder: Path) -> dict[str, str]:
-    """Every file under `folder` (hidden ones included) -> its sha256."""
-    return {p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(folder.rglob("*")) if p.is_file()}
-
-
-def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "experiments.train", *args], cwd=ROOT, env=ENV, text=True,
-                          capture_output=True, timeout=900)
-
-
-def app(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", APP, *args], cwd=ROOT, env=ENV, text=True, capture_output=True,
-                          timeout=900)
-
-
-def error_lines(out: subprocess.CompletedProcess) -> list[str]:
-    return [ln for ln in out.stderr.strip().splitlines() if not ln.startswith("[")]  # log lines aside
+def errors(out: subprocess.CompletedProcess) -> list[str]:
+    return error_lines(out.stderr)
 
 
 @pytest.fixture(scope="module")
@@ -60,7 +37,7 @@ def test_a_refused_resume_leaves_every_file_of_the_run_as_it_was(single, via):
             "run.json"} <= set(before)
     out = via(*SMALL, "sampler.group_size=4", "task.levels=[1]", f"hydra.run.dir={single}")
     assert out.returncode != 0
-    assert error_lines(out) == [f"error: {single} holds a run started with another config (sampler.group_size 2 -> 4, "
+    assert errors(out) == [f"error: {single} holds a run started with another config (sampler.group_size 2 -> 4, "
                                 "task.levels [1, 2] -> [1]); use another out_dir, or resume=never to delete that run "
                                 "and start over"]
     assert tree(single) == before
@@ -70,7 +47,7 @@ def test_a_start_on_a_busy_run_leaves_it_as_it_was(single):
     before = tree(single)
     with RunLock(single):
         out = cli(*SMALL, "max_steps=3", f"hydra.run.dir={single}")  # an accepted resume, but the run is busy
-    assert out.returncode != 0 and f"is being written by pid {os.getpid()}" in error_lines(out)[-1]
+    assert out.returncode != 0 and f"is being written by pid {os.getpid()}" in errors(out)[-1]
     assert tree(single) == before
 
 
@@ -92,8 +69,7 @@ def test_evaluate_reads_the_checked_record(single):
     stale = OmegaConf.load(hydra_config)
     stale.task.levels = [1]
     OmegaConf.save(stale, hydra_config)
-    out = subprocess.run([sys.executable, "-m", "experiments.evaluate", f"run_dir={single}", "n=2", "steps=[0]"],
-                         cwd=ROOT, env=ENV, text=True, capture_output=True, timeout=900)
+    out = cli(f"run_dir={single}", "n=2", "steps=[0]", module="experiments.evaluate")
     assert out.returncode == 0, out.stderr[-3000:]
     rows = read_table(single, "eval").to_pandas()
     assert sorted(rows[rows["step"] == 0]["difficulty"].unique()) == ["1", "2"]
@@ -109,7 +85,7 @@ def test_a_refused_sweep_resume_leaves_the_whole_sweep_as_it_was(tmp_path):
     assert {"multirun.yaml", "0/config.json", "1/.hydra/overrides.yaml", "1/train.log"} <= set(before)
     out = cli(*args, "sampler.group_size=4")  # the preflight: nothing is written, multirun.yaml included
     assert out.returncode != 0
-    assert error_lines(out) == [f"error: {sweep / '0'} holds a run started with another config (sampler.group_size "
+    assert errors(out) == [f"error: {sweep / '0'} holds a run started with another config (sampler.group_size "
                                 "2 -> 4); use another out_dir, or resume=never to delete that run and start over"]
     assert tree(sweep) == before
     out = app(*args, "sampler.group_size=4")  # past the preflight: the sweeper rewrites multirun.yaml first,
