@@ -11,6 +11,8 @@
   good jobs; a missing and an empty folder must give one line and a non-zero exit.
 - rewards: generated near misses must never be rewarded, hostile text must never raise, and a
   hostile batch must come back within the scorer's step budget with its timeouts counted.
+- guards (benchmarks/reliability_guards.py): lock races, refused starts that leave every file as it was,
+  values and files that cannot work, read-only and full filesystems, one final answer.
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ sys.path.insert(0, str(ROOT))
 import pyarrow as pa  # noqa: E402
 import pyarrow.compute as pc  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
+
+import reliability_guards as guards  # noqa: E402 - beside this file
 
 # A small run: 8 steps, parts every step, checkpoints every 2, evaluation at 0, 4 and 8.
 CONFIG = dict(max_steps=8, prompts_per_step=6, checkpoint_every=2, threads=1,
@@ -283,16 +287,25 @@ def main() -> None:
     parser.add_argument("--kills", type=int, default=12, help="kill trials (>= 10 recommended)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the kill moments and the generated text")
     parser.add_argument("--fuzz", type=int, default=2000, help="golds for the integer near-miss trial (12 each)")
+    parser.add_argument("--lock-rounds", type=int, default=3, help="races of 60 starts per kind of lock left behind")
+    parser.add_argument("--answers", type=int, default=2000, help="generated near misses and right answers, each")
+    parser.add_argument("--only-guards", action="store_true", help="run the guards' trials only")
     args = parser.parse_args()
     rng = random.Random(args.seed)
     results = []
     with tempfile.TemporaryDirectory(prefix="grpo-reliability-") as tmp:
         work = Path(tmp)
         t0 = time.monotonic()
-        results += kill_trials(work, args.kills, rng)
-        results += duplicate_and_changed(work)
-        results += analysis_trials(work)
-        results += reward_trials(rng, args.fuzz)
+        if not args.only_guards:
+            results += kill_trials(work, args.kills, rng)
+            results += duplicate_and_changed(work)
+            results += analysis_trials(work)
+            results += reward_trials(rng, args.fuzz)
+        results += guards.lock_trials(work / "locks", args.lock_rounds)
+        results += guards.refused_start_trials(work / "refused")
+        results += guards.input_trials(work / "inputs")
+        results += guards.disk_trials(work / "disks")
+        results += guards.answer_trials(rng, args.answers)
         took = time.monotonic() - t0
     print("\n| trial | pass | detail |\n|---|---|---|")
     for name, ok, note in results:

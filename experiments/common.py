@@ -91,7 +91,7 @@ def _sweep_choices(overrides: list[str]) -> tuple[list[str], list[list[str]]]:
     return fixed, swept
 
 
-def _overrides(args: list[str]) -> list[str]:
+def task_overrides(args: list[str]) -> list[str]:
     """The config overrides of a Hydra command line: flags, their values and hydra.* keys dropped."""
     out, skip, previous = [], False, ""
     for a in args:
@@ -105,35 +105,58 @@ def _overrides(args: list[str]) -> list[str]:
     return out
 
 
-def compose_jobs(config_name: str, args: list[str]) -> list[Any]:
+def hydra_overrides(args: list[str]) -> list[str]:
+    """The command line's overrides of Hydra's own config (`hydra.run.dir=...`, `hydra/launcher=...`)."""
+    return [a for a in args if a.startswith(("hydra.", "hydra/"))]
+
+
+def compose_plan(config_name: str, args: list[str]) -> tuple[list[Any], DictConfig]:
     """The typed config of each job this command line would run, validated: every swept value at
-    least once (the preset's sweeper params included). Raises on the first bad value."""
-    overrides = _overrides(args)
+    least once (the preset's sweeper params included), and the composed base config with Hydra's
+    node (its run and sweep folders, sweeper params). Raises on the first bad value."""
+    overrides = task_overrides(args)
     fixed, swept = _sweep_choices(overrides)
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
-        base = compose(config_name, overrides=fixed, return_hydra_config=True)
+        base = compose(config_name, overrides=hydra_overrides(args) + fixed, return_hydra_config=True)
         params = base.hydra.sweeper.get("params") or {}
         on_command_line = {o.split("=")[0].lstrip("+~") for o in fixed} | {c[0].split("=")[0] for c in swept}
         swept += _sweep_choices([f"{k}={v}" for k, v in params.items() if k not in on_command_line])[1]
         trials = [fixed + [c[0] for c in swept]]
         trials += [fixed + [c[i] if j == k else c[0] for k, c in enumerate(swept)]
                    for j, choices in enumerate(swept) for i in range(1, len(choices))]
-        return [typed(config_name, compose(config_name, overrides=trial)) for trial in trials]
+        return [typed(config_name, compose(config_name, overrides=trial)) for trial in trials], base
+
+
+def compose_jobs(config_name: str, args: list[str]) -> list[Any]:
+    """compose_plan's jobs."""
+    return compose_plan(config_name, args)[0]
+
+
+def compose_job(config_name: str, overrides: list[str]) -> Any:
+    """The typed config of one job with exactly these overrides (a sweep's job k)."""
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        return typed(config_name, compose(config_name, overrides=overrides))
+
+
+def preflight_plan(config_name: str, args: list[str]) -> tuple[list[Any], DictConfig | None, str | None]:
+    """compose_plan without raising: (jobs, base, None), or ([], None, one line naming the bad key)."""
+    try:
+        return (*compose_plan(config_name, args), None)
+    except InputError as e:  # a bad key, or a data file that cannot be used
+        return [], None, str(e)
+    except MissingMandatoryValue as e:  # a key with no default the command line must give
+        key = e.full_key or "?"
+        return [], None, f"{key} is required: add {key}={REQUIRED.get(key, 'VALUE')}"
+    except Exception as e:  # noqa: BLE001 - Hydra and OmegaConf raise many types; all are config errors here
+        message = one_line(e)
+        unknown = re.search(r"Could not override '([^']+)'", message)
+        return [], None, message + (did_you_mean(config_name, unknown.group(1)) if unknown else "")
 
 
 def preflight(config_name: str, args: list[str]) -> tuple[list[Any], str | None]:
     """compose_jobs without raising: (the jobs' configs, None), or ([], one line naming the bad key)."""
-    try:
-        return compose_jobs(config_name, args), None
-    except InputError as e:  # a bad key, or a data file that cannot be used
-        return [], str(e)
-    except MissingMandatoryValue as e:  # a key with no default the command line must give
-        key = e.full_key or "?"
-        return [], f"{key} is required: add {key}={REQUIRED.get(key, 'VALUE')}"
-    except Exception as e:  # noqa: BLE001 - Hydra and OmegaConf raise many types; all are config errors here
-        message = one_line(e)
-        unknown = re.search(r"Could not override '([^']+)'", message)
-        return [], message + (did_you_mean(config_name, unknown.group(1)) if unknown else "")
+    jobs, _, error = preflight_plan(config_name, args)
+    return jobs, error
 
 
 def schema_keys(cls: type, prefix: str = "") -> list[str]:

@@ -12,17 +12,35 @@ import hydra
 from omegaconf import DictConfig, OmegaConf
 
 from experiments.common import INSPECT_FLAGS, preflight, register_configs, typed
+from experiments.job_files import open_job_logs
 from grpo_lab.config import EvalJobConfig, TrainConfig
 from grpo_lab.run.evaluate import evaluate_checkpoints
+from grpo_lab.run.guards import CONFIG_NAME, saved_config
 
 register_configs()
 
 
+def unflatten(flat: dict) -> dict:
+    """{"sampler.group_size": 8} -> {"sampler": {"group_size": 8}}."""
+    tree: dict = {}
+    for key, value in flat.items():
+        *path, leaf = key.split(".")
+        node = tree
+        for part in path:
+            node = node.setdefault(part, {})
+        node[leaf] = value
+    return tree
+
+
 def run_config(run_dir: Path) -> TrainConfig:
-    """The TrainConfig a run was trained with, from Hydra's record of it."""
+    """The TrainConfig a run was trained with: its config.json, the record every start is checked against
+    (Hydra's .hydra/config.yaml only for runs made before config.json existed)."""
+    saved = saved_config(run_dir)
+    if saved is not None:
+        return typed("train", OmegaConf.create(unflatten(saved)))
     path = run_dir / ".hydra" / "config.yaml"
     if not path.exists():
-        raise FileNotFoundError(f"run_dir: {run_dir} has no .hydra/config.yaml")
+        raise FileNotFoundError(f"run_dir: {run_dir} has no {CONFIG_NAME} (nor .hydra/config.yaml)")
     return typed("train", OmegaConf.load(path))
 
 
@@ -32,7 +50,7 @@ def run(cfg: DictConfig) -> None:
     run_dir = Path(job.run_dir)
     try:
         steps = evaluate_checkpoints(run_config(run_dir), run_dir, n=job.n, temperature=job.temperature,
-                                     steps=job.steps)
+                                     steps=job.steps, on_start=lambda _: open_job_logs())
     except (FileNotFoundError, ValueError) as e:  # a wrong run_dir or step: say so in one line
         sys.exit(f"error: {e}")
     print(f"evaluated steps {steps} of {run_dir}: {job.n} samples per held-out prompt")

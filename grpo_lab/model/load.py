@@ -13,7 +13,8 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 from transformers.utils import logging as hf_logging
 
-from grpo_lab.model.files import check_model_files, resolve_model_path
+from grpo_lab.errors import ConfigError
+from grpo_lab.model.files import ModelFileError, check_model_files, check_model_folder, resolve_model_path
 from grpo_lab.model.tiny import TinySpec, build_tiny
 from grpo_lab.model.tokenizer import CharTokenizer
 
@@ -23,7 +24,23 @@ log = logging.getLogger(__name__)
 def pick_device(device: str = "auto") -> torch.device:
     if device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(device)
+    dev = torch.device(device)
+    if dev.type == "cuda" and (not torch.cuda.is_available() or (dev.index or 0) >= torch.cuda.device_count()):
+        raise ConfigError(f"model.device={device!r} is invalid: this machine has {torch.cuda.device_count()} CUDA "
+                          "devices; use 'auto' or 'cpu'")
+    return dev
+
+
+@contextlib.contextmanager
+def _reading(folder: Path, path: str | None):
+    """Whatever transformers raises on a model folder's files, as one line naming the folder."""
+    try:
+        yield
+    except MemoryError:
+        raise
+    except Exception as e:  # noqa: BLE001 - transformers and huggingface_hub raise many types; the chain is kept
+        first = (str(e).strip().splitlines() or [""])[0][:300]
+        raise ModelFileError(f"model.path={path!r}: {folder} cannot be loaded ({type(e).__name__}: {first})") from e
 
 
 def pick_dtype(dtype: str, device: torch.device) -> torch.dtype:
@@ -57,18 +74,23 @@ def load_policy(name: str, path: str | None, device: str = "auto", dtype: str = 
     elif name == "hf":
         check_model_files(path, gguf_file)
         folder = resolve_model_path(path, gguf_file)
-        if gguf_file is None and _tokenizer_class(folder) == CharTokenizer.__name__:
-            tokenizer = CharTokenizer.from_pretrained(folder)  # a model folder written by grpo-lab itself
-        else:
-            tokenizer = AutoTokenizer.from_pretrained(folder, padding_side="left", gguf_file=gguf_file)
+        if gguf_file is None:
+            check_model_folder(folder)
+        with _reading(folder, path):
+            if gguf_file is None and _tokenizer_class(folder) == CharTokenizer.__name__:
+                tokenizer = CharTokenizer.from_pretrained(folder)  # a model folder written by grpo-lab itself
+            else:
+                tokenizer = AutoTokenizer.from_pretrained(folder, padding_side="left", gguf_file=gguf_file)
         if tokenizer.pad_token_id is None:
             tokenizer.pad_token = tokenizer.eos_token
     else:
         raise ValueError(f"model.name={name!r} is not supported. Must be one of 'tiny', 'hf'.")
     # Eager attention: at a few dozen tokens it beats SDPA's dispatch overhead on CPU.
     attn = "eager" if dev.type == "cpu" else "sdpa"
-    model = AutoModelForCausalLM.from_pretrained(folder, dtype=dt, attn_implementation=attn,
-                                                 gguf_file=gguf_file if name == "hf" else None).to(dev)
+    with _reading(folder, path if name == "hf" else str(folder)):
+        model = AutoModelForCausalLM.from_pretrained(folder, dtype=dt, attn_implementation=attn,
+                                                     gguf_file=gguf_file if name == "hf" else None)
+    model = model.to(dev)
     if gguf_file is not None:
         _drop_gguf_quantizer(model, gguf_file)
     model.generation_config.pad_token_id = tokenizer.pad_token_id

@@ -1,13 +1,18 @@
 """Rule-based rewards: answer extraction, accuracy, format, and their weighted sum.
 
 Completions are untrusted text. Nothing is ever evaluated as code, and nothing is read as an answer
-that is not one:
-- integer tasks: the whole completion (stripped) must be one integer in ASCII digits, with an
-  optional sign; "46.5", "46e3", "46abc", "46,000", "46 no wait 47" and "46\\n47" are wrong for 46.
-- LaTeX tasks: the last \\boxed{...}; equal when the text matches, else when math-verify finds the two
+that is not one. A careful grader's rule: **one final answer, whole.**
+- integer tasks: the answer the format names (ANSWER_FORMATS) must be, whole, one integer in ASCII digits
+  with an optional sign; "46.5", "46e3", "46abc", "46,000", "46 no wait 47" and "46\\n47" are wrong for 46.
+- LaTeX tasks: the last box; equal when the text matches, else when math-verify finds the two
   equal with no numeric tolerance where the gold is exact: a decimal answer must equal the gold
   exactly (0.5 = 1/2; 0.50000001 and 0.4999999 are not), and other floats are rounded to
-  FLOAT_DIGITS places, not math-verify's default 6.
+  FLOAT_DIGITS places, not math-verify's default 6; a qualifier the gold lacks (\\approx, \\%, \\ldots,
+  a line break, "or") makes it another answer.
+- every other final-answer statement of the completion (each box, answer line and "answer is N":
+  grpo_lab/rewards/answers.py) must say the same answer, else the completion is wrong: two answers
+  that disagree are a hedge, whichever comes last. The same answer stated twice is right (its format
+  reward needs exactly one statement).
 LaTeX checks run in a small pool of worker processes (`Scorer`), each answer under its own
 time limit and each step's checks under a budget; an answer not checked in time is wrong and
 counted (`Scored.timed_out`, the steps table's `score_timeouts`), so hostile text cannot stall a step.
@@ -19,8 +24,13 @@ import logging
 import re
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import Callable
 
-MAX_ANSWER_CHARS = 200  # longer answers are wrong unread: no int() of a huge digit string, no huge parse
+from grpo_lab.rewards.answers import MAX_ANSWER_CHARS, MAX_STATEMENTS, answer_line, clean, hedges, last_boxed, statements
+
+__all__ = ["ANSWER_FORMATS", "MAX_ANSWER_CHARS", "RewardWeights", "Scored", "extract_integer", "final_answer",
+           "last_boxed", "score"]
+
 _INT = re.compile(r"[+-]?[0-9]+")  # ASCII only: "٤٦" is not an answer
 _DECIMAL = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)")
 FLOAT_DIGITS = 12  # math-verify rounds floats inside expressions to this many places (its default: 6)
@@ -47,31 +57,12 @@ class Scored:
     timed_out: bool = False  # the check ran out of time: scored wrong, and counted
 
 
-def last_boxed(text: str) -> str | None:
-    """Contents of the last \\boxed{...} in `text`, braces balanced; None if there is none."""
-    start = text.rfind("\\boxed{")
-    if start < 0:
-        return None
-    i = start + len("\\boxed{")
-    depth = 1
-    for j in range(i, min(len(text), i + MAX_ANSWER_CHARS)):
-        depth += {"{": 1, "}": -1}.get(text[j], 0)
-        if depth == 0:
-            return text[i:j]
-    return None
-
-
 def extract_integer(completion: str) -> str | None:
     """The integer the whole completion is, normalised ("007" -> "7", "+3" -> "3"); None otherwise."""
     text = completion.strip()
     if len(text) > MAX_ANSWER_CHARS or not _INT.fullmatch(text):
         return None
     return str(int(text))
-
-
-def integer_format_ok(completion: str, finished: bool) -> bool:
-    """The whole completion is one integer and the model ended it itself (not truncated)."""
-    return finished and extract_integer(completion) is not None
 
 
 def _exact_number(text: str) -> Fraction | None:
@@ -100,33 +91,84 @@ def _latex_equal(answer: str, gold: str) -> bool:
     return bool(verify(g, p, float_rounding=FLOAT_DIGITS, numeric_precision=EXACT_DIGITS, timeout_seconds=None))
 
 
-def _latex_answer(completion: str, gold: str) -> tuple[str | None, bool | None]:
-    """(the boxed answer without spaces, verdict) where the verdict needs no math-verify, else (answer, None)."""
-    boxed = last_boxed(completion)
-    if boxed is None:
-        return None, False
-    answer = re.sub(r"\s+", "", boxed)
-    if not answer or "\x00" in answer:
-        return answer or None, False
-    if answer == re.sub(r"\s+", "", gold):
-        return answer, True
-    if _HUGE.search(answer):  # cheap pre-filter: never build such a number
-        return answer, False
-    return answer, None
+# --- Answer formats: where each reads the final answer of an integer task (the task's prompt states it). One
+# small function each, (completion) -> the answer text or None; a new format is one more entry. The rule over
+# all of them (every other statement agrees; the answer is one integer, whole) is `integer_answer`'s.
+def _whole(completion: str) -> str | None:
+    return completion  # bare ("a+b="), number ("Reply with only the final number"): the whole completion
+
+
+def _last_box(completion: str) -> str | None:
+    return last_boxed(completion)  # boxed: "Put the final number in \\boxed{}"
+
+
+ANSWER_FORMATS: dict[str, Callable[[str], str | None]] = {
+    "bare": _whole,
+    "number": _whole,
+    "boxed": _last_box,
+    "answer_line": answer_line,  # 'End your reply with a last line "Answer: N"': the last line, whole
+}
+
+
+def final_answer(completion: str, answer_format: str) -> str | None:
+    """The final answer a format reads, without its dress ("\\boxed{ 7 }" -> "7"); None when it has none."""
+    if answer_format not in ANSWER_FORMATS:
+        raise ValueError(f"answer_format {answer_format!r} is not supported. Must be one of "
+                         f"{', '.join(map(repr, ANSWER_FORMATS))}.")
+    read = ANSWER_FORMATS[answer_format]
+    text = read(completion)
+    if text is None or len(text) > MAX_ANSWER_CHARS:
+        return None
+    return text.strip() if read is _whole else clean(text)  # a whole completion has no dress: "46." is not 46
+
+
+def integer_answer(completion: str, answer_format: str) -> tuple[str | None, int]:
+    """(the integer the completion answers, normalised, or None; how many final-answer statements it makes).
+    None when the format's answer is not one integer, whole, or another statement says something else."""
+    text = final_answer(completion, answer_format)
+    answer = extract_integer(text) if text is not None else None
+    said = statements(completion)
+    if said is None:
+        return None, MAX_STATEMENTS + 1
+    if answer is not None and any(v is None or extract_integer(clean(v)) != answer for v in said):
+        return None, len(said)
+    return answer, len(said)
 
 
 def _integer_score(completion: str, finished: bool, gold: str, weights: RewardWeights,
                    answer_format: str = "bare") -> Scored:
-    if answer_format in DELIMITED:
-        return score_delimited(completion, finished, gold, weights, answer_format)
-    answer = extract_integer(completion)
+    answer, said = integer_answer(completion, answer_format)
     correct = answer is not None and answer == extract_integer(gold)
-    formatted = finished and answer is not None
-    return Scored(answer, correct, formatted, weights.accuracy * correct + weights.format * formatted)
+    # well formed: the turn ended with the one answer its format names (a bare answer makes no statement)
+    formatted = finished and answer is not None and said <= (0 if ANSWER_FORMATS[answer_format] is _whole else 1)
+    shown = answer if answer is not None else final_answer(completion, answer_format)
+    return Scored(shown, correct, formatted, weights.accuracy * correct + weights.format * formatted)
+
+
+def _latex_answer(completion: str, gold: str) -> tuple[str | None, bool | None, list[str]]:
+    """(the last box without spaces, a verdict that needs no math-verify or None, the distinct stated answers
+    math-verify must still find equal to the gold: all of them, for the completion to be right)."""
+    boxed = last_boxed(completion)
+    said = statements(completion)
+    if boxed is None or said is None:
+        return boxed, False, []
+    answer = re.sub(r"\s+", "", clean(boxed))
+    gold_text = re.sub(r"\s+", "", gold)
+    values = {re.sub(r"\s+", "", clean(v)) if v is not None else "" for v in said}
+    pending = []
+    for value in sorted(values):
+        if not value or "\x00" in value or hedges(value) - hedges(gold_text):
+            return answer or None, False, []
+        if value != gold_text:
+            if _HUGE.search(value):  # cheap pre-filter: never build such a number
+                return answer, False, []
+            pending.append(value)
+    return answer, (None if pending else True), pending
 
 
 def _latex_formatted(completion: str, finished: bool) -> bool:
-    return finished and last_boxed(completion) is not None and completion.count("\\boxed{") == 1
+    said = statements(completion)
+    return finished and last_boxed(completion) is not None and said is not None and len(said) == 1
 
 
 def _check_kind(kind: str) -> None:
@@ -142,45 +184,11 @@ def score(completion: str, finished: bool, gold: str, kind: str, weights: Reward
     _check_kind(kind)
     if kind == "integer":
         return _integer_score(completion, finished, gold, weights, answer_format)
-    answer, verdict = _latex_answer(completion, gold)
+    answer, verdict, pending = _latex_answer(completion, gold)
     if verdict is None:
         try:
-            verdict = _latex_equal(answer, gold)
+            verdict = all(_latex_equal(value, gold) for value in pending)
         except Exception:  # noqa: BLE001 - an answer math-verify cannot handle is a wrong answer, not a crash
             verdict = False
     formatted = _latex_formatted(completion, finished)
     return Scored(answer, verdict, formatted, weights.accuracy * verdict + weights.format * formatted)
-
-
-# --- Answer formats for chat models' free text: the task states the format, only its delimited final
-# answer is read, whole (never a prefix), and the format reward checks the format.
-# bare: the whole completion is the answer (the built-in model's "a+b=" prompts); number: the same, asked in
-# words; boxed: the last \\boxed{...}; answer_line: a last line "Answer: ...".
-ANSWER_FORMATS = ("bare", "number", "boxed", "answer_line")
-DELIMITED = ("boxed", "answer_line")
-_ANSWER_LINE = re.compile(r"answer\s*:\s*(.*?)", re.IGNORECASE)
-
-
-def final_answer(completion: str, answer_format: str) -> str | None:
-    """The delimited final answer of a free-text completion, stripped, or None when it has none."""
-    if answer_format == "boxed":
-        boxed = last_boxed(completion)
-        return boxed.strip() if boxed is not None else None
-    if answer_format == "answer_line":
-        last = completion.rstrip().rsplit("\n", 1)[-1].strip()  # the last non-empty line, whole
-        m = _ANSWER_LINE.fullmatch(last) if len(last) <= MAX_ANSWER_CHARS else None
-        return m.group(1).strip().removesuffix(".") if m else None  # "Answer: 7." ends a sentence: 7
-    raise ValueError(f"answer_format {answer_format!r} has no delimiter. Must be one of {', '.join(map(repr, DELIMITED))}.")
-
-
-def score_delimited(completion: str, finished: bool, gold: str, weights: RewardWeights, answer_format: str) -> Scored:
-    """An integer answer in a delimited final answer: correct only when the delimited text is, whole, the
-    integer (\\boxed{46abc} and "Answer: 46.5" are wrong); formatted when the model ended its turn with
-    exactly one such answer holding an integer."""
-    text = final_answer(completion, answer_format)
-    answer = extract_integer(text) if text is not None else None  # the delimited text, whole, as a bare answer
-    correct = answer is not None and answer == extract_integer(gold)
-    single = answer_format != "boxed" or completion.count("\\boxed{") == 1
-    formatted = finished and answer is not None and single
-    reward = weights.accuracy * float(correct) + weights.format * float(formatted)
-    return Scored(answer if answer is not None else text, correct, formatted, reward)

@@ -150,21 +150,19 @@ class Scorer:
         _check_kind(kind)
         if kind == "integer":
             return [_integer_score(c, f, g, weights, answer_format) for c, f, g in zip(completions, finished, golds)]
-        answers, verdicts, pairs = [], [], {}
-        for c, g in zip(completions, golds):
-            answer, verdict = _latex_answer(c, g)
-            answers.append(answer)
-            verdicts.append(verdict)
-            if verdict is None:  # each distinct (answer, gold) is checked once: a group often repeats one
-                pairs.setdefault((answer, g), len(pairs))
+        read = [_latex_answer(c, g) for c, g in zip(completions, golds)]  # (answer, verdict, still to check)
+        pairs: dict[tuple[str, str], int] = {}
+        for (_, verdict, pending), g in zip(read, golds):
+            for value in pending if verdict is None else ():  # each distinct (answer, gold) is checked once
+                pairs.setdefault((value, g), len(pairs))
         checked, timed_out = self._verify({k: pair for pair, k in pairs.items()})
         out = []
-        for c, f, g, answer, verdict in zip(completions, finished, golds, answers, verdicts):
-            k = pairs.get((answer, g)) if verdict is None else None
-            correct = checked[k] if k is not None else verdict
+        for c, f, g, (answer, verdict, pending) in zip(completions, finished, golds, read):
+            keys = [pairs[(value, g)] for value in pending] if verdict is None else []
+            correct = all(checked[k] for k in keys) if verdict is None else verdict  # every stated answer right
             formatted = _latex_formatted(c, f)
             out.append(Scored(answer, correct, formatted, weights.accuracy * correct + weights.format * formatted,
-                              timed_out=k in timed_out))
+                              timed_out=any(k in timed_out for k in keys)))
         return out
 
     def close(self) -> None:

@@ -5,6 +5,7 @@ largest part: the optimizer's moments are twice the weights) can only be evaluat
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import random
@@ -45,15 +46,23 @@ def save_checkpoint(run_dir: Path, step: int, model, optimizer, generator: torch
     tmp = final.with_name(f".{final.name}.{os.getpid()}.tmp")  # unique per process; a killed one's is cleaned
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    model.save_pretrained(tmp)  # loadable on its own by from_pretrained, e.g. for evaluation
-    torch.save({
-        "step": step,
-        "optimizer": optimizer.state_dict(),
-        **rng_state(generator),  # rank 0's (the only one in a single process)
-        "counters": counters,
-        "world_size": len(ranks_rng) if ranks_rng else 1,
-        "ranks_rng": ranks_rng,
-    }, tmp / "state.pt")
+    try:
+        model.save_pretrained(tmp)  # loadable on its own by from_pretrained, e.g. for evaluation
+        torch.save({
+            "step": step,
+            "optimizer": optimizer.state_dict(),
+            **rng_state(generator),  # rank 0's (the only one in a single process)
+            "counters": counters,
+            "world_size": len(ranks_rng) if ranks_rng else 1,
+            "ranks_rng": ranks_rng,
+        }, tmp / "state.pt")
+    except OSError:
+        raise
+    except Exception as e:  # safetensors and torch report a failed write in their own types
+        failed = write_error(e, tmp)
+        if failed is None:
+            raise
+        raise failed from e
     # the run's totals at this step, readable without torch and kept when state.pt is pruned away
     totals = {k: counters[k] for k in ("samples_total", "tokens_total") if k in counters}
     (tmp / "counters.json").write_text(json.dumps(totals))
@@ -65,6 +74,27 @@ def save_checkpoint(run_dir: Path, step: int, model, optimizer, generator: torch
     else:
         tmp.rename(final)
     return final
+
+
+def write_error(e: Exception, path: Path) -> OSError | None:
+    """A library's failed write as the OSError it was: safetensors says "(os error 28)", torch's writer only
+    that a write failed (then a filesystem with no room left is ENOSPC). None when it was not a write."""
+    found = re.search(r"os error (\d+)", str(e))
+    if found:
+        code = int(found.group(1))
+    elif "write" in str(e).lower() and _no_room(path):
+        code = errno.ENOSPC
+    else:
+        return None
+    return OSError(code, os.strerror(code), str(path))
+
+
+def _no_room(path: Path) -> bool:
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return False
+    return st.f_bavail * st.f_frsize < 1 << 20  # under 1 MiB left: a checkpoint's next write cannot fit
 
 
 def latest_checkpoint(run_dir: Path) -> Path | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 from grpo_lab.model.load import amp
@@ -13,10 +14,12 @@ from grpo_lab.run.loading import load_task_and_policy
 from grpo_lab.run.tables import write_part
 
 
-def evaluate_checkpoints(cfg, run_dir: Path, *, n: int, temperature: float, steps: list[int] | None = None) -> list[int]:
+def evaluate_checkpoints(cfg, run_dir: Path, *, n: int, temperature: float, steps: list[int] | None = None,
+                         on_start: Callable[[Path], None] | None = None) -> list[int]:
     """Standalone evaluation of a run: the base model (step 0) and saved checkpoints, n samples per
     held-out prompt each, written as eval parts (replacing those steps' parts). cfg: the run's
-    TrainConfig. Returns the steps evaluated."""
+    TrainConfig. `on_start(run_dir)` runs once the lock is held, before anything is written.
+    Returns the steps evaluated."""
     run_dir = Path(run_dir)
     meta = run_dir / "run.json"
     if not meta.exists():
@@ -28,6 +31,8 @@ def evaluate_checkpoints(cfg, run_dir: Path, *, n: int, temperature: float, step
     if missing:
         raise ValueError(f"steps: no checkpoint for step {missing[0]} in {run_dir} (have {available})")
     with RunLock(run_dir):  # one writer: never beside a training process on the same directory
+        if on_start is not None:
+            on_start(run_dir)
         task, model, tokenizer, end_ids = load_task_and_policy(cfg)  # pass-rate labels as training measured them
         with amp(cfg.model.dtype, next(model.parameters()).device):
             for step in wanted:

@@ -5,7 +5,7 @@ the run the directory holds (its saved config against the new one).
         prepare(run_dir, cfg)       # saves or checks config.json, cleans what a killed start left
 
 Under torchrun only rank 0 takes the lock (the trainer calls this once, on the process that writes
-run.json and checkpoints).
+run.json and checkpoints). The lock itself: grpo_lab/run/lock.py.
 """
 
 from __future__ import annotations
@@ -15,18 +15,19 @@ import json
 import logging
 import os
 import shutil
-import socket
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from grpo_lab.config import TrainConfig
 from grpo_lab.errors import InputError
+from grpo_lab.run.lock import LOCK_NAME, RunDirBusy, RunDirUnwritable, RunLock
+
+__all__ = ["LOCK_NAME", "MAY_DIFFER", "ConfigMismatch", "RunDirBusy", "RunDirUnwritable", "RunLock", "config_diff",
+           "check_resume", "flat_config", "prepare", "saved_config"]
 
 log = logging.getLogger(__name__)
 
-LOCK_NAME = ".lock"
-CONFIG_NAME = "config.json"  # the config the run was started with (Hydra rewrites .hydra/ on every start)
+CONFIG_NAME = "config.json"  # the config the run was started with: the one checked record of what it computes
 
 # Keys that may differ between the start of a run and a resume, because they cannot change any row of
 # its tables. Every other key changes results, so a resume with a different value is refused.
@@ -53,92 +54,8 @@ MAY_DIFFER: dict[str, str] = {
 MAY_DIFFER_PREFIXES: tuple[str, ...] = ("logger.", "logging.", "tracking.")
 
 
-class RunDirBusy(InputError):
-    """Another live process writes this run directory."""
-
-
 class ConfigMismatch(InputError):
     """The run directory was started with a config that differs in a key that changes results."""
-
-
-def _host() -> str:
-    return socket.gethostname()
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # exists, owned by someone else
-        return True
-    return True
-
-
-class RunLock:
-    """`<run_dir>/.lock`, created exclusively and holding {pid, host, since}. A lock whose holder is a
-    dead process on this host is stale and taken over (with a message); a live holder, or one on
-    another host (whose pids this host cannot check), is refused in one line."""
-
-    def __init__(self, run_dir: str | Path):
-        self.path = Path(run_dir) / LOCK_NAME
-        self.held = False
-
-    def acquire(self) -> RunLock:
-        me = {"pid": os.getpid(), "host": _host(), "since": _now()}
-        for _ in range(3):  # a stale lock is removed, then created again; a racing writer wins at most once
-            try:
-                fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-            except FileExistsError:
-                holder = self._holder()
-                if holder is None:  # empty or half-written: its writer died between open and write
-                    self._remove_stale("unreadable")
-                    continue
-                if holder.get("host") == me["host"] and not _alive(int(holder.get("pid", -1))):
-                    self._remove_stale(f"pid {holder.get('pid')} on {holder.get('host')} is gone")
-                    continue
-                where = "this host" if holder.get("host") == me["host"] else f"host {holder.get('host')}"
-                raise RunDirBusy(
-                    f"{self.path.parent} is being written by pid {holder.get('pid')} on {where} since "
-                    f"{holder.get('since')}; wait for it, use another out_dir, or delete {self.path} if that "
-                    "process is gone") from None
-            with os.fdopen(fd, "w") as f:
-                json.dump(me, f)
-            self.held = True
-            return self
-        raise RunDirBusy(f"{self.path}: could not take the lock (another process keeps taking it)")
-
-    def _holder(self) -> dict | None:
-        try:
-            data = json.loads(self.path.read_text())
-        except (OSError, ValueError):
-            return None
-        return data if isinstance(data, dict) else None
-
-    def _remove_stale(self, why: str) -> None:
-        log.warning("removing a stale lock on %s (%s)", self.path.parent, why)
-        try:
-            self.path.unlink()
-        except FileNotFoundError:
-            pass
-
-    def release(self) -> None:
-        if self.held:
-            self.held = False
-            try:
-                self.path.unlink()
-            except OSError:  # a read-only or vanished directory: the next start finds the pid dead
-                pass
-
-    def __enter__(self) -> RunLock:
-        return self.acquire()
-
-    def __exit__(self, *exc: Any) -> None:
-        self.release()
-
-
-def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
 def flat_config(cfg: TrainConfig | dict) -> dict[str, Any]:
@@ -186,12 +103,40 @@ def has_run(run_dir: Path) -> bool:
 RUN_CONTENTS = ("run.json", CONFIG_NAME, "groups", "steps", "eval", "completions", "checkpoints", "tensorboard")
 
 
+def saved_config(run_dir: str | Path) -> dict[str, Any] | None:
+    """The flat config the run in `run_dir` was started with (config.json); None when there is none.
+    An unreadable one is refused: it is the record a resume is checked against."""
+    path = Path(run_dir) / CONFIG_NAME
+    try:
+        saved = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as e:
+        raise ConfigMismatch(f"{path}: not readable ({e}); resume=never deletes that run and starts over") from None
+    if not isinstance(saved, dict):
+        raise ConfigMismatch(f"{path}: not a JSON object; resume=never deletes that run and starts over")
+    return saved
+
+
+def check_resume(run_dir: str | Path, cfg: TrainConfig) -> None:
+    """Refuse, naming the keys, a start whose config differs from the run `run_dir` holds in a key that changes
+    results. Reads only: the entry points call it before anything is written, prepare() again under the lock."""
+    if cfg.resume == "never":
+        return
+    saved = saved_config(run_dir)
+    diffs = config_diff(saved, flat_config(cfg)) if saved is not None else []
+    if diffs:
+        listed = ", ".join(f"{k} {a!r} -> {b!r}" for k, a, b in diffs)
+        raise ConfigMismatch(f"{run_dir} holds a run started with another config ({listed}); use another "
+                             "out_dir, or resume=never to delete that run and start over")
+
+
 def prepare(run_dir: str | Path, cfg: TrainConfig) -> None:
-    """Before a (re)start, holding the lock: with resume=never delete the run's contents; otherwise
-    refuse a config that differs from the saved one, say when the last start ended unrecorded,
-    and remove temporaries a killed start left. Saves config.json on a first start."""
+    """Before a (re)start, holding the lock: refuse a config that differs from the saved one (before anything
+    changes), or with resume=never delete the run's contents; say when the last start ended unrecorded, remove
+    temporaries a killed start left, and save config.json."""
     run_dir = Path(run_dir)
-    saved_path = run_dir / CONFIG_NAME
+    check_resume(run_dir, cfg)
     if cfg.resume == "never":
         for name in RUN_CONTENTS:
             path = run_dir / name
@@ -199,19 +144,11 @@ def prepare(run_dir: str | Path, cfg: TrainConfig) -> None:
                 shutil.rmtree(path)
             elif path.exists():
                 path.unlink()
-    new = flat_config(cfg)
-    if saved_path.exists():
-        saved = json.loads(saved_path.read_text())
-        diffs = config_diff(saved, new)
-        if diffs:
-            listed = ", ".join(f"{k} {a!r} -> {b!r}" for k, a, b in diffs)
-            raise ConfigMismatch(f"{run_dir} holds a run started with another config ({listed}); use another "
-                                 "out_dir, or resume=never to delete that run and start over")
-    elif has_run(run_dir):
+    elif not (run_dir / CONFIG_NAME).exists() and has_run(run_dir):
         log.warning("%s has no %s (made by an older version): resuming without a config check", run_dir, CONFIG_NAME)
     note_unfinished(run_dir)
     clean_temporaries(run_dir)
-    _write_json(saved_path, new)
+    _write_json(run_dir / CONFIG_NAME, flat_config(cfg))
 
 
 def note_unfinished(run_dir: Path) -> None:

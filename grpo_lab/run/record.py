@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import platform
@@ -16,11 +17,20 @@ import transformers
 from grpo_lab import __version__, distributed
 
 
+RESERVE_BYTES = 64 << 10  # room kept for the last run.json (a failure's traceback is a few kB)
+FULL = (errno.ENOSPC, errno.EDQUOT)
+
+
 class RunRecord:
-    """run.json: identity and status of one job, rewritten atomically on every change (by rank 0 only)."""
+    """run.json: identity and status of one job, rewritten atomically on every change (by rank 0 only).
+
+    While the job runs, `.run.json.reserve` holds RESERVE_BYTES of the disk: when a write finds the disk full
+    (a checkpoint filled it), the reserve is given back and run.json written in its room, so a job that fails
+    on a full disk still says `failed`, not `running`."""
 
     def __init__(self, run_dir: Path, seed: int):
         self.path = run_dir / "run.json"
+        self.reserve = run_dir / ".run.json.reserve"
         self.writes = distributed.is_main()
         old = _read_record(self.path)
         self.data = {
@@ -48,12 +58,39 @@ class RunRecord:
         return self.data["run_id"]
 
     def update(self, **fields) -> None:
+        """Merge `fields` and rewrite run.json; a status other than `running` ends the job: its reserve goes."""
         self.data.update(fields)
         if not self.writes:
             return
+        try:
+            self._write()
+        except OSError as e:
+            if e.errno not in FULL or not self.reserve.exists():
+                raise
+            self.reserve.unlink()  # the disk is full: write in the room kept for this
+            self._write()
+        if self.data["status"] == "running":
+            self._keep_reserve()
+        else:
+            self.reserve.unlink(missing_ok=True)
+
+    def _write(self) -> None:
         tmp = self.path.with_name(f".run.json.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(self.data, indent=2))
-        os.replace(tmp, self.path)
+        try:
+            tmp.write_text(json.dumps(self.data, indent=2))
+            os.replace(tmp, self.path)
+        except OSError:
+            tmp.unlink(missing_ok=True)
+            raise
+
+    def _keep_reserve(self) -> None:
+        if self.reserve.exists() and self.reserve.stat().st_size >= RESERVE_BYTES:
+            return
+        try:
+            with self.reserve.open("wb") as f:  # real bytes, not a sparse file: the space is taken now
+                f.write(os.urandom(RESERVE_BYTES))  # (random: a compressing filesystem keeps zeros in no space)
+        except OSError:  # no room even for this: the job goes on, and a later write may not record its end
+            self.reserve.unlink(missing_ok=True)
 
 
 def _read_record(path: Path) -> dict:

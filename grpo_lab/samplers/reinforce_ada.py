@@ -74,8 +74,9 @@ class ReinforceAdaSampler(Sampler):
         own, key = cfg.reinforce_ada, "sampler.reinforce_ada"
         require(own.max_per_prompt >= cfg.group_size, f"{key}.max_per_prompt", own.max_per_prompt,
                 f"must be >= sampler.group_size={cfg.group_size} (the group that trains is drawn from its answers)")
-        require(own.exit_rule != "balanced" or own.min_pos + own.min_neg <= own.max_per_prompt, f"{key}.min_pos",
-                own.min_pos, f"min_pos + min_neg must be <= {key}.max_per_prompt={own.max_per_prompt}")
+        larger = "min_pos" if own.min_pos >= own.min_neg else "min_neg"  # the one to name
+        require(own.exit_rule != "balanced" or own.min_pos + own.min_neg <= own.max_per_prompt, f"{key}.{larger}",
+                getattr(own, larger), f"min_pos + min_neg must be <= {key}.max_per_prompt={own.max_per_prompt}")
 
     @classmethod
     def draw_bounds(cls, cfg, prompts: int) -> tuple[int, int]:

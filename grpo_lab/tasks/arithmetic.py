@@ -5,7 +5,9 @@ from __future__ import annotations
 import dataclasses
 import random
 import zlib
+from functools import lru_cache
 
+from grpo_lab.errors import ConfigError
 from grpo_lab.tasks.base import Problem, Task
 
 # level -> digits of the two operands. More digits means more carries to get right, and the
@@ -56,15 +58,42 @@ def _all_problems(level: int) -> list[Problem]:
     return [arithmetic_problem(a, b, level) for a in range(lo_a, 10**da) for b in range(lo_b, 10**db)]
 
 
-def _distinct(rng: random.Random, level: int, count: int, held_out: bool, key: str) -> list[Problem]:
-    """`count` distinct problems of one level from the held-out or the training side."""
+def _enumerated(level: int) -> bool:
+    """Small levels are enumerated, so a pool is sampled from exactly what there is."""
     da, db = LEVELS[level]
-    if 10 ** (da + db) <= 100_000:  # small level: enumerate, so the limit is exact
-        side = [p for p in _all_problems(level) if held_out_only(p.prompt_id) == held_out]
-        if count > len(side):
-            raise ValueError(f"{key}={count} is too large: level {level} has {len(side)} "
-                             f"{'held-out' if held_out else 'training'} problems")
-        return rng.sample(side, count)
+    return 10 ** (da + db) <= 100_000
+
+
+@lru_cache(maxsize=None)
+def side_size(level: int, held_out: bool) -> int:
+    """How many distinct problems of a level are on the held-out (or the training) side."""
+    da, db = LEVELS[level]
+    lo_a, lo_b = (0 if d == 1 else 10 ** (d - 1) for d in (da, db))
+    return sum(held_out_only(f"add-L{level}-{a}+{b}") == held_out for a in range(lo_a, 10**da) for b in range(lo_b, 10**db))
+
+
+def check_arithmetic(levels: list[int] | tuple[int, ...], train_per_level: int, eval_per_level: int) -> None:
+    """Levels that exist, each listed once, and pools no larger than the problems each side of a level has
+    (past that sampling distinct problems could never end). Raises ConfigError naming the key."""
+    if not levels:
+        raise ConfigError(f"task.levels=[] is invalid: name at least one of {sorted(LEVELS)}")
+    for lv in levels:
+        if isinstance(lv, bool) or lv not in LEVELS:
+            raise ConfigError(f"task.levels={list(levels)} is invalid: unknown level {lv!r}; must be among {sorted(LEVELS)}")
+        if list(levels).count(lv) > 1:
+            raise ConfigError(f"task.levels={list(levels)} is invalid: level {lv} is listed twice")
+    for key, count, held_out in (("task.train_per_level", train_per_level, False),
+                                 ("task.eval_per_level", eval_per_level, True)):
+        for lv in levels:  # a large level has 200,000+ problems a side: counts up to 10,000 need no count
+            if (_enumerated(lv) or count > 10**4) and count > (have := side_size(lv, held_out)):
+                raise ConfigError(f"{key}={count} is too large: level {lv} has {have} "
+                                  f"{'held-out' if held_out else 'training'} problems")
+
+
+def _distinct(rng: random.Random, level: int, count: int, held_out: bool) -> list[Problem]:
+    """`count` distinct problems of one level from the held-out or the training side (check_arithmetic first)."""
+    if _enumerated(level):
+        return rng.sample([p for p in _all_problems(level) if held_out_only(p.prompt_id) == held_out], count)
     out: dict[str, Problem] = {}
     while len(out) < count:  # large level: rejection sampling never runs dry
         p = sample_problem(rng, level)
@@ -84,15 +113,13 @@ class ArithmeticTask:
         seed: int = 1234,
         answer_format: str = "bare",
     ) -> Task:
-        bad = [lv for lv in levels if lv not in LEVELS]
-        if bad:
-            raise ValueError(f"task.levels: unknown level {bad[0]!r}. Must be among {sorted(LEVELS)}.")
+        check_arithmetic(levels, train_per_level, eval_per_level)
         train: list[Problem] = []
         held_out: list[Problem] = []
         for level in levels:
             rng = random.Random(f"{seed}-{level}")  # per-level stream: adding a level changes no other
-            train += _distinct(rng, level, train_per_level, False, "task.train_per_level")
-            held_out += _distinct(rng, level, eval_per_level, True, "task.eval_per_level")
+            train += _distinct(rng, level, train_per_level, False)
+            held_out += _distinct(rng, level, eval_per_level, True)
         if answer_format != "bare":
             train, held_out = [phrase(p, answer_format) for p in train], [phrase(p, answer_format) for p in held_out]
         names = {str(lv): f"{LEVELS[lv][0]}+{LEVELS[lv][1]} digits" for lv in levels}

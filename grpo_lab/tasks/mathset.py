@@ -10,11 +10,14 @@ from functools import lru_cache
 from pathlib import Path
 
 from grpo_lab.errors import InputError
-from grpo_lab.rewards.rules import last_boxed
+from grpo_lab.rewards.rules import MAX_ANSWER_CHARS, last_boxed
 from grpo_lab.tasks.base import Problem, Task
 
 DEFAULT_TEMPLATE = "{problem}\nPut the final answer in \\boxed{{}}.\n"
 NO_LEVEL = "all"  # the difficulty of problems whose file has no level field
+# A record is one problem: a prompt. 1 MiB of text is some 250,000 tokens, past the context of any model
+# trained here; a longer line is refused before it is read whole (a 50 MB `problem` was once accepted).
+MAX_RECORD_BYTES = 1 << 20
 
 
 class DataError(InputError):
@@ -36,7 +39,10 @@ def _read_records(path: Path) -> list[tuple[str, object]]:
     if path.suffix in (".jsonl", ".json"):
         records = []
         with path.open("rb") as f:  # bytes: a decode error then names its line
-            for i, raw in enumerate(f, 1):
+            for i, raw in enumerate(iter(lambda: f.readline(MAX_RECORD_BYTES + 1), b""), 1):
+                if len(raw) > MAX_RECORD_BYTES:
+                    raise DataError(f"{path}:{i}: a line over {MAX_RECORD_BYTES:,} bytes (one problem is one prompt; "
+                                    "no model here reads that much)")
                 try:
                     line = raw.decode("utf-8")
                 except UnicodeDecodeError as e:
@@ -67,6 +73,8 @@ def _text(where: str, rec: dict, key: str) -> str:
         raise DataError(f"{where}: field {key!r} must be text or a number, not {type(value).__name__}")
     if not str(value).strip():
         raise DataError(f"{where}: field {key!r} is empty")
+    if len(str(value).encode("utf-8", "surrogatepass")) > MAX_RECORD_BYTES:
+        raise DataError(f"{where}: field {key!r} is over {MAX_RECORD_BYTES:,} bytes")
     return str(value)
 
 
@@ -83,6 +91,9 @@ def _problems(path: Path, problem_field: str, answer_field: str, level_field: st
                 raise DataError(f"{where}: no field {answer_field!r} and no \\boxed{{}} answer in 'solution'")
         else:
             answer = _text(where, rec, answer_field)
+        if len(answer) > MAX_ANSWER_CHARS:  # answers are read up to this length: no completion could match it
+            raise DataError(f"{where}: the answer is {len(answer):,} characters; answers are read up to "
+                            f"{MAX_ANSWER_CHARS}, so no completion could be right")
         pid = str(rec.get("unique_id") or rec.get("id") or f"{path.stem}-{i}")
         problems.append(Problem(pid, template.format(problem=problem), answer, _level(level)))
     if not problems:

@@ -8,6 +8,7 @@ import dataclasses
 import logging
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -34,7 +35,7 @@ from grpo_lab.run.checkpoints import (
     save_checkpoint,
 )
 from grpo_lab.run.completions import completion_rows
-from grpo_lab.run.guards import RunLock, prepare
+from grpo_lab.run.guards import RunDirUnwritable, RunLock, prepare
 from grpo_lab.run.loading import load_task_and_policy
 from grpo_lab.run.record import RunRecord, _now
 from grpo_lab.run.rows import group_rows
@@ -50,6 +51,10 @@ log = logging.getLogger(__name__)
 
 class SamplerExhausted(RuntimeError):
     """A sampler hit its cap: the run ends there (status done, `stopped` says why in run.json)."""
+
+
+class Diverged(RuntimeError):
+    """The policy's weights are no longer finite: the run fails rather than save them (run.json: failed)."""
 
 
 def score_rollout(ro: Rollout, problems: list[Problem], kind: str, weights: RewardWeights, scorer: Scorer,
@@ -211,6 +216,12 @@ class Trainer:
         return row
 
     def checkpoint(self) -> None:
+        finite = torch.stack([p.detach().isfinite().all() for p in self.model.parameters()]).all()
+        if not bool(finite):  # the same weights on every rank: every rank stops here
+            kept = checkpoint_steps(self.run_dir)
+            raise Diverged(f"step {self.last_step}: the policy's weights are no longer finite; the run diverged "
+                           f"(algo.lr={self.cfg.algo.lr}); not saved: the last checkpoint is step "
+                           f"{kept[-1] if kept else 'none'}")
         state = {**self.counters, "sampler": self.sampler.state_dict()}
         if self.sampler.rank_local and distributed.world() > 1:  # what only each rank holds: every rank's state
             state["ranks_sampler"] = distributed.gather_objects(state["sampler"])
@@ -283,16 +294,22 @@ def _mean(values) -> float:
     return float(np.mean(values)) if len(values) else float("nan")
 
 
-def train(cfg: TrainConfig) -> Path:
+def train(cfg: TrainConfig, on_start: Callable[[Path], None] | None = None) -> Path:
     """Run (or resume) one GRPO job into cfg.out_dir. Returns the run directory.
 
     One writer per directory (a lock); a resume only with the config the run was started with
-    (grpo_lab.run.guards). When the job fails, run.json records why and the original error is raised,
-    even if run.json itself can no longer be written (a full or read-only disk)."""
+    (grpo_lab.run.guards). Nothing in the directory changes before both accept the start; then
+    `on_start(run_dir)` runs on every rank (the entry point writes its own records there). When the job
+    fails, run.json records why and the original error is raised, even if run.json itself can no longer
+    be written (a full or read-only disk)."""
     validate(cfg)
     distributed.setup(cfg.dist.backend, cfg.dist.timeout_s)  # under torchrun: join the other ranks
     run_dir = Path(cfg.out_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
+    if distributed.is_main():
+        try:
+            run_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise RunDirUnwritable(f"out_dir: {run_dir}: cannot create it ({e.strerror})") from None
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     with contextlib.ExitStack() as held:
@@ -306,6 +323,8 @@ def train(cfg: TrainConfig) -> Path:
         error = distributed.broadcast_object(error)  # every rank stops with rank 0's one-line reason
         if error is not None:
             raise error
+        if on_start is not None:
+            on_start(run_dir)
         if (ckpt := latest_checkpoint(run_dir)) is not None:
             check_world_size(ckpt, distributed.world())  # before run.json changes: a finished run stays finished
         cfg = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, device=distributed.device(cfg.model.device)))
