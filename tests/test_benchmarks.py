@@ -40,3 +40,9 @@ def test_speed_regression_benchmark_smoke():
     out = _run("benchmarks/regression.py", "--baseline", ".", "--blocks", "1", "--steps-per-block", "1")
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip().splitlines()[-1].startswith("this tree / baseline: ")
+
+
+def test_preflight_benchmark_smoke():
+    out = _run("benchmarks/preflight.py", "--reps", "1")
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "| main job" in out.stdout and "| 11 |" in out.stdout
