@@ -8,7 +8,7 @@ What is measured: samples/s = completions per second of wall time, over whole op
 else each trainer does per step: our parquet table parts, TRL's metric bookkeeping, logging check
 and data loading). Setup (model loading, building the trainers) is never timed.
 
-The config, the same on both sides: the built-in tiny model (grpo_lab.model.tiny.build_tiny(), loaded in
+The config, the same on both sides: the built-in tiny model (grpo_lab.model.tiny.tiny_weights(), loaded in
 fp32 with eager attention on CPU), B = 16 prompts a step from the arithmetic task's training pool
 (every level, the default pool), G = 8 samples a prompt (128
 completions a step), at most 6 new tokens (generation stops at "<eos>"), temperature 1.0 (no top-k /
@@ -49,7 +49,7 @@ from pathlib import Path
 import torch
 
 from grpo_lab.config import TrainConfig, validate
-from grpo_lab.model.tiny import TinySpec, build_tiny, tiny_model_dir
+from grpo_lab.model.tiny import tiny_weights
 from grpo_lab.rewards.rules import RewardWeights, score
 from grpo_lab.model.tokenizer import CharTokenizer
 from grpo_lab.tasks import build_task
@@ -206,9 +206,7 @@ def main() -> None:
 
     from transformers import TrainerCallback
 
-    if not (tiny_model_dir(TinySpec()) / "config.json").exists():
-        print("building the tiny model (once; takes minutes) ...", flush=True)
-    folder = build_tiny()  # the folder our Trainer's load_policy("tiny") loads too
+    folder = tiny_weights()  # the folder our Trainer's load_policy("tiny") loads too
 
     ours_times: list[list[float]] = []
     ours_tokens = 0

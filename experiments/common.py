@@ -4,8 +4,10 @@ line naming the key) before any job starts or any model loads."""
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import difflib
+import functools
 import re
 from pathlib import Path
 from typing import Any
@@ -14,7 +16,8 @@ from hydra import compose, initialize_config_dir
 from hydra.core.config_store import ConfigStore
 from hydra.core.hydra_config import HydraConfig
 from hydra.core.override_parser.overrides_parser import OverridesParser
-from omegaconf import DictConfig, OmegaConf
+from hydra.core.override_parser.types import OverrideType
+from omegaconf import DictConfig, OmegaConf, open_dict
 from omegaconf.errors import MissingMandatoryValue
 
 from grpo_lab.errors import ConfigError, InputError
@@ -110,26 +113,83 @@ def hydra_overrides(args: list[str]) -> list[str]:
     return [a for a in args if a.startswith(("hydra.", "hydra/"))]
 
 
+def _plan(config_name: str, args: list[str]) -> tuple[DictConfig, list[str], list[list[str]]]:
+    """What a command line runs: its config composed with the fixed overrides (Hydra's node included), those
+    overrides, and per swept key its 'key=value' choices (the preset's sweeper params included)."""
+    fixed, swept = _sweep_choices(task_overrides(args))
+    base = compose(config_name, overrides=hydra_overrides(args) + fixed, return_hydra_config=True)
+    params = base.hydra.sweeper.get("params") or {}
+    on_command_line = {o.split("=")[0].lstrip("+~") for o in fixed} | {c[0].split("=")[0] for c in swept}
+    swept += _sweep_choices([f"{k}={v}" for k, v in params.items() if k not in on_command_line])[1]
+    return base, fixed, swept
+
+
+def _trials(fixed: list[str], swept: list[list[str]]) -> list[tuple[list[str], str | None]]:
+    """Every swept value at least once: the first value of each swept key, then one key moved off its first
+    value at a time, the others at theirs. Each trial's overrides, and the choice that moved (None first)."""
+    first = fixed + [c[0] for c in swept]
+    return [(first, None)] + [(fixed + [choice if k == j else c[0] for k, c in enumerate(swept)], choice)
+                              for j, choices in enumerate(swept) for choice in choices[1:]]
+
+
 def compose_plan(config_name: str, args: list[str]) -> tuple[list[Any], DictConfig]:
     """The typed config of each job this command line would run, validated: every swept value at
     least once (the preset's sweeper params included), and the composed base config with Hydra's
-    node (its run and sweep folders, sweeper params). Raises on the first bad value."""
-    overrides = task_overrides(args)
-    fixed, swept = _sweep_choices(overrides)
+    node (its run and sweep folders, sweeper params). Raises on the first bad value.
+    The first trial is composed; a trial that moves one plain value is that config with the value set
+    (`_with_value`), so a sweep of ten seeds composes once (each compose takes about a second)."""
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
-        base = compose(config_name, overrides=hydra_overrides(args) + fixed, return_hydra_config=True)
-        params = base.hydra.sweeper.get("params") or {}
-        on_command_line = {o.split("=")[0].lstrip("+~") for o in fixed} | {c[0].split("=")[0] for c in swept}
-        swept += _sweep_choices([f"{k}={v}" for k, v in params.items() if k not in on_command_line])[1]
-        trials = [fixed + [c[0] for c in swept]]
-        trials += [fixed + [c[i] if j == k else c[0] for k, c in enumerate(swept)]
-                   for j, choices in enumerate(swept) for i in range(1, len(choices))]
-        return [typed(config_name, compose(config_name, overrides=trial)) for trial in trials], base
+        base, fixed, swept = _plan(config_name, args)
+        trials = _trials(fixed, swept)
+        head = _without_hydra(base) if not swept else compose(config_name, overrides=trials[0][0])
+        jobs = [typed(config_name, head)]
+        for overrides, moved in trials[1:]:
+            cfg = _with_value(head, moved)
+            jobs.append(typed(config_name, cfg if cfg is not None else compose(config_name, overrides=overrides)))
+        return jobs, base
 
 
 def compose_jobs(config_name: str, args: list[str]) -> list[Any]:
     """compose_plan's jobs."""
     return compose_plan(config_name, args)[0]
+
+
+def compose_each_job(config_name: str, args: list[str]) -> list[Any]:
+    """compose_jobs the plain way, every trial composed on its own: the reference it is tested against."""
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        _, fixed, swept = _plan(config_name, args)
+        return [typed(config_name, compose(config_name, overrides=o)) for o, _ in _trials(fixed, swept)]
+
+
+_ABSENT = object()
+
+
+def _without_hydra(cfg: DictConfig) -> DictConfig:
+    """A config composed with return_hydra_config=True, as compose() without it returns it."""
+    out = copy.deepcopy(cfg)
+    with open_dict(out):
+        del out["hydra"]
+    return out
+
+
+def _with_value(cfg: DictConfig, choice: str) -> DictConfig | None:
+    """`cfg` with one plain `key=value` override applied, as composing with it would give (Hydra applies value
+    overrides after the defaults, so this is the same config), at a fraction of a compose's cost: a sweep of
+    ten seeds composes once. None for anything else (a config group, +/~, a dict, an interpolation, a value
+    of the wrong type): the caller composes, which gives Hydra's own result or error message."""
+    o = OverridesParser.create().parse_overrides([choice])[0]
+    key, value = o.key_or_group, o.value()
+    if (o.type != OverrideType.CHANGE or o.package is not None or key.startswith("hydra") or
+            (Path(CONF_DIR) / key.replace(".", "/")).is_dir() or isinstance(value, dict) or "${" in str(value)):
+        return None
+    if OmegaConf.select(cfg, key, default=_ABSENT) is _ABSENT:
+        return None
+    out = copy.deepcopy(cfg)
+    try:
+        OmegaConf.update(out, key, value, merge=False)
+    except Exception:  # noqa: BLE001 - a missing key or a mistyped value: compose names it
+        return None
+    return out
 
 
 def compose_job(config_name: str, overrides: list[str]) -> Any:
@@ -151,6 +211,7 @@ def preflight_plan(config_name: str, args: list[str]) -> tuple[list[Any], DictCo
         message = one_line(e)
         unknown = re.search(r"Could not override '([^']+)'", message)
         return [], None, message + (did_you_mean(config_name, unknown.group(1)) if unknown else "")
+
 
 
 def preflight(config_name: str, args: list[str]) -> tuple[list[Any], str | None]:
@@ -191,6 +252,12 @@ def _leaf_keys(cfg: DictConfig, prefix: str = "") -> list[str]:
     return out
 
 
+@functools.lru_cache(maxsize=None)
+def _schema(config_name: str) -> DictConfig:
+    """The schema as a config, made once (half a second each time: a sweep's preflight types many jobs)."""
+    return OmegaConf.structured(SCHEMAS[config_name])
+
+
 def typed(config_name: str, cfg: DictConfig) -> Any:
     """A composed config as its dataclass (SCHEMAS), validated when it is a TrainConfig. A key the
     schema lacks (added with `+key=...`) is an error, not silently dropped."""
@@ -198,7 +265,7 @@ def typed(config_name: str, cfg: DictConfig) -> Any:
     for key in _leaf_keys(cfg):
         if key not in known and key.split(".")[0] != "hydra":
             raise ConfigError(f"{key} is not a config key{did_you_mean(config_name, key)}")
-    obj = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(SCHEMAS[config_name]), cfg))
+    obj = OmegaConf.to_object(OmegaConf.merge(_schema(config_name), cfg))  # merge copies the schema
     if isinstance(obj, TrainConfig):
         validate(obj)
     return obj

@@ -104,15 +104,11 @@ def main() -> None:
         sys.exit("config error: -m under torchrun: a sweep starts its own jobs; run torchrun once per job, "
                  "or sweep with launcher=slurm")
     if not inspecting:
-        # Until Hydra sets up each job's logging: these lines and the model build's go to stderr
+        # Until Hydra sets up each job's logging: these lines go to stderr
         logging.basicConfig(level=logging.INFO, format="[%(asctime)s][%(name)s][%(levelname)s] - %(message)s")
         log.info("config checked; loading torch and transformers")
         if torchrun:
             sys.argv[1:] = shared_run_dir(sys.argv[1:], jobs[0])
-        if any(job.model.name == "tiny" for job in jobs):
-            with Heartbeat(doing="loading torch and transformers"):
-                from grpo_lab.model.tiny import build_tiny
-            build_tiny()  # once, with every core, before parallel jobs would each build it on one thread
     run()
     if torchrun:
         from grpo_lab import distributed

@@ -1,22 +1,20 @@
 import os
 
-# Two cores, two torch threads; the subprocess runs of the tests ask for one each and run alone.
-os.environ.setdefault("OMP_NUM_THREADS", "2")
+# Two cores: the session's torch runs on both, unless pytest-xdist runs two workers (one thread each).
+# Subprocess runs of the tests ask for one thread each.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    THREADS = 1
+    os.environ["OMP_NUM_THREADS"] = "1"
+else:
+    THREADS = 2
+    os.environ.setdefault("OMP_NUM_THREADS", "2")
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
 from grpo_lab.config import TrainConfig  # noqa: E402
 
-torch.set_num_threads(2)
-
-
-def pytest_sessionstart(session):
-    """Build (or find cached) the built-in model once, with both cores, before any test or
-    subprocess needs it; a subprocess limited to one thread would take twice as long."""
-    from grpo_lab.model.tiny import build_tiny
-
-    build_tiny()
+torch.set_num_threads(THREADS)
 
 
 @pytest.fixture

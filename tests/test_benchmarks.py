@@ -59,3 +59,9 @@ def test_analysis_speed_benchmark_smoke_and_its_guard(tmp_path):
     assert met.stdout.strip().splitlines()[-1].startswith("goal met")
     missed = _run(*args, "--sizes", "1", "--goal", "1e-6")  # no report is that fast: the guard must fail the run
     assert missed.returncode == 1 and "goal missed: size 1: report / read = " in missed.stdout
+
+
+def test_preflight_benchmark_smoke():
+    out = _run("benchmarks/preflight.py", "--reps", "1")
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "| main job" in out.stdout and "| 11 |" in out.stdout

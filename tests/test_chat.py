@@ -13,7 +13,6 @@ import pytest
 import torch
 
 from grpo_lab.config import TrainConfig
-from grpo_lab.model.tiny import build_tiny
 from grpo_lab.model.load import eos_ids, load_policy
 from grpo_lab.tasks.chat import chat_prompt, end_of_turn_ids, render_task
 from grpo_lab.rewards.rules import RewardWeights, final_answer, score
@@ -140,7 +139,6 @@ def test_mask_truncated_keeps_cut_completions_out_of_the_loss(tmp_path):
     """Two tokens per completion on level 2 (answers of 2 digits and the end token): every completion
     is cut, some still right ("57" of 57), so groups are mixed. With the mask the loss and gradient are
     exactly zero; without it, the same step learns."""
-    build_tiny()
 
     def one_step(mask: bool, name: str):
         cfg = TrainConfig(out_dir=str(tmp_path / name), max_steps=1, prompts_per_step=4, seed=3)

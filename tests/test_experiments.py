@@ -215,3 +215,22 @@ def test_sweep_job_k_runs_on_gpu_k_mod_n():
     pinned = TrainConfig()
     pinned.model.device = "cpu"
     assert on_sweep_gpu(pinned, 1, 4).model.device == "cpu"  # an explicit device is kept
+
+
+@pytest.mark.parametrize("args,jobs", [(["-m", "experiment=main"], 11),  # both samplers, seeds 0-9
+                                       (["-m", "seed=0,1", "sampler.name=fixed,dynamic", "algo.lr=1e-4,2",
+                                         "task.levels=[1],[2,4]", "sampler=fixed,greso", "max_samples=null,4096"], 7)])
+def test_swept_values_set_on_one_compose_equal_a_compose_per_job(args, jobs):
+    """compose_jobs composes once and sets each swept plain value on a copy; the plain way composes every job."""
+    from experiments.common import compose_each_job, compose_jobs
+
+    plain = compose_each_job("train", args)
+    assert compose_jobs("train", args) == plain
+    assert len(plain) == jobs and len({(j.seed, j.sampler.name, j.algo.lr, tuple(j.task.levels)) for j in plain}) > 2
+
+
+@pytest.mark.parametrize("args,key", [(["-m", "seed=0,abc"], "seed"), (["-m", "sampler.group_size=4,x"], "sampler.group_size"),
+                                      (["-m", "seed=0,1", "sampler.group_size=8,1"], "sampler.group_size")])
+def test_a_bad_swept_value_is_named_whatever_its_position(args, key):
+    _, error = preflight("train", args)
+    assert error is not None and key in error and "\n" not in error

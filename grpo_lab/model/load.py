@@ -1,4 +1,4 @@
-"""Policies: the built-in tiny model (built and warm-started locally, cached) or any local
+"""Policies: the built-in tiny model (shipped in the package) or any local
 transformers causal LM; device and dtype choice; the frozen reference copy."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from transformers.utils import logging as hf_logging
 
 from grpo_lab.errors import ConfigError
 from grpo_lab.model.files import ModelFileError, check_model_files, check_model_folder, resolve_model_path
-from grpo_lab.model.tiny import TinySpec, build_tiny
+from grpo_lab.model.tiny import tiny_weights
 from grpo_lab.model.tokenizer import CharTokenizer
 
 log = logging.getLogger(__name__)
@@ -61,15 +61,14 @@ def amp(dtype: str, device: torch.device) -> contextlib.AbstractContextManager:
     return contextlib.nullcontext()
 
 
-def load_policy(name: str, path: str | None, device: str = "auto", dtype: str = "auto", spec: TinySpec | None = None,
-                gguf_file: str | None = None):
+def load_policy(name: str, path: str | None, device: str = "auto", dtype: str = "auto", gguf_file: str | None = None):
     """Returns (model, tokenizer) on the chosen device. name: "tiny" or "hf" (a local folder or pkg:NAME,
     see model_files; with gguf_file, that GGUF file in it, dequantized by transformers)."""
     dev = pick_device(device)
     dt = pick_dtype(dtype, dev)
     hf_logging.disable_progress_bar()  # one bar per shard per job floods sweep logs
     if name == "tiny":
-        folder = build_tiny(spec or TinySpec())
+        folder = tiny_weights()
         tokenizer = CharTokenizer.from_pretrained(folder)
     elif name == "hf":
         check_model_files(path, gguf_file)

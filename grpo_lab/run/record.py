@@ -45,6 +45,7 @@ class RunRecord:
             "device": None,
             "torch": torch.__version__,
             "machine": describe_machine(),
+            "threads": torch.get_num_threads(),  # torch CPU threads this job ran with (config key `threads`)
             "pid": os.getpid(),  # who writes it: the next start names them if this run.json stays `running`
             "host": platform.node(),
             "transformers": transformers.__version__,

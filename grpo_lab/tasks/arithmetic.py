@@ -102,6 +102,14 @@ def _distinct(rng: random.Random, level: int, count: int, held_out: bool) -> lis
     return list(out.values())
 
 
+def held_out_problems(level: int, count: int, seed: int = 0) -> list[Problem]:
+    """Up to `count` distinct held-out problems of one level (all of them where the level has fewer)."""
+    da, db = LEVELS[level]
+    if 10 ** (da + db) <= 100_000:
+        count = min(count, sum(held_out_only(p.prompt_id) for p in _all_problems(level)))
+    return _distinct(random.Random(f"held-out-{seed}-{level}"), level, count, True, "count")
+
+
 class ArithmeticTask:
     """Build the task: per level, a seeded training pool and a disjoint held-out pool."""
 

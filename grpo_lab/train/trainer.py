@@ -330,7 +330,7 @@ def train(cfg: TrainConfig, on_start: Callable[[Path], None] | None = None) -> P
         cfg = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, device=distributed.device(cfg.model.device)))
         record = RunRecord(run_dir, cfg.seed)
         record.update()
-        log.info("run %s in %s: loading the model", record.run_id, run_dir)
+        log.info("run %s in %s: loading the model (%d torch threads)", record.run_id, run_dir, torch.get_num_threads())
         start = time.monotonic()
         trainer = None
         try:
