@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from analysis.data.arms import arm_keys
+from analysis.data.arms import arm_keys, arms_as_text
 from analysis.data.checkpoints import attach_samples
 from analysis.data.completions import read_completions
 from analysis.data.config import launch_command
@@ -45,8 +45,11 @@ def build_report(path: str | Path, out_dir: str | Path | None = None, command: s
     tables = load(root, tables=("groups", "eval", "steps"), columns=COLUMNS)
     if not tables.eval.empty:  # samples drawn at each checkpoint, from the groups where eval rows lack them
         tables = replace(tables, eval=attach_samples(tables.eval, tables.groups))
-    ctx = Context(root=root, out=out, arm=tuple(arm_keys(tables.jobs, tables.config_columns)),
-                  names=difficulty_names(tables.jobs))
+    arm = arm_keys(tables.jobs, tables.config_columns)
+    # every arm value a label from here on (null, lists, floats as named): no section can drop or misname one
+    tables = replace(tables, **{t: arms_as_text(getattr(tables, t), tables.jobs, arm, tables.own.get(t, ()))
+                                for t in ("groups", "eval", "steps")})
+    ctx = Context(root=root, out=out, arm=tuple(arm), names=difficulty_names(tables.jobs))
 
     held = heldout.section(tables, ctx)
     what_trained = trained.section(tables, ctx)
