@@ -15,7 +15,7 @@ from collections.abc import Iterator, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from analysis.data.config import ALIASES
+from analysis.data.config import ALIASES, CHOICES
 
 REPLICATE_KEY = "seed"
 DEFAULT_ARM = "sampler"  # the arm key when only seeds vary (load's alias: every job has the column)
@@ -35,10 +35,14 @@ def value_text(value: object) -> str:
 
 
 def varying_keys(jobs: pd.DataFrame, config_columns: Sequence[str]) -> list[str]:
-    """Config columns whose value differs between jobs, an alias in place of the key it stands for."""
+    """Config columns whose value differs between jobs, each by the key a user sweeps: the real key
+    ("sampler.group_size", not load's alias "group_size"), but a config group's choice ("sampler")
+    in place of the key it sets ("sampler.name")."""
     varying = [c for c in config_columns if jobs[c].map(value_text).nunique() > 1]  # null is one value
-    aliased = {source for alias in varying for source in ALIASES.get(alias, ()) if source != alias}
-    return [c for c in varying if c not in aliased]
+    hidden = {source for alias in varying if alias in CHOICES for source in ALIASES[alias] if source != alias}
+    hidden |= {alias for alias in varying if alias in ALIASES and alias not in CHOICES
+               and any(source in varying and source != alias for source in ALIASES[alias])}
+    return [c for c in varying if c not in hidden]
 
 
 def arm_keys(jobs: pd.DataFrame, config_columns: Sequence[str]) -> list[str]:
@@ -75,7 +79,9 @@ def short_label(label: str) -> str:
 def iter_arms(frame: pd.DataFrame, keys: Sequence[str]) -> Iterator[tuple[str, pd.DataFrame]]:
     """(label, rows) of each arm of `frame`, in order of first appearance; a null value is an arm of
     its own."""
-    for values, rows in frame.groupby(list(keys), observed=True, dropna=False, sort=False):
+    # grouped by each value's name: a group-by's own keys lose types (None beside 2 comes back as 2.0)
+    names = [frame[k].map(value_text).rename(k) for k in keys]
+    for values, rows in frame.groupby(names, observed=True, sort=False):
         yield arm_label(group_values(keys, values)), rows
 
 

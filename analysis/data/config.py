@@ -25,6 +25,8 @@ ALIASES: dict[str, tuple[str, ...]] = {
     "experiment": ("experiment", "experiment.name"),
 }
 
+CHOICES = ("sampler", "experiment")  # aliases that are a config group's choice: the spelling a sweep uses
+
 
 def flatten(tree: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     """Nested mapping -> {"a.b.c": leaf}. Lists become their JSON text, so every value is hashable."""

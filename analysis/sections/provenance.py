@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis.data.arms import varying_keys
+from analysis.data.arms import value_text, varying_keys
 from analysis.data.config import ALIASES
 from analysis.data.labels import natural_sorted
 from analysis.data.load import Tables
@@ -40,7 +40,7 @@ def wall_times(jobs: pd.DataFrame, arm: Sequence[str]) -> pd.DataFrame:
     to finish, so a resumed job's time includes the pause)."""
     records = run_records(jobs)
     keys = [k for k in dict.fromkeys([*arm, "seed"]) if k in jobs]
-    out = jobs[["job", *keys, "status"]].copy()
+    out = jobs[["job", *keys, "status"]].assign(**{k: jobs[k].map(value_text) for k in keys})
     out["started"] = [r.get("started") for r in records]
     out["finished"] = [r.get("finished") for r in records]
     out["wall_time"] = [_duration(r.get("started"), r.get("finished")) for r in records]
@@ -63,9 +63,9 @@ def _machine(record: dict) -> str:
     return f"{record.get('machine') or 'not recorded'} (device {record.get('device') or 'unknown'})"
 
 
-def _value(value: object, root: Path, report_dir: Path) -> str:
-    """A config value for the report: an absolute path shown relative to the report."""
-    text = str(value)
+def _value(value: object, report_dir: Path) -> str:
+    """A config value for the report (`value_text`): an absolute path shown relative to the report."""
+    text = value_text(value)
     return relative(text, report_dir) if os.path.isabs(text) and not text.startswith("//") else text
 
 
@@ -86,10 +86,10 @@ def provenance(tables: Tables, arm: Sequence[str], report_dir: Path, command: st
     packages = [f"{name} {_count([str(r.get(key) or 'not recorded') for r in records])}"
                 for key, name in PACKAGES.items()]
     times = wall_times(jobs, arm)
-    vary = [f"- `{k}`: {', '.join(_value(v, tables.root, report_dir) for v in natural_sorted(jobs[k].astype(str).unique()))}"
+    vary = [f"- `{k}`: {', '.join(_value(v, report_dir) for v in natural_sorted(jobs[k].map(value_text).unique()))}"
             for k in varying]
-    constant = pd.DataFrame({"key": fixed, "value": [RUNTIME.get(k) or _value(jobs[k].dropna().iloc[0], tables.root,
-                                                                              report_dir) for k in fixed]})
+    constant = pd.DataFrame({"key": fixed, "value": [RUNTIME.get(k) or _value(jobs[k].dropna().iloc[0], report_dir)
+                                                     for k in fixed]})
     return "\n".join([
         "<details>", "<summary>Config and provenance (command, code, packages, machine, wall time, resolved "
         "config)</summary>", "",

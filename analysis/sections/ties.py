@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from analysis.data.arms import job_arms
+from analysis.data.config import ALIASES
 from analysis.data.load import Tables
 from analysis.measures.ties import ASSUMPTION, predict_ties, samples_by_window, tie_fractions, tie_rows
 from analysis.render import ties as figures
@@ -40,7 +41,8 @@ def section(tables: Tables, ctx: Context) -> Ties | None:
         return None
     files = Files()
     names = dict(ctx.names)
-    by = ["group_size", "sampler", *(k for k in arm if k not in ("group_size", "sampler"))]
+    split = ("group_size", "sampler", *ALIASES["group_size"], *ALIASES["sampler"])  # the first two columns say these
+    by = ["group_size", "sampler", *(k for k in arm if k not in split)]
     window = max(1, math.ceil((int(groups["step"].max()) + 1) / STEP_WINDOWS))
     seed = ["seed"] if "seed" in groups and "seed" not in arm else []
     used = ["job", "prompt_id", "difficulty", "step", "round", "group_size", "n_correct", "tie", "tie_kind",
