@@ -9,6 +9,7 @@ order a reader wants them.
 
 from __future__ import annotations
 
+import shutil
 from dataclasses import replace
 from pathlib import Path
 
@@ -18,7 +19,7 @@ from analysis.data.completions import read_completions
 from analysis.data.config import launch_command
 from analysis.data.load import load
 from analysis.data.records import difficulty_names
-from analysis.render.writer import clear, write_report
+from analysis.render.writer import finish_build, start_build, write_report
 from analysis.sections import (at_k, coverage, equal_budget, examples, findings, group_size, header, health, heldout,
                                jobs, persistence, provenance, ranking, tests, ties, trained)
 from analysis.sections.section import Context
@@ -37,11 +38,25 @@ def build_report(path: str | Path, out_dir: str | Path | None = None, command: s
 
     It goes to `<path>/report/` unless `out_dir` is given. `command` is quoted as the command
     that produced the runs; by default it is rebuilt from Hydra's multirun.yaml or hydra.yaml.
-    Jobs and parts that cannot be used are skipped with a warning and named in the report.
+    Jobs and parts that cannot be used are skipped with a warning and named in the report. The
+    report is built in a folder beside `out` and swapped in whole at the end (`finish_build`): a
+    build that fails or is killed leaves the report that was there. ReportNotWritable (one line)
+    when the folder cannot be written.
     """
     root = Path(path)
     out = Path(out_dir) if out_dir is not None else root / "report"
-    clear(out)
+    building = start_build(out, root)  # before any work: an unwritable folder is one line at once
+    try:
+        report = _build(root, out, building, command)
+        finish_build(building, out)
+    except BaseException:
+        shutil.rmtree(building, ignore_errors=True)
+        raise
+    return out / report.name
+
+
+def _build(root: Path, out: Path, building: Path, command: str | None) -> Path:
+    """The report of `root`, as it will read from `out`, written under `building`."""
     tables = load(root, tables=("groups", "eval", "steps"), columns=COLUMNS)
     if not tables.eval.empty:  # samples drawn at each checkpoint, from the groups where eval rows lack them
         tables = replace(tables, eval=attach_samples(tables.eval, tables.groups))
@@ -68,4 +83,4 @@ def build_report(path: str | Path, out_dir: str | Path | None = None, command: s
         health.section(tables, ctx), examples.section(read_completions(root), ctx), jobs.section(tables),
     ]
     shown = [s for s in sections if s is not None]  # a section is None where its data does not exist
-    return write_report(out, [s.text for s in shown], [s.files for s in shown], root)
+    return write_report(building, [s.text for s in shown], [s.files for s in shown], root, shown_at=out)
