@@ -35,7 +35,7 @@ def text_codes(column: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     else:
         codes, values = pd.factorize(column)
         values = list(values)
-    texts = [value_text(v) for v in [*values, None]]  # the last: what a missing value (code -1) is named
+    texts = [value_text(v) for v in [*values, *([None] if (codes < 0).any() else [])]]  # None: a missing value
     labels, inverse = np.unique(np.array(texts, dtype=object), return_inverse=True)
     return inverse.reshape(-1)[np.where(codes < 0, len(values), codes)], labels
 
