@@ -19,6 +19,7 @@ from analysis.data.completions import read_completions
 from analysis.data.config import launch_command
 from analysis.data.load import load
 from analysis.data.records import difficulty_names
+from analysis.measures.spend import budgets_per_arm
 from analysis.render.writer import finish_build, start_build, write_report
 from analysis.sections import (at_k, coverage, equal_budget, examples, findings, group_size, header, health, heldout,
                                jobs, persistence, provenance, ranking, tests, ties, trained)
@@ -72,8 +73,11 @@ def _build(root: Path, out: Path, building: Path, command: str | None) -> Path:
     family = tests.family([held.comparisons, what_trained.comparisons, tied.comparisons if tied else None])
     ranked = ranking.section(tables, ctx, family, held.scores, what_trained.per_job)
     covered = coverage.section(tables, ctx)
+    first = [line for line in (
+        findings.budget_warning(budgets_per_arm(tables.groups, arm)) if not tables.groups.empty else None,
+        provenance.mixed_code(tables, ctx.out)) if line]
     found = findings.section(family, tied.calibration if tied else {}, what_trained.unit_weight,
-                             ranked.sentences if ranked else [], covered.sentence if covered else None)
+                             ranked.sentences if ranked else [], covered.sentence if covered else None, first)
 
     sections = [
         header.section(tables, ctx), found, provenance.section(tables, ctx, command or launch_command(root)),
