@@ -82,7 +82,10 @@ def finish_build(building: Path, out: Path) -> None:
                 target.mkdir(parents=True, exist_ok=True)
             else:
                 target.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copy2(path, target)
+                try:  # a hard link: the data a packed report ships beside it costs no copy
+                    os.link(path, target)
+                except OSError:
+                    shutil.copy2(path, target)
         if _exchange(building, out):
             shutil.rmtree(building)  # now the old report
             return
