@@ -24,7 +24,7 @@ from analysis.measures.tie_learning import split_reused
 from analysis.render.writer import finish_build, start_build, write_report
 from analysis.sections import (at_k, coverage, equal_budget, examples, findings, group_size, header, health, heldout,
                                jobs, persistence, provenance, ranking, tests, tie_learning, ties, trained)
-from analysis.sections.section import Context
+from analysis.sections.section import DETAILS, Context, Section
 
 # the columns the sections read; the others (the groups' reward lists first) stay on disk
 COLUMNS = {
@@ -83,12 +83,25 @@ def _build(root: Path, out: Path, building: Path, command: str | None) -> Path:
     found = findings.section(family, tied.calibration if tied else {}, what_trained.unit_weight,
                              ranked.sentences if ranked else [], covered.sentence if covered else None, first)
 
-    sections = [
+    page = [
         header.section(tables, ctx), found, provenance.section(tables, ctx, command or launch_command(root)),
-        ranked, held, at_k.section(tables, ctx, held.prompt_scores), covered, what_trained, tests.section(family), tied, learning,
-        persistence.section(tables, ctx), group_size.section(tables, ctx),
-        equal_budget.section(tables, ctx, what_trained.counted),
+        ranked, held, at_k.section(tables, ctx, held.prompt_scores), covered, what_trained, tied, learning,
+    ]
+    # the second page: what a reader may want once the findings are read (every test, the longer sections)
+    details = [
+        provenance.details(tables, ctx), tests.section(family), persistence.section(tables, ctx),
+        group_size.section(tables, ctx), equal_budget.section(tables, ctx, what_trained.counted),
         health.section(tables, ctx), examples.section(read_completions(root), ctx), jobs.section(tables),
     ]
-    shown = [s for s in sections if s is not None]  # a section is None where its data does not exist
-    return write_report(building, [s.text for s in shown], [s.files for s in shown], root, shown_at=out)
+    shown = [s for s in page if s is not None]  # a section is None where its data does not exist
+    more = [s for s in details if s is not None]
+    title = shown[0].text.splitlines()[0].removeprefix("# ")
+    shown.append(Section(text=f"More in [{DETAILS}]({DETAILS}): " + ", ".join(_heading(s) for s in more) + "."))
+    more.insert(0, Section(text=f"# Details: {title}\n\nThe second page of [REPORT.md](REPORT.md)."))
+    return write_report(building, [s.text for s in shown], [s.files for s in shown + more], root, shown_at=out,
+                        details=[s.text for s in more])
+
+
+def _heading(section: Section) -> str:
+    """A section's first heading, as the words of a link list."""
+    return next((line.lstrip("# ") for line in section.text.splitlines() if line.startswith("#")), "")

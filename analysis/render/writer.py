@@ -17,6 +17,8 @@ import pandas as pd
 from analysis.render import markdown
 
 Draw = Callable[[Path], Path]  # draws one figure to the given path
+REPORT = "REPORT.md"  # the page a reader opens: the findings, the figures that carry them, short tables
+DETAILS = "DETAILS.md"  # the second page, linked from the first: provenance, every test, the longer sections
 
 
 @dataclass
@@ -46,7 +48,7 @@ class ReportNotWritable(OSError):
     """The report's folder cannot be written; the message is one line that says how to choose another."""
 
 
-OWN = ("REPORT.md", "figures/*.png", "tables/*.csv")  # what a build writes; anything else in the folder is kept
+OWN = (REPORT, DETAILS, "figures/*.png", "tables/*.csv")  # what a build writes; anything else in the folder is kept
 
 
 def start_build(out: Path, source: Path) -> Path:
@@ -119,11 +121,11 @@ def _alive(pid: str) -> bool:
     return True
 
 
-def write_report(out: Path, texts: Sequence[str], files: Sequence[Files], root: Path, shown_at: Path | None = None
-                 ) -> Path:
-    """Write every CSV and figure of `files` and REPORT.md (the texts, in order, with `root`'s
-    absolute path made relative to `shown_at`, where the report will be read: `out` by default)
-    under `out`; returns REPORT.md's path."""
+def write_report(out: Path, texts: Sequence[str], files: Sequence[Files], root: Path, shown_at: Path | None = None,
+                 details: Sequence[str] = ()) -> Path:
+    """Write every CSV and figure of `files`, REPORT.md (the texts, in order) and, where there are `details`,
+    DETAILS.md (the second page, linked from the first), with `root`'s absolute path made relative to
+    `shown_at`, where the report will be read (`out` by default), under `out`; returns REPORT.md's path."""
     for found in files:
         for name, frame in found.csvs.items():
             path = out / "tables" / f"{name}.csv"
@@ -131,10 +133,11 @@ def write_report(out: Path, texts: Sequence[str], files: Sequence[Files], root: 
             frame.to_csv(path, index=False)
         for name, draw in found.figures.items():
             draw(out / "figures" / f"{name}.png")
-    report = out / "REPORT.md"
-    report.parent.mkdir(parents=True, exist_ok=True)
-    report.write_text(relative_paths("\n\n".join(texts) + "\n", root, shown_at or out))
-    return report
+    out.mkdir(parents=True, exist_ok=True)
+    pages = {REPORT: texts, **({DETAILS: details} if details else {})}
+    for name, page in pages.items():
+        (out / name).write_text(relative_paths("\n\n".join(page) + "\n", root, shown_at or out))
+    return out / REPORT
 
 
 def relative(path: str | Path, report_dir: Path) -> str:

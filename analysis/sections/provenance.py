@@ -20,7 +20,7 @@ from analysis.data.load import Tables
 from analysis.data.records import run_records
 from analysis.render import markdown
 from analysis.render.writer import relative
-from analysis.sections.section import Context, Section
+from analysis.sections.section import DETAILS, Context, Section
 
 # keys the entry point sets at run time: Hydra's config.yaml holds a placeholder for them
 RUNTIME = {"out_dir": "each job's own folder (the entry point sets it to Hydra's output directory)"}
@@ -71,8 +71,9 @@ def _value(value: object, report_dir: Path) -> str:
 
 
 def section(tables: Tables, ctx: Context, command: str | None) -> Section:
-    """The collapsed block under the findings: command, source, jobs, code, packages, machines,
-    wall times and the resolved config. `command`: the command that produced the runs, if known."""
+    """The collapsed block under the findings: command, source, jobs, code, packages, machines and the arms;
+    wall times and the resolved config are on the details page (`details`). `command`: the command that
+    produced the runs, if known."""
     return Section(text=provenance(tables, ctx.arm, ctx.out, command))
 
 
@@ -80,35 +81,43 @@ def provenance(tables: Tables, arm: Sequence[str], report_dir: Path, command: st
     """The provenance block's markdown (paths relative to `report_dir`)."""
     jobs = tables.jobs
     records = run_records(jobs)
-    varying = varying_keys(jobs, tables.config_columns)
-    shown_as_alias = {source for alias in varying for source in ALIASES.get(alias, ())}
-    fixed = [k for k in tables.config_columns if k not in varying and k not in shown_as_alias
-             and k not in ALIASES and jobs[k].notna().any()]  # an alias repeats its key
     packages = [f"{name} {_count([str(r.get(key) or 'not recorded') for r in records])}"
                 for key, name in PACKAGES.items()]
-    times = wall_times(jobs, arm)
-    vary = [f"- `{k}`: {', '.join(_value(v, report_dir) for v in natural_sorted(jobs[k].map(value_text).unique()))}"
-            for k in varying]
-    constant = pd.DataFrame({"key": fixed, "value": [RUNTIME.get(k) or _value(jobs[k].dropna().iloc[0], report_dir)
-                                                     for k in fixed]})
     return "\n".join([
-        "<details>", "<summary>Config and provenance (command, code, packages, machine, wall time, resolved "
-        "config)</summary>", "",
+        "<details>", "<summary>Config and provenance (command, code, packages, machine)</summary>", "",
         f"- Command: `{command}`" if command else "- Command: not recorded (no multirun.yaml or .hydra/hydra.yaml)",
         f"- Source: `{relative(tables.root, report_dir)}` (relative to this report)",
-        f"- Jobs: {len(jobs)} loaded, {len(tables.skipped)} jobs or parts skipped (listed under Jobs)",
+        f"- Jobs: {len(jobs)} loaded, {len(tables.skipped)} jobs or parts skipped (listed under Jobs, "
+        f"[{DETAILS}]({DETAILS}))",
         f"- Code: git {_count([_git(r) for r in records])}",
         f"- Packages: {', '.join(packages)}",
         f"- Machine: {_count([_machine(r) for r in records])}",
         (f"- Arms are told apart by: {', '.join(f'`{k}`' for k in arm) or '–'} (seeds are replicates)"
-         if len(jobs) > 1 else "- Arms: one job, nothing to compare"), "",
-        "Wall time per job (from its first start to its finish, in run.json):", "",
-        markdown.table(times), "",
-        "Config keys that vary across jobs:", "", *(vary or ["None: every job has the same config."]), "",
-        f"Config keys that do not vary ({len(fixed)}):", "",
-        markdown.table(constant) if fixed else "None.", "",
+         if len(jobs) > 1 else "- Arms: one job, nothing to compare"),
+        f"- Wall time per job and the resolved config: [{DETAILS}]({DETAILS})", "",
         "</details>",
     ])
+
+
+def details(tables: Tables, ctx: Context) -> Section:
+    """The details page's provenance: wall time per job, the config keys that vary and those that do not."""
+    jobs, report_dir = tables.jobs, ctx.out
+    varying = varying_keys(jobs, tables.config_columns)
+    shown_as_alias = {source for alias in varying for source in ALIASES.get(alias, ())}
+    fixed = [k for k in tables.config_columns if k not in varying and k not in shown_as_alias
+             and k not in ALIASES and jobs[k].notna().any()]  # an alias repeats its key
+    vary = [f"- `{k}`: {', '.join(_value(v, report_dir) for v in natural_sorted(jobs[k].map(value_text).unique()))}"
+            for k in varying]
+    constant = pd.DataFrame({"key": fixed, "value": [RUNTIME.get(k) or _value(jobs[k].dropna().iloc[0], report_dir)
+                                                     for k in fixed]})
+    return Section(text="\n".join([
+        "## Config and provenance", "",
+        "Wall time per job (from its first start to its finish, in run.json):", "",
+        markdown.table(wall_times(jobs, ctx.arm)), "",
+        "Config keys that vary across jobs:", "", *(vary or ["None: every job has the same config."]), "",
+        f"Config keys that do not vary ({len(fixed)}):", "",
+        markdown.table(constant) if fixed else "None.",
+    ]))
 
 
 # where a change cannot alter what a job computes (the report is rebuilt by the code at hand anyway)
