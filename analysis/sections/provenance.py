@@ -121,7 +121,7 @@ def details(tables: Tables, ctx: Context) -> Section:
 
 
 # where a change cannot alter what a job computes (the report is rebuilt by the code at hand anyway)
-NOT_RUN = ("analysis/", "docs/", "tests/", "benchmarks/", "reports/", "fixtures/", ".github/")
+NOT_RUN = ("analysis/", "docs/", "tests/", "benchmarks/", "reports/", "fixtures/", ".github/", ".ci/")
 CODE = Path(__file__).resolve().parents[2]  # the checkout this analysis runs from, which may hold both commits
 
 
