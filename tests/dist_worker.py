@@ -1,10 +1,12 @@
 """Run by tests/test_distributed.py, under torchrun or in one process (no collectives then).
 
-    update IN OUT: this rank's share of fixed rollouts (IN, written by the test) through
+    update IN OUT [STRATEGY]: this rank's share of fixed rollouts (IN, written by the test) through
         trainer.update, for every loss aggregation and two ways of splitting the groups over
         ranks; rank 0 saves the weights, gradients and statistics after each to OUT. When IN holds
         RL-ZVP directions and reused groups' behaviour flags, the rows are shaped per token and the
-        reused ones divide by their stored log-probs; what each row trained with is gathered to rank 0.
+        reused ones divide by their stored log-probs; what each row trained with (its advantage, its
+        first-pass log-probs) is gathered to rank 0. STRATEGY: ddp (default) or fsdp (model and
+        reference sharded, the weights and gradients gathered whole for the comparison).
     stuck TIMEOUT_S: rank 1 never joins the second collective; rank 0 must fail within TIMEOUT_S.
 """
 
@@ -19,7 +21,9 @@ from grpo_lab import distributed
 from grpo_lab.config import TrainConfig
 from grpo_lab.train.objective import AGG_MODES
 from grpo_lab.model.load import frozen_copy, load_policy
+from grpo_lab.model.sharding import full
 from grpo_lab.train.microbatch import micro_batches
+from grpo_lab.train.parallel import build_parallel
 from grpo_lab.train.update import TrainingRows, update
 
 # which groups (of 4) each rank trains on, and in micro-batches of how many groups (None: all at once):
@@ -35,14 +39,18 @@ def update_config(agg: str) -> TrainConfig:
 
 
 def apply_update(base: dict, groups: list, advantages: list[torch.Tensor], agg: str, pad_id: int,
-                 micro_groups: int | None = None, direction: list | None = None, behaviour: list | None = None) -> dict:
+                 micro_groups: int | None = None, direction: list | None = None, behaviour: list | None = None,
+                 strategy: str = "ddp") -> dict:
     """A fresh copy of the base model and optimizer, one `update` on these groups (this rank's
     share); returns the weights, the last mu-step's gradients, the step's statistics and what each row
-    trained with (this rank's rows)."""
+    trained with (every rank's rows, in rank order)."""
     cfg = update_config(agg)
+    cfg.model.logprob_chunk = 16 if micro_groups else 0  # the chunked head too (through the sharded root under fsdp)
     model, _ = load_policy("tiny", None, "cpu", "float32")
     model.load_state_dict(base)
     ref = frozen_copy(model)
+    par = build_parallel(strategy, torch.device("cpu"), None)
+    model, ref = par.prepare(model, ref)
     model.train()
     # SGD, not the trainer's AdamW: Adam's g / (|g| + eps) turns float32 rounding of near-zero gradient
     # elements into steps of up to lr, which would hide what is compared here (the same gradient)
@@ -53,15 +61,15 @@ def apply_update(base: dict, groups: list, advantages: list[torch.Tensor], agg: 
     if direction is not None:
         rows.direction = torch.cat(direction) if direction else torch.zeros(0, dtype=torch.int8)
         rows.behaviour = torch.cat(behaviour) if behaviour else torch.zeros(0, dtype=torch.bool)
-    out = update(model, ref, optimizer, micro, rows, cfg)
+    out = update(model, ref, optimizer, micro, rows, cfg, par, pad_id)
     stats = {k: v for k, v in out.items() if k not in ("advantages", "behaviour", "entropy")}
-    per_row = {k: out[k] for k in ("advantages", "entropy") if out[k] is not None}
-    return {"weights": torch.cat([p.detach().reshape(-1) for p in model.parameters()]),
-            "grads": torch.cat([p.grad.reshape(-1) for p in model.parameters()]), "stats": stats,
-            "rows": distributed.gather_objects(per_row)}
+    per_row = {k: out[k] for k in ("advantages", "entropy", "behaviour") if out[k] is not None}
+    return {"weights": torch.cat([full(p).detach().reshape(-1) for p in model.parameters()]),
+            "grads": torch.cat([full(p.grad).reshape(-1) for p in model.parameters()]), "stats": stats,
+            "rows": distributed.gather_objects(per_row), "strategy": par.name}
 
 
-def run_update(src: str, dst: str) -> None:
+def run_update(src: str, dst: str, strategy: str = "ddp") -> None:
     data = torch.load(src, weights_only=False)
     rank, world = distributed.rank(), distributed.world()
     out = {}
@@ -71,7 +79,7 @@ def run_update(src: str, dst: str) -> None:
             extra = {k: [data[k][i] for i in keep] for k in ("direction", "behaviour") if k in data}
             out[agg, split] = apply_update(data["base"], [data["groups"][i] for i in keep],
                                            [data["advantages"][i] for i in keep], agg, data["pad_id"], micro_groups,
-                                           **extra)
+                                           **extra, strategy=strategy)
     if distributed.is_main():
         torch.save(out, dst)
 
@@ -89,7 +97,7 @@ if __name__ == "__main__":
     mode = sys.argv[1]
     distributed.setup("gloo", float(sys.argv[2]) if mode == "stuck" else 120)
     if mode == "update":
-        run_update(sys.argv[2], sys.argv[3])
+        run_update(*sys.argv[2:5])
     else:
         run_stuck(float(sys.argv[2]))
     distributed.teardown()
