@@ -27,17 +27,17 @@ FILE_BYTES = 5 * 2**30  # weights per safetensors file, as transformers' save_pr
 OPTIM = "optim"
 
 
-def _untied(state: dict) -> tuple[dict, dict[str, str]]:
-    """The state dict with each shared tensor under its first name only, and {dropped name: kept name}."""
+def _untied(model, state: dict) -> tuple[dict, dict[str, str]]:
+    """The state dict with each parameter shared under several names (a tied output layer) under its first name
+    only, and {dropped name: kept name}: the same on every rank (read from the module, not the shards)."""
     first: dict[int, str] = {}
-    kept, aliases = {}, {}
-    for name, t in state.items():
-        if id(t) in first:
-            aliases[name] = first[id(t)]
+    aliases = {}
+    for name, p in model.named_parameters(remove_duplicate=False):
+        if id(p) in first:
+            aliases[name] = first[id(p)]
         else:
-            first[id(t)] = name
-            kept[name] = t
-    return kept, aliases
+            first[id(p)] = name
+    return {k: v for k, v in state.items() if k not in aliases}, aliases
 
 
 def _file_index(state: dict) -> dict[str, int]:
@@ -52,7 +52,7 @@ def _file_index(state: dict) -> dict[str, int]:
 def save_sharded(folder: Path, model, optimizer) -> None:
     """Write the model as a transformers folder and the optimizer under optim/, into `folder` (which rank 0
     made). Called by every rank at the same point."""
-    weights, _ = _untied(get_model_state_dict(model))
+    weights, _ = _untied(model, get_model_state_dict(model))
     dcp.save(weights, storage_writer=HuggingFaceStorageWriter(
         path=str(folder), save_distributed=True, enable_consolidation=True, fqn_to_index_mapping=_file_index(weights)))
     dcp.save({OPTIM: get_optimizer_state_dict(model, optimizer)}, checkpoint_id=folder / OPTIM)
@@ -67,7 +67,7 @@ def save_sharded(folder: Path, model, optimizer) -> None:
 def load_sharded(folder: Path, model, optimizer) -> None:
     """Read a save_sharded checkpoint into this rank's shards of `model` and `optimizer` (every rank)."""
     state = get_model_state_dict(model)
-    weights, aliases = _untied(state)
+    weights, aliases = _untied(model, state)
     dcp.load(weights, storage_reader=HuggingFaceStorageReader(path=str(folder)))  # each rank reads its slices
     set_model_state_dict(model, {**weights, **{name: weights[kept] for name, kept in aliases.items()}})
     optim = {OPTIM: get_optimizer_state_dict(model, optimizer)}
