@@ -7,11 +7,15 @@
         reused ones divide by their stored log-probs; what each row trained with (its advantage, its
         first-pass log-probs) is gathered to rank 0. STRATEGY: ddp (default) or fsdp (model and
         reference sharded, the weights and gradients gathered whole for the comparison).
+    rollout OUT: the tiny model sharded (fsdp); inside one `gathered` block each rank samples its own rounds
+        (different prompt counts and lengths, an empty round, a split call), counting the collectives it
+        issues; the tokens against an unsharded copy's with the same generator; rank 0 saves both to OUT.
     stuck TIMEOUT_S: rank 1 never joins the second collective; rank 0 must fail within TIMEOUT_S.
 """
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import time
 
@@ -84,6 +88,70 @@ def run_update(src: str, dst: str, strategy: str = "ddp") -> None:
         torch.save(out, dst)
 
 
+COLLECTIVES = ("all_gather_single", "reduce_scatter_single", "all_gather_into_tensor", "reduce_scatter_tensor",
+               "all_reduce", "all_gather", "broadcast", "all_gather_object", "barrier")
+
+
+@contextlib.contextmanager
+def count_collectives():
+    """Counts the torch.distributed collectives this rank issues inside (FSDP2 looks them up on the `dist` module
+    at call time, so patching its attributes sees them)."""
+    import torch.distributed as dist
+
+    counts = dict.fromkeys(COLLECTIVES, 0)
+    saved = {name: getattr(dist, name) for name in COLLECTIVES}
+
+    def counted(name, fn):
+        def inner(*a, **k):
+            counts[name] += 1
+            return fn(*a, **k)
+        return inner
+
+    for name, fn in saved.items():
+        setattr(dist, name, counted(name, fn))
+    try:
+        yield counts
+    finally:
+        for name, fn in saved.items():
+            setattr(dist, name, fn)
+
+
+def run_rollout(dst: str) -> None:
+    import copy
+
+    from grpo_lab.model import sharding
+    from grpo_lab.model.load import eos_ids
+    from grpo_lab.rollout.generate import sample_groups
+
+    model, tokenizer = load_policy("tiny", None, "cpu", "float32")
+    whole = copy.deepcopy(model)
+    model, _ = build_parallel("fsdp", torch.device("cpu"), None).prepare(model, None)
+    rank = distributed.rank()
+    # each rank its own rounds: prompt counts, lengths, an empty round on rank 0, a call split by max_rows on rank 1
+    rounds = [(["12+34=", "7+5="], None), ([], None), (["1+2="], None)] if rank == 0 else \
+        [(["305+117="], None), (["3+4=", "99+1=", "5+5="], 5)]
+
+    def sample(m):
+        gen = torch.Generator().manual_seed(7 + rank)
+        return [sample_groups(m, tokenizer, prompts, 4, max_new_tokens=12, temperature=1.0, generator=gen,
+                              end_ids=eos_ids(whole, tokenizer), max_rows=rows).completion_ids
+                for prompts, rows in rounds if prompts]
+
+    gathered_bytes = 0
+    with sharding.gathered(model):
+        gathered_bytes = sum(p.numel() * p.element_size() for p in model.parameters())  # plain tensors: whole
+        with count_collectives() as counts:
+            got = sample(model)
+    want = sample(whole)
+    shard_bytes = sum(sharding.local(p).numel() * p.element_size() for p in model.parameters())
+    out = {"collectives": sum(counts.values()), "same": [torch.equal(a, b) for a, b in zip(got, want)],
+           "lengths": [int((t != tokenizer.pad_token_id).sum()) for t in got], "gathered_bytes": gathered_bytes,
+           "shard_bytes": shard_bytes, "whole_bytes": sum(p.numel() * p.element_size() for p in whole.parameters())}
+    everyone = distributed.gather_objects(out)
+    if distributed.is_main():
+        torch.save(everyone, dst)
+
+
 def run_stuck(timeout_s: float) -> None:
     distributed.all_reduce_(torch.ones(1))  # both ranks are up
     if distributed.rank() == 1:
@@ -98,6 +166,8 @@ if __name__ == "__main__":
     distributed.setup("gloo", float(sys.argv[2]) if mode == "stuck" else 120)
     if mode == "update":
         run_update(*sys.argv[2:5])
+    elif mode == "rollout":
+        run_rollout(sys.argv[2])
     else:
         run_stuck(float(sys.argv[2]))
     distributed.teardown()

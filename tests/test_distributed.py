@@ -123,6 +123,21 @@ def test_two_rank_shaped_and_reused_update_equals_one_process(tmp_path, strategy
             assert_same_trained_rows(two[agg, split]["rows"], rows, ORDER[split], ("advantages", "entropy", "behaviour"))
 
 
+def test_fsdp_rollout_gathers_once_and_decodes_without_collectives(tmp_path):
+    """Ranks decode different rounds, prompt counts and lengths (one has an empty round, one a split call) inside one
+    `gathered` block: no collective runs there (else a rank that stops early would leave the other waiting), and
+    the tokens are an unsharded copy's, bit for bit. Outside it each rank holds half the weights."""
+    out = torchrun(str(WORKER), "rollout", str(tmp_path / "rollout.pt"))
+    assert out.returncode == 0, out.stderr[-3000:]
+    ranks = torch.load(tmp_path / "rollout.pt", weights_only=False)
+    assert [r["collectives"] for r in ranks] == [0, 0]
+    assert [len(r["same"]) for r in ranks] == [2, 2] and all(all(r["same"]) for r in ranks)
+    assert ranks[0]["lengths"] != ranks[1]["lengths"]  # the ranks really decoded different work
+    for r in ranks:
+        assert r["gathered_bytes"] == r["whole_bytes"]
+        assert r["shard_bytes"] == pytest.approx(r["whole_bytes"] / 2, rel=0.01)  # Shard(0), rows padded to 2
+
+
 def test_a_stuck_rank_fails_the_run_after_the_timeout():
     out = torchrun(str(WORKER), "stuck", "3")
     assert out.returncode != 0
@@ -239,7 +254,7 @@ def test_killed_rank_fails_the_run_and_the_same_command_resumes(tmp_path, strate
     assert "saved by 2 process(es), this run has 1; resume with the same number" in one.stderr
     other = "ddp" if strategy == "fsdp" else "fsdp"
     moved = torchrun(*_train_cmd(run, *args, "max_steps=14", f"dist.strategy={other}"))  # the other strategy: refused
-    assert moved.returncode != 0 and "dist.strategy" in moved.stderr
+    assert moved.returncode != 0 and f"dist.strategy {strategy!r} -> {other!r}" in moved.stderr
     assert json.loads((run / "run.json").read_text())["status"] == "done"  # the finished run is left as it was
 
 
