@@ -42,6 +42,8 @@ def setup(backend: str = "auto", timeout_s: float = 600) -> None:
 
 
 def teardown() -> None:
+    global _MESH
+    _MESH = None
     if dist.is_initialized():
         dist.destroy_process_group()
 

@@ -329,7 +329,7 @@ def test_fsdp_run_equals_the_ddp_run(tmp_path, sampler, levels):
     transformers folder, holding the ddp run's weights, that standalone evaluation reads."""
     rounds = [] if sampler == "fixed" else [f"sampler.{sampler}.max_rounds=3"]
     args = ("max_steps=4", f"sampler={sampler}", *rounds, "algo.micro_batch_groups=1", "model.logprob_chunk=16",
-            "eval.every=2", "checkpoint_every=2")
+            "eval.every=2", "checkpoint_every=2", "checkpoint.final_weights_only=true")
     runs = {}
     for strategy in ("ddp", "fsdp"):
         runs[strategy] = tmp_path / strategy
@@ -347,9 +347,10 @@ def test_fsdp_run_equals_the_ddp_run(tmp_path, sampler, levels):
         assert b[key].tolist() == pytest.approx(a[key].tolist(), rel=1e-4, abs=1e-7, nan_ok=True), key
     if sampler == "resample_on_tie":
         assert (read_table(fsdp, "groups").to_pandas()["round"] > 0).any()
-    ckpt = fsdp / "checkpoints" / "step-000004"
-    assert not (ckpt / "sharded").exists() and (ckpt / "optim").is_dir()  # staging gone; the optimizer in DCP
-    assert torch.load(ckpt / "state.pt", weights_only=False)["optimizer"] is None
+    mid, ckpt = fsdp / "checkpoints" / "step-000002", fsdp / "checkpoints" / "step-000004"
+    assert not (mid / "sharded").exists() and (mid / "optim" / ".metadata").exists()  # staging gone; AdamW in DCP
+    assert torch.load(mid / "state.pt", weights_only=False)["optimizer"] is None
+    assert not (ckpt / "state.pt").exists() and not (ckpt / "optim").exists()  # final_weights_only: weights alone
     _same_weights(ddp / "checkpoints" / "step-000004", ckpt, atol=1e-5)
     if sampler == "fixed":
         ev = subprocess.run([sys.executable, "-m", "experiments.evaluate", f"run_dir={fsdp}", "n=2", "steps=[2,4]"],

@@ -98,11 +98,12 @@ class FullyShardedDataParallel(DataParallel):
 
 
 def build_parallel(strategy: str, device: torch.device, autocast: torch.dtype | None) -> DataParallel:
-    """The strategy of this run. fsdp needs a process group (torchrun): one process runs unsharded."""
-    if strategy == "fsdp" and distributed.world() > 1:
+    """The strategy of this run. fsdp shards over torchrun's process group (of one rank too: the same code path, as
+    on a single GPU); a process without torchrun has no group to shard over and keeps the model whole."""
+    if strategy == "fsdp" and distributed.under_torchrun():
         return FullyShardedDataParallel(device, autocast)
     if strategy == "fsdp":
-        log.info("dist.strategy=fsdp in one process: nothing to shard over, the model stays whole")
+        log.info("dist.strategy=fsdp without torchrun: no process group to shard over, the model stays whole")
     return DataParallel()
 
 
