@@ -321,14 +321,17 @@ def _same_weights(a: Path, b: Path, atol: float) -> float:
 
 
 # informative steps: levels 2 and 3 split groups; one-group micro-batches (ranks hold different numbers: padding)
-# with the chunked head; resample_on_tie's extra rounds draw different numbers of prompts on each rank
-@pytest.mark.parametrize("sampler,levels", [("fixed", "2,3"), ("resample_on_tie", "1,4")])
-def test_fsdp_run_equals_the_ddp_run(tmp_path, sampler, levels):
+# with the chunked head; resample_on_tie's extra rounds and dynamic's refills draw different numbers of prompts on
+# each rank; replay trains reused rows (their ratio over stored log-probs) beside RL-ZVP's shaped ties
+@pytest.mark.parametrize("sampler,levels,extra", [("fixed", "2,3", ()), ("resample_on_tie", "1,4", ()),
+                                                  ("dynamic", "2,3", ()),
+                                                  ("replay", "1,2,4", ("algo.advantage=rl_zvp",))])
+def test_fsdp_run_equals_the_ddp_run(tmp_path, sampler, levels, extra):
     """Two ranks under dist.strategy=fsdp draw the same groups and eval rows as under ddp, with the same losses (to
     float rounding, magnified by Adam: measured <= 1.5e-5 relative over 4 steps); the fsdp checkpoint is an ordinary
     transformers folder, holding the ddp run's weights, that standalone evaluation reads."""
-    rounds = [] if sampler == "fixed" else [f"sampler.{sampler}.max_rounds=3"]
-    args = ("max_steps=4", f"sampler={sampler}", *rounds, "algo.micro_batch_groups=1", "model.logprob_chunk=16",
+    rounds = [f"sampler.{sampler}.max_rounds=3"] if sampler in ("resample_on_tie", "dynamic") else []
+    args = ("max_steps=4", f"sampler={sampler}", *rounds, *extra, "algo.micro_batch_groups=1", "model.logprob_chunk=16",
             "eval.every=2", "checkpoint_every=2", "checkpoint.final_weights_only=true")
     runs = {}
     for strategy in ("ddp", "fsdp"):
@@ -342,16 +345,18 @@ def test_fsdp_run_equals_the_ddp_run(tmp_path, sampler, levels):
                 == read_table(fsdp, table).drop_columns(["run_id"]).to_pylist()), table
     a, b = read_table(ddp, "steps").to_pandas(), read_table(fsdp, "steps").to_pandas()
     assert (a["informative"] > 0).sum() >= 2 and a["informative"].tolist() == b["informative"].tolist()
+    assert sampler != "replay" or a["reused"].sum() > 0
     assert a["clip_frac"].tolist() == pytest.approx(b["clip_frac"].tolist(), abs=1e-6)
     for key in ("loss", "pg_loss", "kl", "grad_norm"):
         assert b[key].tolist() == pytest.approx(a[key].tolist(), rel=1e-4, abs=1e-7, nan_ok=True), key
     if sampler == "resample_on_tie":
         assert (read_table(fsdp, "groups").to_pandas()["round"] > 0).any()
-    mid, ckpt = fsdp / "checkpoints" / "step-000002", fsdp / "checkpoints" / "step-000004"
+    final = int(b["step"].max())  # 4, or where dynamic's cap stopped both runs
+    mid, ckpt = fsdp / "checkpoints" / "step-000002", fsdp / "checkpoints" / f"step-{final:06d}"
     assert not (mid / "sharded").exists() and (mid / "optim" / ".metadata").exists()  # staging gone; AdamW in DCP
     assert torch.load(mid / "state.pt", weights_only=False)["optimizer"] is None
     assert not (ckpt / "state.pt").exists() and not (ckpt / "optim").exists()  # final_weights_only: weights alone
-    _same_weights(ddp / "checkpoints" / "step-000004", ckpt, atol=1e-5)
+    _same_weights(ddp / "checkpoints" / f"step-{final:06d}", ckpt, atol=1e-5)
     if sampler == "fixed":
         ev = subprocess.run([sys.executable, "-m", "experiments.evaluate", f"run_dir={fsdp}", "n=2", "steps=[2,4]"],
                             cwd=ROOT, env=ENV, text=True, capture_output=True, timeout=600)
