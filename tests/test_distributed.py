@@ -340,15 +340,15 @@ def test_fsdp_run_equals_the_ddp_run(tmp_path, sampler, levels, extra):
         assert out.returncode == 0, out.stderr[-3000:]
         assert json.loads((runs[strategy] / "run.json").read_text())["strategy"] == strategy
     ddp, fsdp = runs["ddp"], runs["fsdp"]
-    for table in ("groups", "eval"):
-        assert (read_table(ddp, table).drop_columns(["run_id"]).to_pylist()
-                == read_table(fsdp, table).drop_columns(["run_id"]).to_pylist()), table
+    # what was drawn and scored: identical; what the policy computed after earlier steps' updates (RL-ZVP's
+    # entropies and shaped advantages), and the steps' losses: to float rounding (Adam magnifies it: measured
+    # <= 1.5e-5 relative over 4 steps). informative is a count: exact
+    shaped = ("advantages", "entropy_mean", "entropy_max") if "algo.advantage=rl_zvp" in extra else ()
+    assert_same_rows(ddp, fsdp, ("groups", "eval"), approx=shaped)
+    assert_same_rows(ddp, fsdp, ("steps",), approx=("loss", "pg_loss", "kl", "grad_norm", "clip_frac"))
     a, b = read_table(ddp, "steps").to_pandas(), read_table(fsdp, "steps").to_pandas()
-    assert (a["informative"] > 0).sum() >= 2 and a["informative"].tolist() == b["informative"].tolist()
+    assert (a["informative"] > 0).sum() >= 2
     assert sampler != "replay" or a["reused"].sum() > 0
-    assert a["clip_frac"].tolist() == pytest.approx(b["clip_frac"].tolist(), abs=1e-6)
-    for key in ("loss", "pg_loss", "kl", "grad_norm"):
-        assert b[key].tolist() == pytest.approx(a[key].tolist(), rel=1e-4, abs=1e-7, nan_ok=True), key
     if sampler == "resample_on_tie":
         assert (read_table(fsdp, "groups").to_pandas()["round"] > 0).any()
     final = int(b["step"].max())  # 4, or where dynamic's cap stopped both runs
