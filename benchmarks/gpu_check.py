@@ -3,7 +3,9 @@
 and peak GPU memory; then the real-shaped configuration of issue 8: that model (vocabulary
 151,936) at 1,024 new tokens under bf16 autocast, with chunked log-probs, micro-batches and
 gradient checkpointing, printing peak GPU memory and tokens/s. Random weights rarely emit the
-end token, so every completion runs to 1,024 tokens. Without CUDA it says so and exits 0.
+end token, so every completion runs to 1,024 tokens. Last, dist.strategy=ddp and fsdp under torchrun over
+every GPU here (one GPU: a mesh of one, the same FSDP2 code path): per-rank bytes and peak memory, and a
+sharded checkpoint resumed exactly. Without CUDA it says so and exits 0.
 
     python benchmarks/gpu_check.py [--steps 4]
 """
@@ -43,7 +45,7 @@ def half_b_folder(root: Path) -> Path:
     return folder
 
 
-def measure(name: str, cfg: TrainConfig, steps: int) -> None:
+def measure(name: str, cfg: TrainConfig, steps: int) -> Trainer:
     torch.cuda.reset_peak_memory_stats()
     trainer = Trainer(cfg, RunRecord(Path(cfg.out_dir), cfg.seed))
     trainer.step()  # warm-up: allocator, kernels
@@ -61,6 +63,48 @@ def measure(name: str, cfg: TrainConfig, steps: int) -> None:
           f"(a step: rollout {rollout:.2f} s, update {upd:.2f} s), peak GPU memory {peak:.2f} GiB "
           f"({cfg.prompts_per_step} prompts x {cfg.sampler.group_size}, <= {cfg.rollout.max_new_tokens} new tokens, "
           f"{next(trainer.model.parameters()).dtype} weights, model.dtype={cfg.model.dtype})")
+    return trainer
+
+
+def sharded_child(folder: str, strategy: str, steps: int, out_dir: str) -> None:
+    """Under torchrun, one rank per GPU: the 0.5B-class model's steps under `strategy` (fsdp: FSDP2 over nccl, bf16
+    gathers, fp32 shards and gradient sums), this rank's bytes of parameters, gradients and AdamW state, then a
+    checkpoint (fsdp: DCP, every rank its shards) resumed by a second Trainer whose next step must equal the first's."""
+    from fsdp_memory import _bytes
+
+    from grpo_lab import distributed
+
+    distributed.setup("nccl", 600)
+    cfg = TrainConfig(out_dir=out_dir, max_steps=10**6, checkpoint_every=10**6)
+    cfg.model.name, cfg.model.path, cfg.dist.strategy = "hf", folder, strategy
+    cfg.rollout.max_new_tokens, cfg.eval.n, cfg.algo.advantage = 64, 0, "rl_zvp"  # rl_zvp: ties learn too
+    rank = distributed.rank()
+    trainer = measure(f"{strategy}, rank {rank} of {distributed.world()}", cfg, steps)
+    params = list(trainer.model.parameters())
+    opt = [v for s in trainer.optimizer.state.values() for v in s.values() if torch.is_tensor(v)]
+    print(f"{strategy}, rank {rank}: parameters {_bytes(params) / 2**20:.0f} MiB, AdamW state {_bytes(opt) / 2**20:.0f}"
+          f" MiB (this rank's storages)")
+    trainer.checkpoint()
+    resumed = Trainer(cfg, RunRecord(Path(out_dir), cfg.seed))
+    a, b = trainer.step(), resumed.step()
+    same = all(a[k] == b[k] or (a[k] != a[k] and b[k] != b[k]) for k in ("loss", "kl", "grad_norm"))
+    print(f"{strategy}, rank {rank}: resumed step {b['step']} {'equals' if same else 'DIFFERS FROM'} the uninterrupted "
+          f"one (loss {a['loss']:.6e} / {b['loss']:.6e}, grad_norm {a['grad_norm']:.6f} / {b['grad_norm']:.6f})")
+    distributed.teardown()
+
+
+def sharded(folder: Path, steps: int, root: Path) -> None:
+    """The fsdp path next to ddp, each under torchrun over every GPU here."""
+    import os
+    import subprocess
+
+    gpus = torch.cuda.device_count()
+    for strategy in ("ddp", "fsdp"):
+        subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={gpus}",
+                        __file__, "--sharded-child", str(folder), strategy, str(steps), str(root / strategy)],
+                       env={**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parent.parent),
+                                                                        os.environ.get("PYTHONPATH", "")])},
+                       check=True)
 
 
 def main() -> None:
@@ -89,7 +133,10 @@ def main() -> None:
         real.rollout.max_new_tokens = 1024
         real.eval.n = 0
         measure("0.5B-class model, 1,024 new tokens", real, max(1, args.steps // 2))
+        sharded(Path(big.model.path), args.steps, Path(tmp))
 
 
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["--sharded-child"]:
+        sys.exit(sharded_child(sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]))
     sys.exit(main())

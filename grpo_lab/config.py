@@ -122,6 +122,7 @@ class CheckpointConfig:
 
 
 LOGGER_BACKENDS = ("console", "tensorboard", "wandb")
+STRATEGIES = ("ddp", "fsdp")  # dist.strategy (grpo_lab/train/parallel.py)
 
 
 @dataclass
@@ -139,6 +140,9 @@ class LoggerConfig:
 class DistConfig:
     backend: str = "auto"  # torch.distributed backend under torchrun: auto (nccl on CUDA, gloo on CPU) | gloo | nccl
     timeout_s: float = 600.0  # a collective waiting longer (a stuck rank) fails the run instead of hanging it
+    # ddp: a full copy of the policy, reference and AdamW state on every rank, gradients summed | fsdp: FSDP2 shards
+    # them over the ranks (models bigger than one GPU); the rollout gathers the weights once per step
+    strategy: str = "ddp"
 
 
 @dataclass
@@ -314,6 +318,7 @@ def validate(cfg: TrainConfig) -> None:
     # data parallel (torchrun)
     require(cfg.dist.backend in ("auto", "gloo", "nccl"), "dist.backend", cfg.dist.backend,
              "must be one of 'auto', 'gloo', 'nccl'")
+    require(cfg.dist.strategy in STRATEGIES, "dist.strategy", cfg.dist.strategy, f"must be one of {', '.join(map(repr, STRATEGIES))}")
     if cfg.task.name == "mathset":  # read once per (path, size, mtime)
         for key in ("task.path", "task.eval_path"):
             path = cfg.task.path if key == "task.path" else cfg.task.eval_path

@@ -42,6 +42,8 @@ def setup(backend: str = "auto", timeout_s: float = 600) -> None:
 
 
 def teardown() -> None:
+    global _MESH
+    _MESH = None
     if dist.is_initialized():
         dist.destroy_process_group()
 
@@ -145,6 +147,27 @@ def broadcast_parameters(module: torch.nn.Module) -> None:
         dist.broadcast(moved, src=0)
         if moved is not t.data:
             t.data.copy_(moved)
+
+
+def max_over_ranks(n: int) -> int:
+    """The largest of every rank's `n`."""
+    t = torch.tensor([n], device=_comm_device()) if dist.is_initialized() else torch.tensor([n])
+    if dist.is_initialized():
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return int(t)
+
+
+def mesh(device_type: str):
+    """The 1-D device mesh of every rank of the process group (FSDP2 shards over it), made once."""
+    global _MESH
+    if _MESH is None or _MESH.device_type != device_type:
+        from torch.distributed.device_mesh import init_device_mesh
+
+        _MESH = init_device_mesh(device_type, (world(),))
+    return _MESH
+
+
+_MESH = None
 
 
 def barrier() -> None:

@@ -58,3 +58,21 @@ def test_resume_stays_exact_with_pruning_and_capped_generation(tiny_cfg, tmp_pat
     tiny_cfg.max_steps = 4
     train(tiny_cfg)
     assert_same_rows(full, killed)
+
+
+def test_a_checkpoint_of_the_other_strategy_is_refused_in_one_line(tmp_path):
+    """A ddp checkpoint holds the whole optimizer in state.pt, an fsdp one its shards in optim/: neither resumes
+    as the other."""
+    import torch
+
+    from grpo_lab.run.checkpoints import StrategyChanged, check_world_size
+
+    for saved, now in (("fsdp", "ddp"), ("ddp", "fsdp")):
+        torch.save({"world_size": 2, "strategy": saved}, tmp_path / "state.pt")
+        check_world_size(tmp_path, 2, saved)
+        with pytest.raises(StrategyChanged, match=f"^resume: .* saved under dist.strategy={saved}, this run shards as "
+                                                  f"dist.strategy={now}; resume with dist.strategy={saved}$"):
+            check_world_size(tmp_path, 2, now)
+    torch.save({"world_size": 2}, tmp_path / "state.pt")  # written before the key: ddp
+    with pytest.raises(StrategyChanged):
+        check_world_size(tmp_path, 2, "fsdp")

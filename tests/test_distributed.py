@@ -43,7 +43,8 @@ def assert_same_step(got: dict, one: dict, agg: str, split: str) -> None:
         assert got["stats"][key] == pytest.approx(value, rel=1e-6, abs=1e-6), (agg, split, key)
 
 
-def test_two_rank_update_equals_one_process_on_the_combined_batch(tmp_path):
+@pytest.mark.parametrize("strategy", ["ddp", "fsdp"])
+def test_two_rank_update_equals_one_process_on_the_combined_batch(tmp_path, strategy):
     model, tokenizer = load_policy("tiny", None, "cpu", "float32")
     prompts = ["12+34=", "7+5=", "305+117=", "1+2="]  # prompts of different lengths: re-padding differs per rank
     ro = sample_groups(model, tokenizer, prompts, 4, max_new_tokens=6, temperature=1.0,
@@ -54,19 +55,40 @@ def test_two_rank_update_equals_one_process_on_the_combined_batch(tmp_path):
     data = {"base": model.state_dict(), "groups": groups, "advantages": advantages, "pad_id": tokenizer.pad_token_id}
     torch.save(data, tmp_path / "batch.pt")
 
-    out = torchrun(str(WORKER), "update", str(tmp_path / "batch.pt"), str(tmp_path / "two.pt"))
+    out = torchrun(str(WORKER), "update", str(tmp_path / "batch.pt"), str(tmp_path / "two.pt"), strategy)
     assert out.returncode == 0, out.stderr[-3000:]
     two = torch.load(tmp_path / "two.pt", weights_only=False)
+    assert {v["strategy"] for v in two.values()} == {strategy}
     base = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
     for agg in AGG_MODES:
         one = apply_update(data["base"], groups, advantages, agg, tokenizer.pad_token_id)
         assert (one["weights"] - base).abs().max() > 1e-4  # the step moved the weights
         for split in SPLITS:
             assert_same_step(two[agg, split], one, agg, split)
+            assert_same_trained_rows(two[agg, split]["rows"], one["rows"][0], ORDER[split], ("advantages", "behaviour"))
         assert one["stats"]["grad_norm"] > 0 and one["stats"]["kl"] > 0  # a real step: mu=2 moved the policy
 
 
-def test_two_rank_shaped_and_reused_update_equals_one_process(tmp_path):
+ORDER = {"even": [0, 2, 1, 3], "even-micro": [0, 2, 1, 3], "lopsided": [0, 1, 2, 3]}  # the groups in rank order
+
+
+def assert_same_trained_rows(ranks: list[dict], one: dict, order: list[int], keys: tuple[str, ...]) -> None:
+    """What each of the 16 rows trained with on two ranks (rank 0's rows, then rank 1's) against one process's:
+    its advantage, its entropies, its first-pass log-probs (padded to one width). Measured: up to 3.2e-6 relative,
+    float32 rounding of rows padded to another width on each rank and of the chunked head (even-micro) against full
+    logits; RL-ZVP's shaped advantages carry the entropies' rounding."""
+    for key in keys:
+        tol = 1e-5
+        width = one[key].shape[1] if one[key].dim() > 1 else None
+        parts = [r[key] if width is None else torch.nn.functional.pad(r[key], (0, width - r[key].shape[1]))
+                 for r in ranks if key in r and r[key].shape[0]]
+        by_group = torch.cat(parts).reshape(4, 4, -1)
+        want = one[key].reshape(4, 4, -1)[order]
+        torch.testing.assert_close(by_group, want, atol=tol, rtol=tol, equal_nan=True)
+
+
+@pytest.mark.parametrize("strategy", ["ddp", "fsdp"])
+def test_two_rank_shaped_and_reused_update_equals_one_process(tmp_path, strategy):
     """RL-ZVP's tied groups (shaped per token from each rank's own entropies) and a reused group (its ratio over its
     stored log-probs): two ranks take one process's step on the combined batch, and each row trained with the same."""
     import dataclasses
@@ -87,10 +109,9 @@ def test_two_rank_shaped_and_reused_update_equals_one_process(tmp_path):
     data = {"base": model.state_dict(), "groups": groups, "advantages": advantages, "pad_id": tokenizer.pad_token_id,
             "direction": direction, "behaviour": behaviour}
     torch.save(data, tmp_path / "batch.pt")
-    out = torchrun(str(WORKER), "update", str(tmp_path / "batch.pt"), str(tmp_path / "two.pt"))
+    out = torchrun(str(WORKER), "update", str(tmp_path / "batch.pt"), str(tmp_path / "two.pt"), strategy)
     assert out.returncode == 0, out.stderr[-3000:]
     two = torch.load(tmp_path / "two.pt", weights_only=False)
-    order = {"even": [0, 2, 1, 3], "even-micro": [0, 2, 1, 3], "lopsided": [0, 1, 2, 3]}  # groups in rank order
     for agg in AGG_MODES:
         one = apply_update(data["base"], groups, advantages, agg, tokenizer.pad_token_id, direction=direction,
                            behaviour=behaviour)
@@ -98,12 +119,23 @@ def test_two_rank_shaped_and_reused_update_equals_one_process(tmp_path):
         assert (rows["advantages"][:4] > 0).all() and (rows["advantages"][8:12] < 0).all()  # tied, informative
         assert one["stats"]["informative"] == 16 and one["stats"]["clip_frac"] > 0  # the reused rows are clipped
         for split in SPLITS:
-            got = two[agg, split]
-            assert_same_step(got, one, agg, split)
-            for key in ("advantages", "entropy"):
-                by_group = torch.cat([r[key] for r in got["rows"] if key in r]).reshape(4, 4, -1)
-                want = rows[key].reshape(4, 4, -1)[order[split]]
-                torch.testing.assert_close(by_group, want, atol=1e-6, rtol=1e-6, equal_nan=True)
+            assert_same_step(two[agg, split], one, agg, split)
+            assert_same_trained_rows(two[agg, split]["rows"], rows, ORDER[split], ("advantages", "entropy", "behaviour"))
+
+
+def test_fsdp_rollout_gathers_once_and_decodes_without_collectives(tmp_path):
+    """Ranks decode different rounds, prompt counts and lengths (one has an empty round, one a split call) inside one
+    `gathered` block: no collective runs there (else a rank that stops early would leave the other waiting), and
+    the tokens are an unsharded copy's, bit for bit. Outside it each rank holds half the weights."""
+    out = torchrun(str(WORKER), "rollout", str(tmp_path / "rollout.pt"))
+    assert out.returncode == 0, out.stderr[-3000:]
+    ranks = torch.load(tmp_path / "rollout.pt", weights_only=False)
+    assert [r["collectives"] for r in ranks] == [0, 0]
+    assert [len(r["same"]) for r in ranks] == [2, 2] and all(all(r["same"]) for r in ranks)
+    assert ranks[0]["lengths"] != ranks[1]["lengths"]  # the ranks really decoded different work
+    for r in ranks:
+        assert r["gathered_bytes"] == r["whole_bytes"]
+        assert r["shard_bytes"] == pytest.approx(r["whole_bytes"] / 2, rel=0.01)  # Shard(0), rows padded to 2
 
 
 def test_a_stuck_rank_fails_the_run_after_the_timeout():
@@ -177,10 +209,12 @@ def _rank_of(pid: int) -> int | None:
     return next((int(e[5:]) for e in env if e.startswith(b"RANK=")), None)
 
 
-def test_killed_rank_fails_the_run_and_the_same_command_resumes(tmp_path):
+@pytest.mark.parametrize("strategy", ["ddp", "fsdp"])
+def test_killed_rank_fails_the_run_and_the_same_command_resumes(tmp_path, strategy):
     run = tmp_path / "run"
+    args = ("max_steps=12", "checkpoint_every=2", "eval=none", f"dist.strategy={strategy}")
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--standalone",
-           *_train_cmd(run, "max_steps=12", "checkpoint_every=2", "eval=none")]
+           *_train_cmd(run, *args)]
     agent = subprocess.Popen(cmd, cwd=ROOT, env=ENV, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         while not (run / "checkpoints" / "step-000002").exists() and agent.poll() is None:
@@ -209,15 +243,18 @@ def test_killed_rank_fails_the_run_and_the_same_command_resumes(tmp_path):
     g = read_table(run, "groups").to_pandas()
     assert g["samples_total"].tolist() == g["group_size"].cumsum().tolist()  # no step lost or counted twice
     full = tmp_path / "full"  # the same run, never interrupted: the resumed one redrew exactly its rows
-    whole = torchrun(*_train_cmd(full, "max_steps=12", "checkpoint_every=2", "eval=none"))
+    whole = torchrun(*_train_cmd(full, *args))
     assert whole.returncode == 0, whole.stderr[-3000:]
     assert (read_table(run, "groups").drop_columns(["run_id"]).to_pylist()
             == read_table(full, "groups").drop_columns(["run_id"]).to_pylist())
 
-    one = subprocess.run([sys.executable, *_train_cmd(run, "max_steps=14", "checkpoint_every=2", "eval=none")],
+    one = subprocess.run([sys.executable, *_train_cmd(run, *args, "max_steps=14")],
                          cwd=ROOT, env=ENV, text=True, capture_output=True, timeout=600)
     assert one.returncode != 0
     assert "saved by 2 process(es), this run has 1; resume with the same number" in one.stderr
+    other = "ddp" if strategy == "fsdp" else "fsdp"
+    moved = torchrun(*_train_cmd(run, *args, "max_steps=14", f"dist.strategy={other}"))  # the other strategy: refused
+    assert moved.returncode != 0 and f"dist.strategy {strategy!r} -> {other!r}" in moved.stderr
     assert json.loads((run / "run.json").read_text())["status"] == "done"  # the finished run is left as it was
 
 
@@ -270,3 +307,58 @@ def test_two_rank_replay_keeps_one_buffer_resumes_exactly(tmp_path):
     out = torchrun(*_train_cmd(killed, "max_steps=5", *args, levels="1,2,4"))
     assert out.returncode == 0, out.stderr[-3000:]
     assert_same_rows(full, killed, ("groups", "steps"))
+
+
+def _same_weights(a: Path, b: Path, atol: float) -> float:
+    """Largest difference between two checkpoint folders' weights, each read by transformers' from_pretrained."""
+    from transformers import AutoModelForCausalLM
+
+    ma, mb = (AutoModelForCausalLM.from_pretrained(p, dtype=torch.float32) for p in (a, b))
+    assert ma.lm_head.weight is ma.model.embed_tokens.weight and mb.lm_head.weight is mb.model.embed_tokens.weight
+    diff = max((pa - pb).abs().max().item() for pa, pb in zip(ma.parameters(), mb.parameters()))
+    assert diff <= atol, diff
+    return diff
+
+
+# informative steps: levels 2 and 3 split groups; one-group micro-batches (ranks hold different numbers: padding)
+# with the chunked head; resample_on_tie's extra rounds and dynamic's refills draw different numbers of prompts on
+# each rank; replay trains reused rows (their ratio over stored log-probs) beside RL-ZVP's shaped ties
+@pytest.mark.parametrize("sampler,levels,extra", [("fixed", "2,3", ()), ("resample_on_tie", "1,4", ()),
+                                                  ("dynamic", "2,3", ()),
+                                                  ("replay", "1,2,4", ("algo.advantage=rl_zvp",))])
+def test_fsdp_run_equals_the_ddp_run(tmp_path, sampler, levels, extra):
+    """Two ranks under dist.strategy=fsdp draw the same groups and eval rows as under ddp, with the same losses (to
+    float rounding, magnified by Adam: measured <= 1.5e-5 relative over 4 steps); the fsdp checkpoint is an ordinary
+    transformers folder, holding the ddp run's weights, that standalone evaluation reads."""
+    rounds = [f"sampler.{sampler}.max_rounds=3"] if sampler in ("resample_on_tie", "dynamic") else []
+    args = ("max_steps=4", f"sampler={sampler}", *rounds, *extra, "algo.micro_batch_groups=1", "model.logprob_chunk=16",
+            "eval.every=2", "checkpoint_every=2", "checkpoint.final_weights_only=true")
+    runs = {}
+    for strategy in ("ddp", "fsdp"):
+        runs[strategy] = tmp_path / strategy
+        out = torchrun(*_train_cmd(runs[strategy], *args, f"dist.strategy={strategy}", levels=levels))
+        assert out.returncode == 0, out.stderr[-3000:]
+        assert json.loads((runs[strategy] / "run.json").read_text())["strategy"] == strategy
+    ddp, fsdp = runs["ddp"], runs["fsdp"]
+    # what was drawn and scored: identical; what the policy computed after earlier steps' updates (RL-ZVP's
+    # entropies and shaped advantages), and the steps' losses: to float rounding (Adam magnifies it: measured
+    # <= 1.5e-5 relative over 4 steps). informative is a count: exact
+    shaped = ("advantages", "entropy_mean", "entropy_max") if "algo.advantage=rl_zvp" in extra else ()
+    assert_same_rows(ddp, fsdp, ("groups", "eval"), approx=shaped)
+    assert_same_rows(ddp, fsdp, ("steps",), approx=("loss", "pg_loss", "kl", "grad_norm", "clip_frac"))
+    a, b = read_table(ddp, "steps").to_pandas(), read_table(fsdp, "steps").to_pandas()
+    assert (a["informative"] > 0).sum() >= 2
+    assert sampler != "replay" or a["reused"].sum() > 0
+    if sampler == "resample_on_tie":
+        assert (read_table(fsdp, "groups").to_pandas()["round"] > 0).any()
+    final = int(b["step"].max())  # 4, or where dynamic's cap stopped both runs
+    mid, ckpt = fsdp / "checkpoints" / "step-000002", fsdp / "checkpoints" / f"step-{final:06d}"
+    assert not (mid / "sharded").exists() and (mid / "optim" / ".metadata").exists()  # staging gone; AdamW in DCP
+    assert torch.load(mid / "state.pt", weights_only=False)["optimizer"] is None
+    assert not (ckpt / "state.pt").exists() and not (ckpt / "optim").exists()  # final_weights_only: weights alone
+    _same_weights(ddp / "checkpoints" / f"step-{final:06d}", ckpt, atol=1e-5)
+    if sampler == "fixed":
+        ev = subprocess.run([sys.executable, "-m", "experiments.evaluate", f"run_dir={fsdp}", "n=2", "steps=[2,4]"],
+                            cwd=ROOT, env=ENV, text=True, capture_output=True, timeout=600)
+        assert ev.returncode == 0, ev.stderr[-3000:]
+        assert sorted(set(read_table(fsdp, "eval").to_pandas()["step"])) == [0, 2, 4]

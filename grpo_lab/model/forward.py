@@ -8,6 +8,8 @@ import inspect
 
 import torch
 
+from grpo_lab.model.sharding import Backbone
+
 
 @functools.cache
 def _cache_kwarg_of(model_class: type) -> str:
@@ -16,7 +18,8 @@ def _cache_kwarg_of(model_class: type) -> str:
 
 
 def cache_kwarg(model) -> str:
-    return _cache_kwarg_of(type(model))
+    """The cache keyword of a model's forward (a sharded backbone's: that of the backbone module it calls)."""
+    return _cache_kwarg_of(type(model.base_model if isinstance(model, Backbone) else model))
 
 
 def prefill(module, prompt_ids, prompt_mask, repeats, cache, *, logits: bool = True):

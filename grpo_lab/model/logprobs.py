@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import torch
+import torch.nn.functional as F
 from transformers.modeling_layers import GradientCheckpointingLayer
 
 from grpo_lab.model.kvcache import PromptCache, autocast_dtype
@@ -22,6 +23,7 @@ from grpo_lab.model.kvcache import PromptCache, autocast_dtype
 if TYPE_CHECKING:  # a type only: the rollout stage builds Rollouts from the model, not the reverse
     from grpo_lab.rollout.generate import Rollout
 from grpo_lab.model.forward import cache_kwarg, prefill, token_entropy, token_logprobs
+from grpo_lab.model.sharding import Backbone, is_sharded
 
 # Model types whose logits are exactly hidden @ lm_head.weight.T (no bias, scaling or soft-capping);
 # others take the full-logits path, which is exact for every causal LM.
@@ -98,14 +100,18 @@ def completion_logprobs(model, rollout: Rollout, temperature: float, *, chunk: i
     prompt cache. chunk > 0: at most `chunk` positions' logits at a time (plain output layers only).
     entropy=True: also (log-probs, entropies (N, T)), each position's entropy of softmax(logits /
     temperature) over the whole vocabulary, detached, zero at padding, from the same pass (and chunks)."""
-    weight = plain_head(model) if chunk else None
-    body = model if weight is None else model.base_model  # the backbone: hidden states, not logits
+    sharded = is_sharded(model)
+    head = chunk and plain_head(model) is not None  # the chunked head: hidden states, not logits
+    body = model if not head else Backbone(model) if sharded else model.base_model
     device = rollout.completion_ids.device
+    ids, mask = rollout.completion_ids, rollout.completion_mask  # (N, T)
+    t_real = ids.shape[1]
+    if sharded and t_real < 2:  # every pass a collective: every rank runs the completion pass too (masked)
+        ids, mask = F.pad(ids, (0, 2 - t_real)), F.pad(mask, (0, 2 - t_real), value=False)  # (N, 2)
     cache = PromptCache(model.config, dtype=autocast_dtype(device), mode="prefill")
     first, pos = prefill(body, rollout.prompt_ids, rollout.prompt_mask, rollout.group_size, cache,
-                         logits=weight is None)  # (N, V) or (N, H)
+                         logits=not head)  # (N, V) or (N, H)
     cache = cache.reader()
-    ids, mask = rollout.completion_ids, rollout.completion_mask  # (N, T)
     n, t = ids.shape
     states = first[:, None]  # (N, 1, V|H)
     if t > 1:
@@ -114,14 +120,20 @@ def completion_logprobs(model, rollout: Rollout, temperature: float, *, chunk: i
         positions = pos + torch.arange(t - 1, device=device)  # (N, T-1)
         out = body(input_ids=ids[:, :-1], attention_mask=attn, position_ids=positions,
                    use_cache=True, **{cache_kwarg(body): cache})
-        rest = out.logits if weight is None else out.last_hidden_state  # (N, T-1, V|H)
+        rest = out.last_hidden_state if head else out.logits  # (N, T-1, V|H)
         states = torch.cat([states, rest], dim=1)  # (N, T, V|H)
-    if weight is None:  # the full-logits path holds (N, T, V) logits anyway
+    if not head:  # the full-logits path holds (N, T, V) logits anyway
         logp = token_logprobs(states, ids, temperature).masked_fill(~mask, 0.0)
-        return (logp, token_entropy(states, temperature).masked_fill(~mask, 0.0)) if entropy else logp
-    picked, ent = head_logprobs(states[mask], weight, ids[mask], temperature, chunk, entropy)  # (M,) real tokens only
-    logp = torch.zeros(n, t, dtype=picked.dtype, device=device).masked_scatter(mask, picked)
-    return (logp, torch.zeros(n, t, dtype=ent.dtype, device=device).masked_scatter(mask, ent)) if entropy else logp
+        ent = token_entropy(states, temperature).masked_fill(~mask, 0.0) if entropy else None
+    else:
+        # read after the backbone's forward: a sharded root is gathered now, and this is its plain full weight,
+        # whose gradient FSDP reduce-scatters into the shards in the root's backward
+        weight = model.get_output_embeddings().weight
+        picked, ents = head_logprobs(states[mask], weight, ids[mask], temperature, chunk, entropy)  # (M,) real tokens
+        logp = torch.zeros(n, t, dtype=picked.dtype, device=device).masked_scatter(mask, picked)
+        ent = torch.zeros(n, t, dtype=ents.dtype, device=device).masked_scatter(mask, ents) if entropy else None
+    logp, ent = logp[:, :t_real], None if ent is None else ent[:, :t_real]
+    return (logp, ent) if entropy else logp
 
 
 def enable_checkpointing(model) -> None:

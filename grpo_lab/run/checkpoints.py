@@ -16,7 +16,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from grpo_lab import distributed
 from grpo_lab.errors import InputError
+from grpo_lab.model.sharding import is_sharded
+from grpo_lab.run.sharded import drop_optimizer, load_sharded, save_sharded
 
 _STEP = re.compile(r"step-(\d{6})$")
 
@@ -41,21 +44,34 @@ def set_rng_state(generator: torch.Generator, state: dict) -> None:
 def save_checkpoint(run_dir: Path, step: int, model, optimizer, generator: torch.Generator, counters: dict,
                     ranks_rng: list[dict] | None = None) -> Path:
     """Write checkpoints/step-NNNNNN/ (HF model folder + state.pt), atomically via rename.
-    `ranks_rng`: every rank's `rng_state`, in rank order, when the run spans several processes."""
+    `ranks_rng`: every rank's `rng_state`, in rank order, when the run spans several processes.
+    A sharded model (dist.strategy=fsdp): every rank calls it and writes its shards (grpo_lab/run/sharded.py);
+    the optimizer then lives in optim/, not state.pt, and rank 0 alone writes the rest and renames."""
+    sharded = is_sharded(model)
     final = checkpoint_dir(run_dir, step)
     tmp = final.with_name(f".{final.name}.{os.getpid()}.tmp")  # unique per process; a killed one's is cleaned
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
+    if sharded:
+        tmp = distributed.broadcast_object(tmp)  # rank 0's: one folder for every rank's shards
+    main = distributed.is_main() or not sharded
+    if main:
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
     try:
-        model.save_pretrained(tmp)  # loadable on its own by from_pretrained, e.g. for evaluation
-        torch.save({
-            "step": step,
-            "optimizer": optimizer.state_dict(),
-            **rng_state(generator),  # rank 0's (the only one in a single process)
-            "counters": counters,
-            "world_size": len(ranks_rng) if ranks_rng else 1,
-            "ranks_rng": ranks_rng,
-        }, tmp / "state.pt")
+        if sharded:
+            distributed.barrier()  # the folder exists before any rank writes into it
+            save_sharded(tmp, model, optimizer)
+        else:
+            model.save_pretrained(tmp)  # loadable on its own by from_pretrained, e.g. for evaluation
+        if main:
+            torch.save({
+                "step": step,
+                "optimizer": None if sharded else optimizer.state_dict(),
+                **rng_state(generator),  # rank 0's (the only one in a single process)
+                "counters": counters,
+                "world_size": len(ranks_rng) if ranks_rng else 1,
+                "strategy": "fsdp" if sharded else "ddp",
+                "ranks_rng": ranks_rng,
+            }, tmp / "state.pt")
     except OSError:
         raise
     except Exception as e:  # safetensors and torch report a failed write in their own types
@@ -63,6 +79,8 @@ def save_checkpoint(run_dir: Path, step: int, model, optimizer, generator: torch
         if failed is None:
             raise
         raise failed from e
+    if not main:
+        return final
     # the run's totals at this step, readable without torch and kept when state.pt is pruned away
     totals = {k: counters[k] for k in ("samples_total", "tokens_total") if k in counters}
     (tmp / "counters.json").write_text(json.dumps(totals))
@@ -111,8 +129,10 @@ def checkpoint_steps(run_dir: Path, *, resumable: bool = True) -> list[int]:
 
 
 def drop_state(run_dir: Path, step: int) -> None:
-    """Make a full checkpoint weights-only (the unlink is atomic: it is whole either way)."""
+    """Make a full checkpoint weights-only (the unlink is atomic: it is whole either way; a sharded optimizer
+    goes after it, so a kill between the two leaves a weights-only checkpoint)."""
     (checkpoint_dir(run_dir, step) / "state.pt").unlink(missing_ok=True)
+    drop_optimizer(checkpoint_dir(run_dir, step))
 
 
 def prune_checkpoints(run_dir: Path, keep_last: int | None, pinned: set[int], evaluated: set[int]) -> None:
@@ -154,23 +174,38 @@ class WorldSizeChanged(InputError):
     """A checkpoint saved by a run of one number of processes, resumed with another."""
 
 
-def check_world_size(path: Path, world: int) -> None:
+class StrategyChanged(WorldSizeChanged):
+    """A checkpoint saved under one dist.strategy, resumed under the other."""
+
+
+def check_world_size(path: Path, world: int, strategy: str | None = None) -> None:
     """Raise WorldSizeChanged, in one line, when the checkpoint at `path` was saved by a run of
-    another number of processes (read lazily: the optimizer state stays on disk)."""
-    saved = torch.load(path / "state.pt", weights_only=False, mmap=True).get("world_size", 1)
+    another number of processes, or (given `strategy`) under another dist.strategy: a ddp checkpoint holds the
+    whole optimizer in state.pt, an fsdp one its shards in optim/ (read lazily: the optimizer state stays on disk)."""
+    state = torch.load(path / "state.pt", weights_only=False, mmap=True)
+    saved = state.get("world_size", 1)
     if saved != world:
         raise WorldSizeChanged(
             f"resume: {path} was saved by {saved} process(es), this run has {world}; resume with the same "
             f"number (torchrun --nproc_per_node {saved}): each rank's random stream is restored exactly")
+    was = state.get("strategy", "ddp")
+    if strategy is not None and was != strategy:
+        raise StrategyChanged(f"resume: {path} was saved under dist.strategy={was}, this run shards as "
+                               f"dist.strategy={strategy}; resume with dist.strategy={was}")
 
 
 def load_checkpoint(path: Path, model, optimizer, generator: torch.Generator, rank: int = 0,
                     world: int = 1) -> tuple[int, dict]:
     """Restore everything save_checkpoint wrote, `rank`'s random streams included; returns (step, counters).
-    Raises WorldSizeChanged (before touching anything) when `world` is not the saved run's."""
-    check_world_size(path, world)
+    Raises WorldSizeChanged or StrategyChanged (before touching anything) when `world` or the sharding is not the saved run's.
+    A sharded model: every rank calls it and reads its own shards."""
+    sharded = is_sharded(model)
+    check_world_size(path, world, "fsdp" if sharded else "ddp")
     state = torch.load(path / "state.pt", weights_only=False)
-    load_weights(path, model)
-    optimizer.load_state_dict(state["optimizer"])
+    if sharded:
+        load_sharded(path, model, optimizer)
+    else:
+        load_weights(path, model)
+        optimizer.load_state_dict(state["optimizer"])
     set_rng_state(generator, state["ranks_rng"][rank] if state.get("ranks_rng") else state)
     return state["step"], state["counters"]

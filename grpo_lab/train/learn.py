@@ -19,6 +19,7 @@ from grpo_lab.train.advantages import unit_advantages
 from grpo_lab.train.batching import training_units
 from grpo_lab.train.microbatch import micro_batches
 from grpo_lab.train.objective import sequence_weights
+from grpo_lab.train.parallel import DataParallel
 from grpo_lab.train.update import TrainingRows, _masked, update
 
 NO_UPDATE = dict.fromkeys(("loss", "pg_loss", "kl", "clip_frac", "grad_norm"), float("nan"))
@@ -33,9 +34,10 @@ class Learned:
     behaviour: dict[int, torch.Tensor] = field(default_factory=dict)
 
 
-def learn(model, ref, optimizer, draw: Draw, cfg: TrainConfig, pad_id: int, device, amp) -> Learned:
+def learn(model, ref, optimizer, draw: Draw, cfg: TrainConfig, pad_id: int, device, amp,
+          par: DataParallel | None = None) -> Learned:
     """One update on `draw.units` (the same on every rank: samplers decide from global rounds); `amp` is the
-    context every model pass runs in."""
+    context every model pass runs in; `par` the data-parallel strategy (default: a full copy per rank)."""
     if not draw.units:
         return Learned(dict(NO_UPDATE, informative=0))
     a = cfg.algo
@@ -59,7 +61,7 @@ def learn(model, ref, optimizer, draw: Draw, cfg: TrainConfig, pad_id: int, devi
                              direction=adv.direction[take] if a.advantage == "rl_zvp" else None,
                              behaviour=reused if adv.replayed.any() else None)
     with amp:
-        out = update(model, ref, optimizer, micro, rank_rows, cfg)
+        out = update(model, ref, optimizer, micro, rank_rows, cfg, par, pad_id)
     used = _gather(rows, owner, out["advantages"].float().cpu().numpy(), len(trains))  # (P,) NaN: not trained
     entropy = None if out["entropy"] is None else _gather(rows, owner, out["entropy"].float().cpu().numpy(),
                                                           len(trains))  # (P, 2)

@@ -20,6 +20,7 @@ from grpo_lab.errors import InputError
 from grpo_lab.model.kvcache import autocast_dtype
 from grpo_lab.model.load import amp, frozen_copy
 from grpo_lab.model.logprobs import enable_checkpointing
+from grpo_lab.model.sharding import local
 from grpo_lab.rewards.rules import RewardWeights
 from grpo_lab.rewards.scorer import Scorer
 from grpo_lab.rollout.evaluation import evaluate
@@ -45,6 +46,7 @@ from grpo_lab.run.tracking import Tracker, build_tracker, eval_metrics, step_met
 from grpo_lab.samplers import Draw, Group, PromptStream, build_sampler
 from grpo_lab.tasks import Problem
 from grpo_lab.train.learn import learn
+from grpo_lab.train.parallel import build_parallel
 
 log = logging.getLogger(__name__)
 
@@ -84,6 +86,10 @@ class Trainer:
             self.ref = frozen_copy(self.model, autocast_dtype(self.device)) if cfg.algo.beta != 0 else None
         if cfg.model.gradient_checkpointing:
             enable_checkpointing(self.model)
+        with self.amp():
+            self.par = build_parallel(cfg.dist.strategy, self.device, autocast_dtype(self.device))
+        self.model, self.ref = self.par.prepare(self.model, self.ref)  # fsdp: both sharded, each its own shards
+        record.update(strategy=self.par.name)
         self.model.train()
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=cfg.algo.lr, weight_decay=cfg.algo.weight_decay,
                                            fused=self.device.type in ("cpu", "cuda"))
@@ -126,7 +132,7 @@ class Trainer:
         cfg = self.cfg
         if cfg.eval.n and self.task.held_out:
             mine = self.task.held_out[distributed.rank()::distributed.world()]  # each rank a share of the prompts
-            with self.amp():
+            with self.amp(), self.par.rollout(self.model):
                 rows = evaluate(self.model, self.tokenizer, mine, n=cfg.eval.n,
                                 temperature=cfg.eval.temperature, max_new_tokens=cfg.rollout.max_new_tokens,
                                 end_ids=self.end_ids, answer_kind=self.task.answer_kind,
@@ -181,11 +187,12 @@ class Trainer:
         step = self.last_step + 1
         t0 = time.perf_counter()
         self.score_timeouts = 0
-        with self.amp():
+        with self.amp(), self.par.rollout(self.model):  # fsdp: the weights gathered once for the whole draw
             draw: Draw = self.sampler.draw(self._draw_round, cfg.prompts_per_step)
         t1 = time.perf_counter()
         learned = learn(self.model, self.ref, self.optimizer, draw, cfg, self.tokenizer.pad_token_id, self.device,
-                        self.amp())
+                        self.amp(), self.par)
+        self.optimizer.zero_grad(set_to_none=True)  # the gradients are spent: not held through the next rollout
         self.sampler.observe(step, draw, learned.trained, learned.behaviour)  # e.g. the replay buffer's offers
         t2 = time.perf_counter()
 
@@ -216,8 +223,8 @@ class Trainer:
         return row
 
     def checkpoint(self) -> None:
-        finite = torch.stack([p.detach().isfinite().all() for p in self.model.parameters()]).all()
-        if not bool(finite):  # the same weights on every rank: every rank stops here
+        bad = sum(int(not local(p).detach().isfinite().all()) for p in self.model.parameters())
+        if distributed.global_sum(bad):  # fsdp: each rank its shards; every rank stops here
             kept = checkpoint_steps(self.run_dir)
             raise Diverged(f"step {self.last_step}: the policy's weights are no longer finite; the run diverged "
                            f"(algo.lr={self.cfg.algo.lr}); not saved: the last checkpoint is step "
@@ -226,9 +233,11 @@ class Trainer:
         if self.sampler.rank_local and distributed.world() > 1:  # what only each rank holds: every rank's state
             state["ranks_sampler"] = distributed.gather_objects(state["sampler"])
         ranks_rng = distributed.gather_objects(rng_state(self.generator)) if distributed.world() > 1 else None
-        if not distributed.is_main():  # the model, optimizer and sampler are the same on every rank
+        if not distributed.is_main() and self.par.name == "ddp":  # the same model and optimizer on every rank
             return
         save_checkpoint(self.run_dir, self.last_step, self.model, self.optimizer, self.generator, state, ranks_rng)
+        if not distributed.is_main():  # fsdp: every rank wrote its shards; rank 0 keeps the folder
+            return
         c = self.cfg.checkpoint
         evaluated = {s for s, _ in parts(self.run_dir, "eval")} if c.keep_eval else set()
         prune_checkpoints(self.run_dir, c.keep_last, set(c.keep_steps), evaluated)

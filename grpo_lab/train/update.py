@@ -17,6 +17,7 @@ from grpo_lab.rollout.generate import Rollout
 from grpo_lab.train.advantages import rl_zvp_advantages
 from grpo_lab.train.microbatch import MicroBatch
 from grpo_lab.train.objective import Normalisers, grpo_loss, loss_normalisers
+from grpo_lab.train.parallel import DataParallel
 
 
 @dataclass
@@ -32,8 +33,16 @@ class TrainingRows:
     def plain(cls, advantages: torch.Tensor) -> TrainingRows:
         return cls(advantages, torch.ones(advantages.shape[0], device=advantages.device))
 
+    def padded(self, k: int) -> TrainingRows:
+        """These rows and `k` more that train on nothing: advantage, weight and direction 0, not reused."""
+        def more(x: torch.Tensor | None) -> torch.Tensor | None:
+            return None if x is None else torch.cat([x, torch.zeros(k, dtype=x.dtype, device=x.device)])
 
-def update(model, ref, optimizer, micro: list[MicroBatch], rows: TrainingRows, cfg: TrainConfig) -> dict:
+        return TrainingRows(more(self.advantages), more(self.weight), more(self.direction), more(self.behaviour))
+
+
+def update(model, ref, optimizer, micro: list[MicroBatch], rows: TrainingRows, cfg: TrainConfig,
+           par: DataParallel | None = None, pad_id: int = 0) -> dict:
     """mu optimizer updates on one batch of samples, each accumulating the gradients of its micro-batches.
 
     Returns the step's loss statistics (means over mu); `informative`, the samples whose advantage is nonzero
@@ -50,7 +59,9 @@ def update(model, ref, optimizer, micro: list[MicroBatch], rows: TrainingRows, c
 
     Across processes `micro` holds this rank's share of the batch (possibly none): the normalisers and
     `informative` are summed over ranks, and so are the gradients after accumulation, before clipping,
-    so every rank takes the step one process would take on the whole batch."""
+    so every rank takes the step one process would take on the whole batch. `par`, the data-parallel strategy
+    (default: a full copy per rank), pads the micro-batches with `pad_id` where every pass is a collective."""
+    par = par or DataParallel()
     a = cfg.algo
     temp = cfg.rollout.temperature or 1.0
     chunk = cfg.model.logprob_chunk
@@ -65,10 +76,13 @@ def update(model, ref, optimizer, micro: list[MicroBatch], rows: TrainingRows, c
     if shaped:
         signal = signal | (rows.direction != 0)
     can_learn = int(distributed.global_sum(int(signal.sum()))) > 0  # rows that may carry a gradient
+    n_real, n_rows = len(micro), rows.weight.shape[0]
+    micro, rows = par.pad(micro, rows, pad_id)  # fsdp: the same passes on every rank
     ref_logp = [None] * len(micro)
     if a.beta != 0:
         with torch.inference_mode():
             ref_logp = [completion_logprobs(ref, mb.rollout, temp, chunk=chunk) for mb in micro]
+        par.after_passes(ref)
     stats, informative = [], 0
     old_logp, first, used = [None] * len(micro), [None] * len(micro), [None] * len(micro)
     entropy = [None] * len(micro)
@@ -97,23 +111,25 @@ def update(model, ref, optimizer, micro: list[MicroBatch], rows: TrainingRows, c
             sums += (st.loss, st.pg_loss, st.kl, st.clip_frac)
         sums = distributed.all_reduce_(torch.from_numpy(sums)).numpy()  # every rank's share of the batch's
         if not stats:  # the first update: what each row's advantage came to, and how many carry a gradient
-            per_row = torch.cat([_row_advantage(u, mb, rows) for u, mb in zip(used, micro)]) if micro \
+            per_row = torch.cat([_row_advantage(u, mb, rows) for u, mb in zip(used, micro)])[:n_rows] if micro \
                 else rows.advantages
             informative = int(distributed.global_sum(int((per_row != 0).sum())))
         grad_norm = float("nan")  # no gradient taken
         if can_learn and informative:
-            distributed.sum_gradients([p for p in model.parameters() if p.requires_grad])  # one process: nothing
-            grad_norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), a.max_grad_norm))
+            par.reduce([p for p in model.parameters() if p.requires_grad])  # ddp: summed over ranks
+            grad_norm = par.clip(list(model.parameters()), a.max_grad_norm)
             optimizer.step()
         stats.append((*sums, grad_norm))
         if not informative:
             break  # a shaped tied unit whose every token came to 0 (one-token answers): nothing to learn
+    par.after_passes(model)  # fsdp: a pass without backward leaves the root gathered
     loss, pg, kl, clip, gn = np.mean(stats, axis=0).tolist()
+    first, entropy = first[:n_real], entropy[:n_real]  # the real micro-batches'
     width = max((f.shape[1] for f in first), default=0)
-    behaviour = (torch.cat([torch.nn.functional.pad(f, (0, width - f.shape[1])) for f in first]) if micro
+    behaviour = (torch.cat([torch.nn.functional.pad(f, (0, width - f.shape[1])) for f in first]) if first
                  else torch.zeros(0, 0, device=device))  # (n, T)
     if shaped:  # a rank with no rows still answers (n, 2): every rank then takes part in the same gathers
-        entropy = torch.cat(entropy) if micro else torch.zeros(0, 2, device=device)
+        entropy = torch.cat(entropy) if entropy else torch.zeros(0, 2, device=device)
     return dict(loss=loss, pg_loss=pg, kl=kl, clip_frac=clip, grad_norm=gn, informative=informative,
                 advantages=per_row.detach(), behaviour=behaviour, entropy=entropy if shaped else None)
 
