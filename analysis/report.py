@@ -95,7 +95,7 @@ def _build(root: Path, out: Path, building: Path, command: str | None) -> Path:
     ]
     shown = [s for s in page if s is not None]  # a section is None where its data does not exist
     more = [s for s in details if s is not None]
-    title = shown[0].text.splitlines()[0].removeprefix("# ")
+    title = shown[0].text.splitlines()[0].removeprefix("# ").removeprefix("Report: ")
     shown.append(Section(text=f"More in [{DETAILS}]({DETAILS}): " + ", ".join(_heading(s) for s in more) + "."))
     more.insert(0, Section(text=f"# Details: {title}\n\nThe second page of [REPORT.md](REPORT.md)."))
     return write_report(building, [s.text for s in shown], [s.files for s in shown + more], root, shown_at=out,
