@@ -14,8 +14,9 @@ that is not one. A careful grader's rule: **one final answer, whole.**
 - every other final-answer statement of the completion (each box, answer line and "answer is N":
   grpo_lab/rewards/answers.py) must say the same answer, else the completion is wrong: two answers
   that disagree are a hedge, whichever comes last. The same answer stated twice is right (its format
-  reward needs exactly one statement). Under `last_number` each statement is read by the same rule (its
-  last number) and must have the reply's value: "The answer is 12. No: 5 + 8 = 13" is a hedge, wrong.
+  reward needs exactly one statement). Under `last_number` each statement must be, whole, one number (its
+  dress taken off) with the reply's value: "The answer is 12. No: 5 + 8 = 13" is a hedge, and
+  "\\boxed{13\\%}. So 13" carries a qualifier: both wrong.
 LaTeX checks run in a small pool of worker processes (`Scorer`), each answer under its own
 time limit and each step's checks under a budget; an answer not checked in time is wrong and
 counted (`Scored.timed_out`, the steps table's `score_timeouts`), so hostile text cannot stall a step.
@@ -149,7 +150,9 @@ def _last_number_score(completion: str, finished: bool, gold: str, weights: Rewa
     the same rule must have its value. A hedge's answer is None: it casts no vote in cons@k."""
     shown, value = last_number(completion) if finished else (None, None)
     said = statements(completion)
-    agree = said is not None and all(v is not None and last_number(clean(v))[1] == value for v in said)
+    values = None if said is None else [None if v is None else clean(v).rstrip(",") for v in said]  # "is 13," ends
+    agree = values is not None and all(v is not None and number_alone(v) and last_number(v)[1] == value
+                                       for v in values)  # a statement is read whole: "\\boxed{13\\%}" is not 13
     ok = value is not None and agree
     correct = ok and extract_integer(gold) is not None and value == int(gold)
     formatted = ok and number_alone(completion)  # the number alone: no statement, nothing else said
