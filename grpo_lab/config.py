@@ -12,6 +12,7 @@ from typing import Any, Iterator
 
 from grpo_lab.errors import ConfigError, require
 from grpo_lab.model.files import check_model_files, check_model_folder, resolve_model_path
+from grpo_lab.model.lora import LoraConfig, check_lora
 from grpo_lab.rewards.rules import ANSWER_FORMATS
 from grpo_lab.samplers import SamplerConfig, check_sampler, draw_bounds
 from grpo_lab.tasks.arithmetic import check_arithmetic
@@ -29,6 +30,7 @@ MAX_MU = 64  # updates per batch: each reuses the same old log-probs; the paper'
 # every ratio sits at its clip and the surrogate's gradient is zero
 MAX_WAIT_S = 86_400  # a day: the longest timeout; selectors and timers overflow past about 24 days
 DEVICE = re.compile(r"auto|cpu|mps|cuda(:[0-9]+)?")
+DTYPES = ("auto", "float32", "bfloat16", "float16", "autocast_bf16")  # model.dtype (grpo_lab/model/load.py)
 
 
 @dataclass
@@ -36,12 +38,15 @@ class ModelConfig:
     name: str = "tiny"  # "tiny": the built-in character model; "hf": a local transformers model
     path: str | None = None  # folder for name=hf (nothing is ever downloaded)
     device: str = "auto"  # "auto": cuda when present, else cpu
-    dtype: str = "auto"  # "auto": bf16 on cuda, fp32 on cpu
+    # "auto": fp32 weights, bf16 autocast on cuda, exact fp32 on cpu | "autocast_bf16": fp32 weights, bf16
+    # autocast on any device (CPU: only fast with AVX512-BF16/AMX) | "float32" | "bfloat16": weights stored in bf16
+    dtype: str = "auto"
     # positions whose (chunk, V) fp32 logits exist at once in the policy and reference passes (0: all
     # (N, T, V) at once); at V = 151,936, 512 positions are 311 MB, and memory no longer grows with N x T
     logprob_chunk: int = 512
     gradient_checkpointing: bool = False  # recompute each layer in the backward pass (prompt cache kept)
     gguf_file: str | None = None  # a GGUF file inside model.path to load (dequantized) instead of safetensors
+    lora: LoraConfig = field(default_factory=LoraConfig)  # model.lora.rank > 0: train LoRA adapters (model/lora.py)
 
 
 @dataclass
@@ -211,8 +216,7 @@ def validate(cfg: TrainConfig) -> None:
     require(cfg.model.name in ("tiny", "hf"), "model.name", cfg.model.name, "must be one of 'tiny', 'hf'")
     require(cfg.model.name != "hf" or bool(cfg.model.path), "model.path", cfg.model.path,
             "model=local needs model.path=DIR, a local model folder (or pkg:NAME; nothing is downloaded)")
-    require(cfg.model.dtype in ("auto", "float32", "bfloat16", "float16"), "model.dtype", cfg.model.dtype,
-             "must be one of 'auto', 'float32', 'bfloat16', 'float16'")
+    require(cfg.model.dtype in DTYPES, "model.dtype", cfg.model.dtype, f"must be one of {', '.join(map(repr, DTYPES))}")
     require(cfg.task.name in ("arithmetic", "mathset"), "task.name", cfg.task.name, "must be one of 'arithmetic', 'mathset'")
     require(cfg.task.name != "mathset" or bool(cfg.task.path), "task.path", cfg.task.path,
             "task=mathset needs task.path=FILE, a local JSONL or parquet file of problems")
@@ -276,6 +280,7 @@ def validate(cfg: TrainConfig) -> None:
     # memory at real shapes, precision, checkpoints (issue 8)
     require(cfg.model.dtype != "float16", "model.dtype", cfg.model.dtype,
              "float16 needs loss scaling, which grpo-lab does not do; use 'bfloat16' or 'auto'")
+    check_lora(cfg.model.lora)
     require(cfg.model.logprob_chunk >= 0, "model.logprob_chunk", cfg.model.logprob_chunk, "must be >= 0 (0: full logits)")
     a = cfg.algo
     require(a.micro_batch_groups is None or a.micro_batch_groups >= 1, "algo.micro_batch_groups",

@@ -112,10 +112,12 @@ def _generate(model, prompt_ids, prompt_mask, repeats, n: int, *, max_new_tokens
     Returns the tokens, their log-probs and where a stop string completed, (n, t) each; t < max_new_tokens
     when every row ended."""
     device = prompt_ids.device
-    cache = PromptCache(model.config, dtype=autocast_dtype(device))
+    cache = PromptCache(model.config, dtype=autocast_dtype(device), reserve=max_new_tokens)
     logits, pos = prefill(model, prompt_ids, prompt_mask, repeats, cache)
     key = cache_kwarg(model)
-    attn = prompt_mask.repeat_interleave(repeats, dim=0)  # (n, P), grows by one column a token
+    width = prompt_mask.shape[1]  # the mask's columns so far: a view of (n, P + max_new_tokens), one more a token
+    attn = torch.cat([prompt_mask, torch.ones_like(prompt_mask[:, :1]).expand(-1, max_new_tokens)], dim=1)
+    attn = attn.repeat_interleave(repeats, dim=0)
     tokens = torch.full((n, max_new_tokens), pad, device=device)
     logps = torch.zeros(n, max_new_tokens, device=device)
     live = torch.arange(n, device=device)  # the original row of each row still generating
@@ -136,8 +138,9 @@ def _generate(model, prompt_ids, prompt_mask, repeats, n: int, *, max_new_tokens
             keep = (~ended).nonzero().squeeze(1)
             cache.batch_select_indices(keep)
             live, tok, attn, pos = live[keep], tok[keep], attn[keep], pos[keep]
-        attn = torch.cat([attn, torch.ones_like(attn[:, :1])], dim=1)
-        out = model(input_ids=tok[:, None], attention_mask=attn, position_ids=pos, use_cache=True, **{key: cache})
+        width += 1
+        out = model(input_ids=tok[:, None], attention_mask=attn[:, :width], position_ids=pos, use_cache=True,
+                    **{key: cache})
         logits, pos = out.logits[:, -1], pos + 1
     return tokens[:, : t + 1], logps[:, : t + 1], stopped[:, : t + 1]
 

@@ -20,6 +20,7 @@ from grpo_lab.errors import InputError
 from grpo_lab.model.kvcache import autocast_dtype
 from grpo_lab.model.load import amp, frozen_copy
 from grpo_lab.model.logprobs import enable_checkpointing
+from grpo_lab.model.lora import add_adapters, trainable
 from grpo_lab.rewards.rules import RewardWeights
 from grpo_lab.rewards.scorer import Scorer
 from grpo_lab.rollout.evaluation import evaluate
@@ -79,13 +80,19 @@ class Trainer:
         self.task = task
         self.device = next(self.model.parameters()).device
         record.update(device=str(self.device), difficulty_labels=task.difficulty_labels)
+        # model.lora.rank > 0: the passes take the model with adapters injected, `peft` saves and loads them
+        self.model, self.peft = add_adapters(self.model, cfg.model.lora)
+        self.saved = self.model if self.peft is None else self.peft  # what checkpoints hold: LoRA, the adapters only
         distributed.broadcast_parameters(self.model)  # as DDP does: every rank starts from rank 0's weights
-        with self.amp():  # under bf16 autocast the reference is stored in bf16: it only ever runs in it
-            self.ref = frozen_copy(self.model, autocast_dtype(self.device)) if cfg.algo.beta != 0 else None
+        with self.amp():  # under CUDA's autocast ("auto") the reference is stored in bf16: it only ever runs in it;
+            # model.dtype=autocast_bf16 keeps it fp32, as the policy's weights (a bf16 copy: KL 1e-3 at step 0)
+            stored = None if cfg.model.dtype == "autocast_bf16" else autocast_dtype(self.device)
+            self.ref = None if cfg.algo.beta == 0 else frozen_copy(self.model, stored) if self.peft is None \
+                else self.peft  # LoRA: the same model with its adapters switched off
         if cfg.model.gradient_checkpointing:
             enable_checkpointing(self.model)
         self.model.train()
-        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=cfg.algo.lr, weight_decay=cfg.algo.weight_decay,
+        self.optimizer = torch.optim.AdamW(trainable(self.model), lr=cfg.algo.lr, weight_decay=cfg.algo.weight_decay,
                                            fused=self.device.type in ("cpu", "cuda"))
         self.generator = torch.Generator(device=self.device).manual_seed(distributed.rank_seed(cfg.seed))
         self.weights = RewardWeights(cfg.reward.accuracy, cfg.reward.format)
@@ -100,7 +107,7 @@ class Trainer:
             raise RuntimeError(f"out_dir: {self.run_dir} holds a finished run whose checkpoints keep weights only "
                                "(checkpoint.final_weights_only): it cannot resume; use a new out_dir")
         if ckpt is not None:
-            self.last_step, state = load_checkpoint(ckpt, self.model, self.optimizer, self.generator,
+            self.last_step, state = load_checkpoint(ckpt, self.saved, self.optimizer, self.generator,
                                                     distributed.rank(), distributed.world())
             self.counters = {k: state[k] for k in self.counters}
             self.sampler.load_state_dict(state["ranks_sampler"][distributed.rank()] if state.get("ranks_sampler")
@@ -228,7 +235,7 @@ class Trainer:
         ranks_rng = distributed.gather_objects(rng_state(self.generator)) if distributed.world() > 1 else None
         if not distributed.is_main():  # the model, optimizer and sampler are the same on every rank
             return
-        save_checkpoint(self.run_dir, self.last_step, self.model, self.optimizer, self.generator, state, ranks_rng)
+        save_checkpoint(self.run_dir, self.last_step, self.saved, self.optimizer, self.generator, state, ranks_rng)
         c = self.cfg.checkpoint
         evaluated = {s for s, _ in parts(self.run_dir, "eval")} if c.keep_eval else set()
         prune_checkpoints(self.run_dir, c.keep_last, set(c.keep_steps), evaluated)

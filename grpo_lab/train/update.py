@@ -13,6 +13,7 @@ import torch
 from grpo_lab import distributed
 from grpo_lab.config import TrainConfig
 from grpo_lab.model.logprobs import completion_logprobs
+from grpo_lab.model.lora import adapters_off
 from grpo_lab.rollout.generate import Rollout
 from grpo_lab.train.advantages import rl_zvp_advantages
 from grpo_lab.train.microbatch import MicroBatch
@@ -67,8 +68,8 @@ def update(model, ref, optimizer, micro: list[MicroBatch], rows: TrainingRows, c
     can_learn = int(distributed.global_sum(int(signal.sum()))) > 0  # rows that may carry a gradient
     ref_logp = [None] * len(micro)
     if a.beta != 0:
-        with torch.inference_mode():
-            ref_logp = [completion_logprobs(ref, mb.rollout, temp, chunk=chunk) for mb in micro]
+        with torch.inference_mode(), adapters_off(ref) as reference:  # LoRA: the base, adapters switched off
+            ref_logp = [completion_logprobs(reference, mb.rollout, temp, chunk=chunk) for mb in micro]
     stats, informative = [], 0
     old_logp, first, used = [None] * len(micro), [None] * len(micro), [None] * len(micro)
     entropy = [None] * len(micro)
