@@ -46,6 +46,9 @@ class ModelConfig:
     logprob_chunk: int = 512
     gradient_checkpointing: bool = False  # recompute each layer in the backward pass (prompt cache kept)
     gguf_file: str | None = None  # a GGUF file inside model.path to load (dequantized) instead of safetensors
+    # training's one-pass sampler and an output layer that keeps its softmax for the backward: SmolLM2's rollout
+    # and update faster; equal to the exact path within float rounding, not bitwise (off: bitwise as before)
+    fast_math: bool = False
     lora: LoraConfig = field(default_factory=LoraConfig)  # model.lora.rank > 0: train LoRA adapters (model/lora.py)
 
 
@@ -63,6 +66,9 @@ class TaskConfig:
     answer_format: str = "bare"  # arithmetic: how the prompt asks for the answer and where it is read (ANSWER_FORMATS)
     chat_template: bool = False  # render prompts with the tokenizer's chat template (instruct models)
     system_prompt: str | None = None  # chat_template: a system message first (None: the template's default)
+    # chat_template: earlier [user, assistant] turns before each question (a few-shot chat); problems asking a
+    # shot's question leave both pools
+    shots: list[list[str]] = field(default_factory=list)
 
 
 ADVANTAGE_RULES = ("grpo", "ngrpo", "rl_zvp")  # algo.advantage (grpo_lab/train/advantages.py)
@@ -343,6 +349,9 @@ def validate(cfg: TrainConfig) -> None:
              cfg.task.answer_format, "applies to task=arithmetic (mathset answers are always \\boxed{})")
     require(cfg.task.system_prompt is None or cfg.task.chat_template, "task.system_prompt", cfg.task.system_prompt,
              "needs task.chat_template=true")
+    require(not cfg.task.shots or cfg.task.chat_template, "task.shots", cfg.task.shots, "needs task.chat_template=true")
+    require(all(len(s) == 2 and all(isinstance(t, str) and t for t in s) for s in cfg.task.shots), "task.shots",
+            cfg.task.shots, "must be [user, assistant] pairs of non-empty strings")
     require(cfg.task.chat_template is False or cfg.model.name == "hf", "task.chat_template", cfg.task.chat_template,
              "needs an instruct model (model=local or model=smollm2); the built-in model has no chat template")
     require(all(isinstance(s, str) and s for s in cfg.rollout.stop), "rollout.stop", cfg.rollout.stop,

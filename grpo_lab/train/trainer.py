@@ -162,7 +162,7 @@ class Trainer:
             ro = sample_groups(self.model, self.tokenizer, [p.prompt for p in mine], size or cfg.sampler.group_size,
                                max_new_tokens=cfg.rollout.max_new_tokens, temperature=cfg.rollout.temperature,
                                generator=self.generator, end_ids=self.end_ids, max_rows=cfg.rollout.max_rows_per_call,
-                               stop=cfg.rollout.stop)
+                               stop=cfg.rollout.stop, fast=cfg.model.fast_math)
             rewards, correct, timeouts = score_rollout(ro, mine, self.task.answer_kind, self.weights, self.scorer,
                                                        self.task.answer_format)
             ties = rewards.astype(np.float64).std(axis=1) <= cfg.algo.std_eps  # population std in float64, as eq. 3

@@ -55,6 +55,7 @@ def update(model, ref, optimizer, micro: list[MicroBatch], rows: TrainingRows, c
     a = cfg.algo
     temp = cfg.rollout.temperature or 1.0
     chunk = cfg.model.logprob_chunk
+    keep = cfg.model.fast_math  # the output layer keeps its softmax for the backward (within float rounding)
     shaped = rows.direction is not None  # a per-token rule: entropies from the first pass
     device = rows.weight.device
     lengths = (torch.cat([mb.rollout.completion_mask.sum(-1) for mb in micro]) if micro
@@ -80,8 +81,8 @@ def update(model, ref, optimizer, micro: list[MicroBatch], rows: TrainingRows, c
             mask = mb.rollout.completion_mask
             with torch.set_grad_enabled(can_learn):
                 if first[k] is None:  # the first pass: the denominators, and RL-ZVP's entropies
-                    logp, ent = completion_logprobs(model, mb.rollout, temp, chunk=chunk, entropy=True) if shaped \
-                        else (completion_logprobs(model, mb.rollout, temp, chunk=chunk), None)  # (n, T)
+                    logp, ent = completion_logprobs(model, mb.rollout, temp, chunk=chunk, entropy=True, keep=keep) \
+                        if shaped else (completion_logprobs(model, mb.rollout, temp, chunk=chunk, keep=keep), None)
                     first[k] = logp.detach()
                     old_logp[k] = first[k] if rows.behaviour is None else torch.where(
                         rows.behaviour[mb.rows, None], mb.rollout.old_logp, first[k])
@@ -89,7 +90,7 @@ def update(model, ref, optimizer, micro: list[MicroBatch], rows: TrainingRows, c
                         rows.advantages[mb.rows], rows.direction[mb.rows], ent, mask, a.zvp_alpha)  # (n,) | (n, T)
                     entropy[k] = None if ent is None else _token_stats(ent, mask)
                 else:
-                    logp = completion_logprobs(model, mb.rollout, temp, chunk=chunk)  # (n, T)
+                    logp = completion_logprobs(model, mb.rollout, temp, chunk=chunk, keep=keep)  # (n, T)
                 loss, st = grpo_loss(logp, old_logp[k], used[k], mask, ref_logp=ref_logp[k], beta=a.beta,
                                      eps_low=a.eps_low, eps_high=a.eps_high, agg=a.loss_agg,
                                      max_len=cfg.rollout.max_new_tokens, seq_weight=rows.weight[mb.rows], norm=norm)
