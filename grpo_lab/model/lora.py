@@ -24,6 +24,8 @@ if TYPE_CHECKING:  # torch is imported by the functions that run models: grpo_la
 
 ADAPTER_CONFIG = "adapter_config.json"  # what marks a checkpoint folder as adapters (peft's save_pretrained)
 ADAPTER_WEIGHTS = "adapter_model.safetensors"
+MAX_RANK = 2**14  # past any layer's width in a model trained on one machine: a larger rank is no longer low-rank
+MAX_ALPHA = 2**16  # the scale alpha / rank past that would swamp the base layer's output at the first step
 
 
 @dataclass
@@ -39,8 +41,9 @@ class LoraConfig:
 
 def check_lora(lora: LoraConfig) -> None:
     """The model.lora.* keys, before any model loads (the targets are checked against the model in add_adapters)."""
-    require(lora.rank >= 0, "model.lora.rank", lora.rank, "must be >= 0 (0: full fine-tune)")
-    require(lora.alpha is None or lora.alpha > 0, "model.lora.alpha", lora.alpha, "must be > 0 or null (2 x rank)")
+    require(0 <= lora.rank <= MAX_RANK, "model.lora.rank", lora.rank, f"must be in [0, {MAX_RANK}] (0: full fine-tune)")
+    require(lora.alpha is None or 0 < lora.alpha <= MAX_ALPHA, "model.lora.alpha", lora.alpha,
+            f"must be in (0, {MAX_ALPHA}] or null (2 x rank)")
     require(0 <= lora.dropout < 1, "model.lora.dropout", lora.dropout, "must be in [0, 1)")
     require(bool(lora.targets) and all(isinstance(t, str) and t for t in lora.targets), "model.lora.targets",
             lora.targets, "must list module names, e.g. [q_proj, v_proj]")
