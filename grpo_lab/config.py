@@ -372,9 +372,9 @@ def advice(cfg: TrainConfig) -> list[str]:
         out.append("task.answer_format=bare with a model=local model: the whole reply must be the number, which "
                    "instruct models rarely write; use task.answer_format=boxed (or another format that reads the "
                    "answer out of a sentence) with task.chat_template=true")
-    if cfg.model.name == "hf" and cfg.algo.lr >= 1e-5:
+    if cfg.model.name == "hf" and cfg.algo.lr >= 1e-5 and not cfg.model.lora.rank:  # LoRA adapters: ~1e-4
         out.append(f"algo.lr={cfg.algo.lr:g} with a model=local model: that is the built-in model's rate; pretrained "
-                   "LLMs are trained near 1e-6 (TRL's default) and collapse at 1e-4")
+                   "LLMs are trained near 1e-6 (TRL's default) and collapse at 1e-4 (LoRA adapters: model.lora.rank)")
     if cfg.rollout.temperature == 0:
         out.append("rollout.temperature=0: greedy rollouts make a group's G answers identical, so every group ties "
                    "and nothing trains")
