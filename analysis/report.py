@@ -18,15 +18,16 @@ from analysis.data.completions import read_completions
 from analysis.data.config import launch_command
 from analysis.data.load import load
 from analysis.data.records import difficulty_names
+from analysis.measures.tie_learning import split_reused
 from analysis.render.writer import clear, write_report
 from analysis.sections import (at_k, coverage, equal_budget, examples, findings, group_size, header, health, heldout,
-                               jobs, persistence, provenance, ranking, tests, ties, trained)
+                               jobs, persistence, provenance, ranking, tests, tie_learning, ties, trained)
 from analysis.sections.section import Context
 
 # the columns the sections read; the others (the groups' reward lists first) stay on disk
 COLUMNS = {
     "groups": ("step", "prompt_id", "difficulty", "round", "group_size", "reward_mean", "n_correct", "tie", "tie_kind",
-               "used", "tokens", "samples_total", "tokens_total", "n_informative", "truncated"),
+               "used", "tokens", "samples_total", "tokens_total", "n_informative", "truncated", "reused"),
     "eval": ("step", "prompt_id", "difficulty", "answer", "correct", "samples_total"),
     "steps": ("step", "samples_total", "reward_mean", "kl", "clip_frac", "grad_norm", "tie_frac"),
 }
@@ -47,6 +48,9 @@ def build_report(path: str | Path, out_dir: str | Path | None = None, command: s
         tables = replace(tables, eval=attach_samples(tables.eval, tables.groups))
     ctx = Context(root=root, out=out, arm=tuple(arm_keys(tables.jobs, tables.config_columns)),
                   names=difficulty_names(tables.jobs))
+    learning = tie_learning.section(tables, ctx)
+    # a replayed group was drawn (and counted) at an earlier step: every other section counts draws only
+    tables = replace(tables, groups=split_reused(tables.groups)[0])
 
     held = heldout.section(tables, ctx)
     what_trained = trained.section(tables, ctx)
@@ -59,7 +63,7 @@ def build_report(path: str | Path, out_dir: str | Path | None = None, command: s
 
     sections = [
         header.section(tables, ctx), found, provenance.section(tables, ctx, command or launch_command(root)),
-        ranked, held, at_k.section(tables, ctx, held.prompt_scores), covered, what_trained, tests.section(family), tied,
+        ranked, held, at_k.section(tables, ctx, held.prompt_scores), covered, what_trained, tests.section(family), tied, learning,
         persistence.section(tables, ctx), group_size.section(tables, ctx),
         equal_budget.section(tables, ctx, what_trained.counted),
         health.section(tables, ctx), examples.section(read_completions(root), ctx), jobs.section(tables),

@@ -54,3 +54,16 @@ def test_your_own_study_runs_as_the_readme_prints_it(tmp_path):
     assert samplers == {"fixed", "resample_on_tie"}
     report = (sweep / "report" / "REPORT.md").read_text()
     assert "fixed" in report and "resample_on_tie" in report
+
+
+def test_the_readme_test_command_installs_what_ci_installs():
+    """A new user runs the tests CI runs: every `pip install` of .ci/run is in the README's test command, in the
+    same order, and the command ends in the same pytest invocation."""
+    text = (ROOT / "README.md").read_text()
+    command = next(line for line in re.findall(r"```bash\n(.*?)```", text, re.S)[1].splitlines() if "pytest" in line)
+    readme_installs = [part.strip() for part in command.split("&&") if part.strip().startswith("pip install")]
+    ci = (ROOT / ".ci" / "run").read_text().splitlines()
+    ci_installs = [line.replace(" --quiet", "").strip() for line in ci
+                   if line.startswith("pip install") and "--upgrade pip" not in line]
+    assert readme_installs == ci_installs
+    assert command.rstrip().endswith("python -m pytest -q") and "python -m pytest -q" in ci

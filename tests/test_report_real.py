@@ -99,3 +99,29 @@ def test_front_matter_records_the_code_packages_and_what_each_difficulty_is(swee
     shown = set(re.findall(r"prompt `([^`]+)`", examples))
     kept = set(raw(sweep, "completions")["prompt_id"])
     assert shown and shown <= kept  # every example is a kept completion's group
+
+
+def test_a_packed_report_ships_its_data_and_rebuilds_the_same(sweep, tmp_path):
+    """analysis.pack copies the sweep's records and tables (one zstd part per table per job, no checkpoints) and
+    builds the report from the copy: every table and every number equal to the report of the sweep itself, and
+    the documented rebuild (`python -m analysis DIR/data --out DIR`) gives the same files again."""
+    target = tmp_path / "report"
+    out = subprocess.run([sys.executable, "-m", "analysis.pack", str(sweep), str(target)], cwd=ROOT, text=True,
+                         capture_output=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    data = target / "data"
+    assert not list(data.rglob("checkpoints")) and not list(data.rglob("*.safetensors"))
+    assert all(len(list(p.glob("part-*.parquet"))) == 1 for p in data.glob("*/groups"))
+    for table in ("groups", "steps", "eval"):  # rows and schema as the jobs wrote them
+        assert raw(data, table).drop(columns="job").equals(raw(sweep, table).drop(columns="job"))
+    original = sorted(p.relative_to(sweep / "report") for p in (sweep / "report" / "tables").glob("*.csv"))
+    assert original == sorted(p.relative_to(target) for p in (target / "tables").glob("*.csv"))
+    for name in original:
+        assert (target / name).read_bytes() == (sweep / "report" / name).read_bytes(), name
+    first = {p.relative_to(target): p.read_bytes() for p in target.rglob("*") if p.is_file() and "data" not in p.parts}
+    again = subprocess.run([sys.executable, "-m", "analysis", str(data), "--out", str(target)], cwd=ROOT, text=True,
+                           capture_output=True, timeout=600)
+    assert again.returncode == 0, again.stderr[-3000:]
+    rebuilt = {p.relative_to(target): p.read_bytes() for p in target.rglob("*") if p.is_file() and "data" not in p.parts}
+    assert rebuilt.keys() == first.keys()
+    assert [name for name in first if rebuilt[name] != first[name]] == []

@@ -49,8 +49,10 @@ def describe(curves: pd.DataFrame, crossings: pd.DataFrame, by: Sequence[str] = 
              "prompts, for k up to the eval's n (Yue et al. 2025 ask whether RL's pass@1 gain holds at large k). "
              "`gain` = trained - base with a 95% bootstrap interval over prompts; the curves cross at the "
              "smallest k where the base model is ahead.", ""]
-    for row in crossings[crossings["difficulty"] == "all"].itertuples(index=False):
-        arm = ", ".join(f"{k}={getattr(row, k)}" for k in by)
+    shown_arms = crossings[crossings["difficulty"] == "all"]
+    # arm keys are config keys ("algo.lr"): read by name, never as attributes of a row
+    for values, row in zip(shown_arms[list(by)].to_dict("records"), shown_arms.itertuples(index=False)):
+        arm = ", ".join(f"{k}={v}" for k, v in values.items())
         if row.gain_at_1 <= 0:
             text = f"the trained model is not ahead at k = 1 (gain {row.gain_at_1:+.3f})"
         elif np.isnan(row.cross_k):

@@ -31,8 +31,10 @@ def describe(table: pd.DataFrame, by: Sequence[str] = ("sampler",)) -> str:
              "`tied_again_frac` were tied again at their next visit (either way; `same_kind_frac`: the same way) "
              "and `mixed_frac` became mixed. 95% intervals bootstrap over prompts. GRESO (Zheng et al. 2025) "
              "reports over 90% persistence on its data; skipping tied prompts pays only where it is high.", ""]
-    for row in tied.itertuples(index=False):
-        arm = ", ".join(f"{k}={getattr(row, k)}" for k in by)
+    shown_arms = tied
+    # arm keys are config keys ("algo.lr"): read by name, never as attributes of a row
+    for values, row in zip(shown_arms[list(by)].to_dict("records"), shown_arms.itertuples(index=False)):
+        arm = ", ".join(f"{k}={v}" for k, v in values.items())
         lines.append(f"- {arm}: {row.kind} visits were tied again at the next visit in {row.tied_again_frac:.1%} "
                      f"of {row.pairs} cases (95% CI {row.ci_low:.1%}–{row.ci_high:.1%}, {row.prompts} prompts).")
     shown = [*by, "difficulty", "kind", "pairs", "prompts", "tied_again_frac", "ci_low", "ci_high", "same_kind_frac",

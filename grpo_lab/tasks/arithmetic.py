@@ -108,7 +108,7 @@ def held_out_problems(level: int, count: int, seed: int = 0) -> list[Problem]:
     da, db = LEVELS[level]
     if 10 ** (da + db) <= 100_000:
         count = min(count, sum(held_out_only(p.prompt_id) for p in _all_problems(level)))
-    return _distinct(random.Random(f"held-out-{seed}-{level}"), level, count, True, "count")
+    return _distinct(random.Random(f"held-out-{seed}-{level}"), level, count, True)
 
 
 class ArithmeticTask:

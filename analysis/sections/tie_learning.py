@@ -1,0 +1,67 @@
+"""Learning from ties: what each arm's advantage rule or sampler made of tied groups (issue 20's
+questions: tied groups that still trained, replays in place of ties, the unanimous shares over training,
+and the held-out prompts that started all wrong)."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from analysis.data.load import Tables
+from analysis.measures.tie_learning import (WINDOWS, from_unanimous_start, shares_over_training, split_reused,
+                                            tie_outcomes)
+from analysis.render import tie_learning as figures
+from analysis.render.writer import Files
+from analysis.sections.section import Context, Section
+
+OUTCOME_COLUMNS = ("jobs", "groups", "all_correct_share", "all_wrong_share", "tied_trained", "tied_trained_share",
+                   "tied_trained_samples", "replayed", "replayed_samples")
+
+
+def applies(groups: pd.DataFrame, arm: list[str]) -> bool:
+    """The section is shown where ties can teach or be replaced: an arm varies the advantage rule, a tied
+    group trained, or a group was replayed."""
+    if groups.empty:
+        return False
+    drawn, replayed = split_reused(groups)
+    tied_trained = "n_informative" in drawn and bool((drawn["tie"].astype(bool) & (drawn["n_informative"] > 0)).any())
+    return "algo.advantage" in arm or tied_trained or not replayed.empty
+
+
+def section(tables: Tables, ctx: Context) -> Section | None:
+    """The section; None where `applies` is false."""
+    groups, arm = tables.groups, list(ctx.arm)
+    if not applies(groups, arm):
+        return None
+    files = Files()
+    outcomes = tie_outcomes(groups, arm)
+    shares = shares_over_training(groups, arm)
+    started = from_unanimous_start(tables.eval, arm)
+    lines = [
+        "## Learning from ties", "",
+        "What each arm made of its tied groups. A group is **tied** when its rewards are all equal (all correct or "
+        "all wrong); under plain GRPO every advantage of a tied group is 0, so it trains nothing. An advantage rule "
+        "can give it a signal (NGRPO: a negative one to all-wrong groups; RL-ZVP: entropy-shaped token advantages "
+        "to both kinds): such a group is counted as **tied but trained** (`tied_trained`: tied groups with a "
+        "nonzero advantage in the update; `tied_trained_samples`: their samples), and is *informative* in the "
+        "sections above (a nonzero advantage), although tied. A replay buffer trains an earlier mixed group in "
+        "place of a tie: `replayed` groups (`replayed_samples`) were drawn and counted at an earlier step and are "
+        "never counted as draws here or elsewhere in this report; the tie they replaced stays a tied, wasted draw. "
+        "Shares are of the groups an arm **drew**, per job, then the mean over seeds.", "",
+        files.table("tie_outcomes", outcomes, [*arm, *OUTCOME_COLUMNS]), "",
+    ]
+    if not shares.empty:
+        lines += [f"Over training ({WINDOWS} equal spans of samples drawn, up to the most every job drew): the "
+                  "share of drawn groups tied all correct (prompts the policy has mastered, or collapsed onto) and "
+                  "all wrong (prompts it cannot yet solve). Bands: 95% t intervals over seeds.", "",
+                  files.figure("tie_learning_shares", lambda p: figures.unanimous_over_training(shares, p, arm)),
+                  "", f"As CSV: {files.csv('tie_learning_shares', shares)}", ""]
+    if not started.empty:
+        lines += ["Held-out prompts by how they started: at each job's first checkpoint, prompts whose samples were "
+                  "all wrong (`start=all_wrong`) or all right (`all_correct`); `accuracy_end` is the mean over jobs "
+                  "of each job's accuracy on its own such prompts at its last checkpoint (95% t interval over "
+                  "seeds; `prompts`: the mean count per job; a job with no such prompt is left out, `jobs` says "
+                  "how many remain). From all wrong, any rise is learning a prompt the group never rewarded at "
+                  "the start (the samples are a fixed prompt set, so part of a rise is regression to the mean of "
+                  "a prompt's pass rate, the same for every arm).", "",
+                  files.table("tie_learning_start", started), ""]
+    return Section(text="\n".join(lines).rstrip() + "\n", files=files)
