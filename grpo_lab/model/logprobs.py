@@ -23,9 +23,9 @@ if TYPE_CHECKING:  # a type only: the rollout stage builds Rollouts from the mod
     from grpo_lab.rollout.generate import Rollout
 from grpo_lab.model.forward import cache_kwarg, prefill, token_entropy, token_logprobs
 
+KEEP_BYTES = 256 * 2**20  # model.fast_math keeps at most this much softmax: SmolLM2 5,461 tokens, Qwen2.5 441
 # Model types whose logits are exactly hidden @ lm_head.weight.T (no bias, scaling or soft-capping);
 # others take the full-logits path, which is exact for every causal LM.
-KEEP_BYTES = 256 * 2**20  # model.fast_math keeps at most this much softmax: SmolLM2 5,461 tokens, Qwen2.5 441
 PLAIN_HEAD_TYPES = ("llama", "qwen2", "qwen3", "mistral", "qwen2_moe", "qwen3_moe", "phi3", "smollm3", "olmo2")
 
 
