@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from analysis.data.load import NoRunsError
+from analysis.render.writer import ReportNotWritable
 from analysis.report import build_report
 
 
@@ -24,7 +25,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         print(build_report(args.path, args.out, args.command))
-    except NoRunsError as e:  # a missing or empty folder: one line, not a traceback
+    except (NoRunsError, ReportNotWritable) as e:  # a missing or empty folder, or one it cannot write: one line
         print(f"error: {e}", file=sys.stderr)
         return 2
     return 0

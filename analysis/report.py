@@ -9,20 +9,22 @@ order a reader wants them.
 
 from __future__ import annotations
 
+import shutil
 from dataclasses import replace
 from pathlib import Path
 
-from analysis.data.arms import arm_keys
+from analysis.data.arms import arm_keys, arms_as_text
 from analysis.data.checkpoints import attach_samples
 from analysis.data.completions import read_completions
 from analysis.data.config import launch_command
 from analysis.data.load import load
 from analysis.data.records import difficulty_names
+from analysis.measures.spend import budgets_per_arm
 from analysis.measures.tie_learning import split_reused
-from analysis.render.writer import clear, write_report
+from analysis.render.writer import finish_build, start_build, write_report
 from analysis.sections import (at_k, coverage, equal_budget, examples, findings, group_size, header, health, heldout,
                                jobs, persistence, provenance, ranking, tests, tie_learning, ties, trained)
-from analysis.sections.section import Context
+from analysis.sections.section import DETAILS, Context, Section
 
 # the columns the sections read; the others (the groups' reward lists first) stay on disk
 COLUMNS = {
@@ -38,16 +40,33 @@ def build_report(path: str | Path, out_dir: str | Path | None = None, command: s
 
     It goes to `<path>/report/` unless `out_dir` is given. `command` is quoted as the command
     that produced the runs; by default it is rebuilt from Hydra's multirun.yaml or hydra.yaml.
-    Jobs and parts that cannot be used are skipped with a warning and named in the report.
+    Jobs and parts that cannot be used are skipped with a warning and named in the report. The
+    report is built in a folder beside `out` and swapped in whole at the end (`finish_build`): a
+    build that fails or is killed leaves the report that was there. ReportNotWritable (one line)
+    when the folder cannot be written.
     """
     root = Path(path)
     out = Path(out_dir) if out_dir is not None else root / "report"
-    clear(out)
+    building = start_build(out, root)  # before any work: an unwritable folder is one line at once
+    try:
+        report = _build(root, out, building, command)
+        finish_build(building, out)
+    except BaseException:
+        shutil.rmtree(building, ignore_errors=True)
+        raise
+    return out / report.name
+
+
+def _build(root: Path, out: Path, building: Path, command: str | None) -> Path:
+    """The report of `root`, as it will read from `out`, written under `building`."""
     tables = load(root, tables=("groups", "eval", "steps"), columns=COLUMNS)
     if not tables.eval.empty:  # samples drawn at each checkpoint, from the groups where eval rows lack them
         tables = replace(tables, eval=attach_samples(tables.eval, tables.groups))
-    ctx = Context(root=root, out=out, arm=tuple(arm_keys(tables.jobs, tables.config_columns)),
-                  names=difficulty_names(tables.jobs))
+    arm = arm_keys(tables.jobs, tables.config_columns)
+    # every arm value a label from here on (null, lists, floats as named): no section can drop or misname one
+    tables = replace(tables, **{t: arms_as_text(getattr(tables, t), tables.jobs, arm, tables.own.get(t, ()))
+                                for t in ("groups", "eval", "steps")})
+    ctx = Context(root=root, out=out, arm=tuple(arm), names=difficulty_names(tables.jobs))
     learning = tie_learning.section(tables, ctx)
     # a replayed group was drawn (and counted) at an earlier step: every other section counts draws only
     tables = replace(tables, groups=split_reused(tables.groups)[0])
@@ -58,15 +77,31 @@ def build_report(path: str | Path, out_dir: str | Path | None = None, command: s
     family = tests.family([held.comparisons, what_trained.comparisons, tied.comparisons if tied else None])
     ranked = ranking.section(tables, ctx, family, held.scores, what_trained.per_job)
     covered = coverage.section(tables, ctx)
+    first = [line for line in (
+        findings.budget_warning(budgets_per_arm(tables.groups, arm)) if not tables.groups.empty else None,
+        provenance.mixed_code(tables, ctx.out)) if line]
     found = findings.section(family, tied.calibration if tied else {}, what_trained.unit_weight,
-                             ranked.sentences if ranked else [], covered.sentence if covered else None)
+                             ranked.sentences if ranked else [], covered.sentence if covered else None, first)
 
-    sections = [
+    page = [
         header.section(tables, ctx), found, provenance.section(tables, ctx, command or launch_command(root)),
-        ranked, held, at_k.section(tables, ctx, held.prompt_scores), covered, what_trained, tests.section(family), tied, learning,
-        persistence.section(tables, ctx), group_size.section(tables, ctx),
-        equal_budget.section(tables, ctx, what_trained.counted),
+        ranked, held, at_k.section(tables, ctx, held.prompt_scores), covered, what_trained, tied, learning,
+    ]
+    # the second page: what a reader may want once the findings are read (every test, the longer sections)
+    details = [
+        provenance.details(tables, ctx), tests.section(family), persistence.section(tables, ctx),
+        group_size.section(tables, ctx), equal_budget.section(tables, ctx, what_trained.counted),
         health.section(tables, ctx), examples.section(read_completions(root), ctx), jobs.section(tables),
     ]
-    shown = [s for s in sections if s is not None]  # a section is None where its data does not exist
-    return write_report(out, [s.text for s in shown], [s.files for s in shown], root)
+    shown = [s for s in page if s is not None]  # a section is None where its data does not exist
+    more = [s for s in details if s is not None]
+    title = shown[0].text.splitlines()[0].removeprefix("# ")
+    shown.append(Section(text=f"More in [{DETAILS}]({DETAILS}): " + ", ".join(_heading(s) for s in more) + "."))
+    more.insert(0, Section(text=f"# Details: {title}\n\nThe second page of [REPORT.md](REPORT.md)."))
+    return write_report(building, [s.text for s in shown], [s.files for s in shown + more], root, shown_at=out,
+                        details=[s.text for s in more])
+
+
+def _heading(section: Section) -> str:
+    """A section's first heading, as the words of a link list."""
+    return next((line.lstrip("# ") for line in section.text.splitlines() if line.startswith("#")), "")

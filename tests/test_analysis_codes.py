@@ -4,6 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from analysis.data.arms import value_text
 from analysis.data.codes import cell_codes, dense_ranks, stable_order, text_codes
 
 
@@ -27,9 +28,9 @@ def test_stable_order_is_a_stable_argsort(high):
 def test_text_codes_group_as_the_values_as_text_do():
     column = pd.Series(pd.Categorical([1.0, 2.5, None, 10.0, 2.5, 1.0]))
     codes, labels = text_codes(column)
-    text = column.astype(str)
-    assert list(labels) == sorted(text.dropna().unique())  # codes sort as the texts do
-    assert [labels[c] if c >= 0 else None for c in codes] == [None if pd.isna(t) else t for t in text]
+    text = column.map(value_text)  # a missing value is named "null", a label like any other
+    assert list(labels) == sorted(text.unique()) == ["1.0", "10.0", "2.5", "null"]  # codes sort as the texts do
+    assert list(labels[codes]) == list(text)
     plain = pd.Series(["b", "a", "b", "c"])
     codes, labels = text_codes(plain)
     assert list(labels[codes]) == list(plain) and list(labels) == ["a", "b", "c"]

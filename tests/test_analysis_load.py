@@ -43,7 +43,7 @@ def test_failed_empty_and_unreadable_are_named_and_skipped(sweep):
     run = json.loads((sweep / "1" / "run.json").read_text())
     (sweep / "1" / "run.json").write_text(json.dumps(run | {"status": "failed", "error": "CUDA out of memory"}))
     (sweep / "3").mkdir()
-    (sweep / "3" / "run.json").write_text(json.dumps(run | {"status": "done"}))
+    (sweep / "3" / "run.json").write_text(json.dumps(run | {"status": "done", "run_id": "run-3"}))
     (sweep / "0" / "groups" / "part-000002.parquet").write_bytes(b"not parquet")
     with pytest.warns(SkippedWarning) as caught:
         tables = load(sweep)

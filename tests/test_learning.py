@@ -31,7 +31,7 @@ def test_grpo_raises_held_out_accuracy_on_a_middle_level(tmp_path):
     run = train(cfg)
     ev = read_table(run, "eval").to_pandas()
     acc = ev.groupby("step")["correct"].mean()
-    assert acc.loc[200] >= acc.loc[0] + 0.1, acc.to_dict()  # measured: 0.60 -> 0.84
+    assert acc.loc[200] >= acc.loc[0] + 0.1, acc.to_dict()
 
 
 def test_group_table_ties_follow_difficulty(tmp_path):

@@ -1,39 +1,74 @@
 """The arms of a sweep: which config keys vary between jobs, each job's arm, readable arm names.
 
-An arm is one setting of the varying keys other than the seed; its jobs are its seeds.
+An arm is one setting of the varying keys other than the seed; its jobs are its seeds. A key is any
+flattened config key ("algo.lr", "task.levels"), never assumed to be an identifier, a string, a
+scalar or non-null: rows are read by key (`row[key]`, never `getattr`), values are named by
+`value_text` (null for a missing value, lists as their JSON text), and every section names an arm
+through `arm_name` or `arm_label`.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Mapping, Sequence
 
+import numpy as np
 import pandas as pd
 
-from analysis.data.config import ALIASES
+from analysis.data.config import ALIASES, CHOICES
 
 REPLICATE_KEY = "seed"
+DEFAULT_ARM = "sampler"  # the arm key when only seeds vary (load's alias: every job has the column)
+
+
+def value_text(value: object) -> str:
+    """A config value as the report names it, the same whatever container carried it: None and NaN
+    as "null", booleans as "true"/"false", numbers as Python prints them (numpy scalars unwrapped),
+    text as it is ("[1, 2]" for a list, which load keeps as its JSON text)."""
+    if isinstance(value, np.generic):
+        value = value.item()
+    if value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NA or value is pd.NaT:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
 
 
 def varying_keys(jobs: pd.DataFrame, config_columns: Sequence[str]) -> list[str]:
-    """Config columns whose value differs between jobs, an alias in place of the key it stands for."""
-    varying = [c for c in config_columns if jobs[c].astype(str).nunique() > 1]  # as text: None and NaN alike
-    aliased = {source for alias in varying for source in ALIASES.get(alias, ()) if source != alias}
-    return [c for c in varying if c not in aliased]
+    """Config columns whose value differs between jobs, each by the key a user sweeps: the real key
+    ("sampler.group_size", not load's alias "group_size"), but a config group's choice ("sampler")
+    in place of the key it sets ("sampler.name")."""
+    varying = [c for c in config_columns if jobs[c].map(value_text).nunique() > 1]  # null is one value
+    hidden = {source for alias in varying if alias in CHOICES for source in ALIASES[alias] if source != alias}
+    hidden |= {alias for alias in varying if alias in ALIASES and alias not in CHOICES
+               and any(source in varying and source != alias for source in ALIASES[alias])}
+    return [c for c in varying if c not in hidden]
 
 
 def arm_keys(jobs: pd.DataFrame, config_columns: Sequence[str]) -> list[str]:
-    """The keys that tell arms apart: the varying keys but the seed, or ["sampler"] if only seeds vary."""
-    return [k for k in varying_keys(jobs, config_columns) if k != REPLICATE_KEY] or ["sampler"]
+    """The keys that tell arms apart: the varying keys but the seed, or [DEFAULT_ARM] if only seeds vary."""
+    return [k for k in varying_keys(jobs, config_columns) if k != REPLICATE_KEY] or [DEFAULT_ARM]
 
 
 def job_arms(frame: pd.DataFrame, keys: Sequence[str]) -> pd.DataFrame:
-    """Each job's values of `keys` (constant within a job), indexed by job."""
-    return frame.groupby("job", observed=True)[list(keys)].first()
+    """Each job's values of `keys` (constant within a job), indexed by job; a null value stays null."""
+    return frame.groupby("job", observed=True)[list(keys)].first(skipna=False)
 
 
 def arm_label(values: Mapping[str, object]) -> str:
-    """A readable name for an arm: "sampler=fixed, group_size=8" ("all" when no key is given)."""
-    return ", ".join(f"{key}={value}" for key, value in values.items()) or "all"
+    """A readable name for an arm: "sampler=fixed, algo.lr=0.0001" ("all" when no key is given)."""
+    return ", ".join(f"{key}={value_text(value)}" for key, value in values.items()) or "all"
+
+
+def arm_name(row: Mapping[str, object] | pd.Series, keys: Sequence[str]) -> str:
+    """The arm of one row (a dict or a Series, as `iterrows` or `to_dict("records")` give) by its
+    real keys and values: `arm_label` of `{key: row[key]}`."""
+    return arm_label({key: row[key] for key in keys})
+
+
+def group_values(keys: Sequence[str], values: object) -> dict[str, object]:
+    """A group-by's key values as {key: value}, whether pandas gave a tuple or one scalar."""
+    return dict(zip(keys, values if isinstance(values, tuple) else (values,)))
 
 
 def short_label(label: str) -> str:
@@ -42,6 +77,33 @@ def short_label(label: str) -> str:
 
 
 def iter_arms(frame: pd.DataFrame, keys: Sequence[str]) -> Iterator[tuple[str, pd.DataFrame]]:
-    """(label, rows) of each arm of `frame`, in order of first appearance."""
-    for values, rows in frame.groupby(list(keys), observed=True, dropna=False, sort=False):
-        yield arm_label(dict(zip(keys, values))), rows
+    """(label, rows) of each arm of `frame`, in order of first appearance; a null value is an arm of
+    its own."""
+    # grouped by each value's name: a group-by's own keys lose types (None beside 2 comes back as 2.0)
+    names = [frame[k].map(value_text).rename(k) for k in keys]
+    for values, rows in frame.groupby(names, observed=True, sort=False):
+        yield arm_label(group_values(keys, values)), rows
+
+
+def text_per_job(jobs: pd.DataFrame, key: str) -> pd.Categorical:
+    """Each job's `value_text` of `key`, as a categorical whose categories are in natural order."""
+    from analysis.data.labels import natural_sorted
+
+    text = jobs[key].map(value_text)
+    return pd.Categorical(text, categories=natural_sorted(text.unique()))
+
+
+def arms_as_text(frame: pd.DataFrame, jobs: pd.DataFrame, keys: Sequence[str], own: Sequence[str] = ()) -> pd.DataFrame:
+    """`frame` (rows of load's tables, with their `job` categorical) with each config column among
+    `keys` replaced by its `value_text`: every arm value a plain label, null included, so no group-by
+    drops it and no table shows it otherwise than its name does. The table's `own` columns (groups'
+    `group_size`, which wins over the config key of that name) are left as they are."""
+    if frame.empty or "job" not in frame:
+        return frame
+    codes = frame["job"].cat.codes.to_numpy()  # (rows,) index into `jobs`, as load made it
+    replaced = {}
+    for key in keys:
+        if key in jobs and key in frame and key not in own:
+            per_job = text_per_job(jobs, key)
+            replaced[key] = pd.Categorical.from_codes(per_job.codes[codes], categories=per_job.categories)
+    return frame.assign(**replaced) if replaced else frame

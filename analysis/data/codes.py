@@ -9,6 +9,8 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from analysis.data.arms import value_text
+
 
 def dense_ranks(values: np.ndarray, keys: bool = False):
     """Each value's rank among the distinct values (0..distinct-1, in sorted order), as
@@ -24,15 +26,18 @@ def dense_ranks(values: np.ndarray, keys: bool = False):
 
 
 def text_codes(column: pd.Series) -> tuple[np.ndarray, np.ndarray]:
-    """(codes, labels): each row's value as text (`astype(str)`), as a code into `labels`, the distinct
-    texts in sorted order (so codes sort as the texts do); -1 where the value is missing. What a
-    group-by on `column.astype(str)` sees, without turning every row into a string."""
+    """(codes, labels): each row's value as the report names it (`value_text`: a missing one is
+    "null", a label like any other), as a code into `labels`, the distinct texts in sorted order (so
+    codes sort as the texts do). What a group-by on `column.map(value_text)` sees, without turning
+    every row into a string."""
     if isinstance(column.dtype, pd.CategoricalDtype):
-        codes, values = column.cat.codes.to_numpy(), column.cat.categories
+        codes, values = column.cat.codes.to_numpy(), list(column.cat.categories)
     else:
         codes, values = pd.factorize(column)
-    labels, inverse = np.unique(pd.Series(values).astype(str).to_numpy(dtype=object), return_inverse=True)
-    return np.where(codes < 0, -1, inverse.reshape(-1)[np.maximum(codes, 0)]), labels
+        values = list(values)
+    texts = [value_text(v) for v in [*values, *([None] if (codes < 0).any() else [])]]  # None: a missing value
+    labels, inverse = np.unique(np.array(texts, dtype=object), return_inverse=True)
+    return inverse.reshape(-1)[np.where(codes < 0, len(values), codes)], labels
 
 
 def stable_order(codes: np.ndarray) -> np.ndarray:

@@ -18,12 +18,14 @@ from omegaconf.errors import OmegaConfBaseException
 # alias -> dotted keys it is read from, first present wins
 ALIASES: dict[str, tuple[str, ...]] = {
     "seed": ("seed",),
-    "sampler": ("sampler.name",),
+    "sampler": ("sampler.name", "sampler"),  # `sampler: fixed`, a plain value, is read as its name
     "group_size": ("sampler.group_size",),
     "temperature": ("rollout.temperature",),
     "difficulty_mode": ("task.difficulty",),
     "experiment": ("experiment", "experiment.name"),
 }
+
+CHOICES = ("sampler", "experiment")  # aliases that are a config group's choice: the spelling a sweep uses
 
 
 def flatten(tree: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -68,13 +70,44 @@ def config_source(run_dir: Path) -> Path | None:
 
 def job_config(run_dir: Path) -> dict[str, Any]:
     """The job's flattened config plus alias columns; {} (aliases None) when the job left no config."""
+    return with_aliases(flat_config(run_dir), run_dir)
+
+
+def flat_config(run_dir: Path) -> dict[str, Any]:
+    """The job's flattened config as it was written (no aliases); {} when the job left no config."""
     config_path = config_source(run_dir)
-    flat = flatten(read_config(config_path)) if config_path is not None else {}
+    return flatten(read_config(config_path)) if config_path is not None else {}
+
+
+def with_aliases(flat: dict[str, Any], run_dir: Path) -> dict[str, Any]:
+    """`flat` (a job's `flat_config`) with its alias columns added."""
+    flat = dict(flat)
     for alias, sources in ALIASES.items():
         flat[alias] = next((flat[s] for s in sources if s in flat), None)
     if flat["experiment"] is None:  # a `# @package _global_` preset leaves its name only in the overrides
         flat["experiment"] = _override_value(job_overrides(run_dir), "experiment")
     return flat
+
+
+def shape_conflicts(flats: list[dict[str, Any]]) -> dict[int, str]:
+    """Jobs whose config has another shape than the others' (a key that is a plain value in some
+    jobs and a mapping in others, as `sampler: fixed` beside `sampler: {name: fixed, ...}`): the
+    minority shape's jobs (the plain ones on a tie), each with the reason, by index into `flats`."""
+    keys = [set(flat) for flat in flats]
+    parents = [{k.rsplit(".", n)[0] for k in found for n in range(1, k.count(".") + 1)} for found in keys]
+    conflicts: dict[int, str] = {}
+    for key in sorted(set().union(*keys) & set().union(*parents)):
+        plain = [i for i, found in enumerate(keys) if key in found]
+        nested = [i for i, found in enumerate(parents) if key in found]
+        below = sorted({k for i in nested for k in keys[i] if k.startswith(key + ".")})
+        mapping = f"a mapping ({', '.join(below[:3])}{', ...' if len(below) > 3 else ''})"
+        odd, usual = (plain, nested) if len(plain) <= len(nested) else (nested, plain)
+        for i in odd:
+            mine = f"the plain value {flats[i][key]!r}" if i in plain else mapping
+            theirs = mapping if i in plain else "a plain value"
+            conflicts.setdefault(i, f"its config has another shape: `{key}` is {mine} where {len(usual)} other "
+                                    f"job{'s' * (len(usual) != 1)} have {theirs}")
+    return conflicts
 
 
 def job_overrides(run_dir: Path) -> list[str]:

@@ -15,7 +15,9 @@ def natural_key(label: object) -> tuple[int, float, str]:
     try:
         return (0, float(label), "")
     except (TypeError, ValueError):
-        return (1, 0.0, str(label))
+        text = str(label)
+        # a list's JSON text: a shorter list first ("[1, 2]" before "[1, 2, 3]", which plain text reverses)
+        return (1, 0.0, text.replace("]", " ") if text.startswith("[") else text)
 
 
 def natural_sorted(labels: Iterable[object]) -> list[object]:

@@ -22,7 +22,7 @@ import pyarrow.parquet as pq
 from omegaconf.errors import OmegaConfBaseException
 from yaml import YAMLError
 
-from analysis.data.config import config_source, job_config
+from analysis.data.config import config_source, flat_config, shape_conflicts, with_aliases
 from analysis.data.labels import natural_key
 from analysis.data.schema import schema_problem, value_problems
 
@@ -72,6 +72,7 @@ class Tables:
     steps: pd.DataFrame
     eval: pd.DataFrame
     skipped: list[Skipped] = field(default_factory=list)
+    own: dict[str, tuple[str, ...]] = field(default_factory=dict)  # each table's own columns, not its config
 
     @property
     def config_columns(self) -> list[str]:
@@ -120,12 +121,13 @@ def load(
     found_jobs = find_jobs(root)
     if not found_jobs:
         raise NoRunsError(f"no grpo-lab runs in {root}: no folder with run.json, .hydra or table parts")
-    for run_dir in found_jobs:
-        name = run_dir.relative_to(root).as_posix() if run_dir != root else root.name
+    names = [run_dir.relative_to(root).as_posix() if run_dir != root else root.name for run_dir in found_jobs]
+    records = _job_records(found_jobs, names)
+    for run_dir, name, record in zip(found_jobs, names, records):
+        if isinstance(record, str):
+            _skip(skipped, name, record)
+            continue
         try:
-            job = _read_job(run_dir, name, skipped)
-            if job is None:
-                continue
             found = {t: _read_parts(run_dir / t, wanted[t], f"{name}/{t}", skipped) for t in tables}
         except Exception as err:  # noqa: BLE001 - one bad job must not stop the report for the others
             _skip(skipped, name, f"unreadable ({type(err).__name__}: {err})")
@@ -136,17 +138,22 @@ def load(
         if config_source(run_dir) is None:  # never an arm of its own with every config column empty
             _skip(skipped, name, "no config (.hydra/config.yaml or config.json): its arm cannot be told")
             continue
-        jobs.append(job)
+        jobs.append(record)
         for t, table in found.items():
             if table is not None:
                 pieces[t].append(_tag(table, len(jobs) - 1))
+    for entry, reason in other_entries(root, found_jobs):
+        _skip(skipped, entry, reason)
     if not jobs:
         reasons = "; ".join(f"{s.name}: {s.reason}" for s in skipped[:3])
         raise NoRunsError(f"no usable job in {root}: {len(found_jobs)} found, every one skipped ({reasons})")
-    jobs_frame = pd.DataFrame(jobs, columns=list(JOB_META) if not jobs else None)
+    # object columns: a config value keeps its type (max_steps 8, not 8.0 beside a job that lacks it)
+    jobs_frame = pd.DataFrame(jobs, dtype=object)
     jobs_frame = jobs_frame[[*JOB_META, *(c for c in jobs_frame.columns if c not in JOB_META)]]
     frames = {t: _to_frame(pieces.get(t, []), wanted[t], jobs_frame) for t in TABLES}
-    return Tables(root=root, jobs=jobs_frame, skipped=skipped, **frames)
+    own = {t: tuple(c for c in frame.columns if c != "job" and (c not in jobs_frame or c in _read_columns(pieces[t])))
+           for t, frame in frames.items() if t in pieces}
+    return Tables(root=root, jobs=jobs_frame, skipped=skipped, own=own, **frames)
 
 
 def _skip(skipped: list[Skipped], name: str, reason: str, stacklevel: int = 3) -> None:
@@ -154,22 +161,61 @@ def _skip(skipped: list[Skipped], name: str, reason: str, stacklevel: int = 3) -
     warnings.warn(f"skipped {name}: {reason}", SkippedWarning, stacklevel=stacklevel)
 
 
-def _read_job(run_dir: Path, name: str, skipped: list[Skipped]) -> dict | None:
-    """The job's status and config as one row, or None (recorded as skipped) if it cannot be used."""
-    try:
-        status = _read_status(run_dir)
-        config = job_config(run_dir)
-    except (OSError, ValueError, YAMLError, OmegaConfBaseException) as err:
-        _skip(skipped, name, f"unreadable run.json or config ({err})")
-        return None
-    if not isinstance(status, dict):
-        _skip(skipped, name, f"run.json is not a JSON object (a {type(status).__name__})")
-        return None
-    if status.get("status") == "failed":
-        _skip(skipped, name, f"failed ({status.get('error') or 'no error recorded'})")
-        return None
-    return {**config, "job": name, "path": str(run_dir), "status": status.get("status", "unknown"),
-            "machine": status.get("machine"), "device": status.get("device")}
+def _job_records(run_dirs: Sequence[Path], names: Sequence[str]) -> list[dict | str]:
+    """Each job's row (status and config, aliases added), or why it cannot be used: unreadable, failed,
+    a copy of a job read before it (the same run id: `0.bak` beside `0`), or a config of another shape
+    than the other jobs' (`shape_conflicts`)."""
+    records: list[tuple[dict, dict] | str] = []
+    first_of: dict[str, str] = {}  # run id -> the job read under it
+    for run_dir, name in zip(run_dirs, names):
+        try:
+            status, flat = _read_status(run_dir), flat_config(run_dir)
+        except (OSError, ValueError, YAMLError, OmegaConfBaseException) as err:
+            records.append(f"unreadable run.json or config ({err})")
+            continue
+        if not isinstance(status, dict):
+            records.append(f"run.json is not a JSON object (a {type(status).__name__})")
+            continue
+        run_id = status.get("run_id")
+        if isinstance(run_id, str) and run_id in first_of:
+            records.append(f"a copy of job {first_of[run_id]} (the same run id, {run_id}, in its run.json): "
+                           "each run counts once")
+            continue
+        if isinstance(run_id, str):
+            first_of[run_id] = name
+        if status.get("status") == "failed":
+            records.append(f"failed ({status.get('error') or 'no error recorded'})")
+            continue
+        records.append((status, flat))
+    usable = [i for i, record in enumerate(records) if not isinstance(record, str)]
+    odd = shape_conflicts([records[i][1] for i in usable])  # type: ignore[index]
+    out: list[dict | str] = []
+    for i, (record, run_dir, name) in enumerate(zip(records, run_dirs, names)):
+        if isinstance(record, str):
+            out.append(record)
+        elif usable.index(i) in odd:
+            out.append(odd[usable.index(i)])
+        else:
+            status, flat = record
+            out.append({**with_aliases(flat, run_dir), "job": name, "path": str(run_dir),
+                        "status": status.get("status", "unknown"), "machine": status.get("machine"),
+                        "device": status.get("device")})
+    return out
+
+
+def other_entries(root: Path, jobs: Sequence[Path]) -> list[tuple[str, str]]:
+    """What else a sweep folder holds, each with why it is not read: everything but its jobs, Hydra's
+    `multirun.yaml`, the report folder and hidden entries (launchers' state, a report being built)."""
+    if jobs == [root]:
+        return []
+    known = {*(p.name for p in jobs), "multirun.yaml", "report"}
+    out = []
+    for entry in sorted(root.iterdir(), key=lambda p: natural_key(p.name)):
+        if entry.name in known or entry.name.startswith("."):
+            continue
+        out.append((entry.name, "not a run (no run.json, .hydra or table parts)" if entry.is_dir()
+                    else "not a run folder (a file)"))
+    return out
 
 
 def _read_status(run_dir: Path) -> dict:
@@ -220,6 +266,10 @@ def _read_part(path: Path, columns: Sequence[str] | None, dictionary: Sequence[s
             raise BrokenContract(problem)
         # a part holds one step: too small for reader threads to pay for themselves
         return file.read(columns=present_columns, use_threads=False)
+
+
+def _read_columns(pieces: list[pa.Table]) -> set[str]:
+    return {name for piece in pieces for name in piece.column_names}
 
 
 def _tag(table: pa.Table, job_index: int) -> pa.Table:

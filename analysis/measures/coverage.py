@@ -17,12 +17,13 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from analysis.data.arms import DEFAULT_ARM, value_text
 from analysis.data.labels import sort_naturally
 from analysis.stats.at_k import pass_at_k
 from analysis.stats.intervals import bootstrap_counts
 
 
-def prompt_curves(eval: pd.DataFrame, by: Sequence[str] = ("sampler",)) -> pd.DataFrame:
+def prompt_curves(eval: pd.DataFrame, by: Sequence[str] = (DEFAULT_ARM,)) -> pd.DataFrame:
     """pass@k of each prompt for k = 1..n (the fewest samples any prompt has at either checkpoint), base
     and trained, averaged over each arm's jobs. Long frame: *by, prompt_id, difficulty, model, k, pass."""
     step = eval["step"].to_numpy()
@@ -31,7 +32,9 @@ def prompt_curves(eval: pd.DataFrame, by: Sequence[str] = ("sampler",)) -> pd.Da
     rows = eval.assign(model=model)[model != None]  # noqa: E711 (elementwise)
     rows = rows[rows.groupby("job", observed=True)["step"].transform("max") > 0]  # jobs that trained
     keys = [*by, "job", "prompt_id", "difficulty", "model"]
-    counts = rows.astype({k: str for k in keys}).groupby(keys, observed=True)["correct"].agg(n="size", c="sum")
+    # every key as text, an arm's values as the report names them (a null one is "null", never dropped)
+    rows = rows.assign(**{k: rows[k].map(value_text) if k in by else rows[k].astype(str) for k in keys})
+    counts = rows.groupby(keys, observed=True)["correct"].agg(n="size", c="sum")
     counts = counts.reset_index()
     n_max = int(counts["n"].min())
     ks = np.arange(1, n_max + 1)  # (K,)
@@ -42,7 +45,7 @@ def prompt_curves(eval: pd.DataFrame, by: Sequence[str] = ("sampler",)) -> pd.Da
     return per_prompt.stack().rename("pass").reset_index()
 
 
-def coverage(eval: pd.DataFrame, by: Sequence[str] = ("sampler",), n_boot: int = 1000, level: float = 0.95,
+def coverage(eval: pd.DataFrame, by: Sequence[str] = (DEFAULT_ARM,), n_boot: int = 1000, level: float = 0.95,
              seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(curves, crossings).
 

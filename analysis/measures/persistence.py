@@ -17,6 +17,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from analysis.data.arms import DEFAULT_ARM
 from analysis.data.codes import dense_ranks, stable_order, text_codes
 from analysis.data.labels import sort_naturally
 from analysis.stats.intervals import cluster_ratio_cis
@@ -53,13 +54,13 @@ def transitions(visit: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     return now, now + 1
 
 
-def persistence(groups: pd.DataFrame, by: Sequence[str] = ("sampler",), n_boot: int = 1000, level: float = 0.95,
+def persistence(groups: pd.DataFrame, by: Sequence[str] = (DEFAULT_ARM,), n_boot: int = 1000, level: float = 0.95,
                 seed: int = 0) -> pd.DataFrame:
     """By *by, difficulty ("all" too) and the kind of a visit: pairs (a visit and the prompt's next),
     prompts, tied_again_frac (the next visit tied either way), same_kind_frac (tied the same way),
     mixed_frac (the next visit mixed), the interval of tied_again_frac (ci_low, ci_high), and the
-    mean samples of a visit. Keys are shown as text, as `astype(str)` gives them; pairs whose key is
-    missing are left out."""
+    mean samples of a visit. Keys are shown as text, as `value_text` names them (a missing value is
+    "null", a cell of its own)."""
     keys = [*by, "difficulty", "kind"]
     visit = visits(groups)
     now, nxt = transitions(visit)
@@ -74,12 +75,11 @@ def persistence(groups: pd.DataFrame, by: Sequence[str] = ("sampler",), n_boot: 
     pooled = codes[:-1] + [np.full(len(now), list(labels[-1]).index("all"))]
     kind, next_kind = visit["kind"][now], visit["kind"][nxt]
     cell_codes = [np.r_[a, b] for a, b in zip(codes, pooled)] + [np.r_[kind, kind]]  # each pair twice
-    keep = np.all([c >= 0 for c in cell_codes], axis=0)  # as a group-by drops missing keys
-    cell, cell_keys = _combine([c[keep] for c in cell_codes])
-    tied = (np.r_[next_kind, next_kind] != 2)[keep]
-    same = (np.r_[next_kind, next_kind] == np.r_[kind, kind])[keep]
-    samples = np.r_[visit["samples"][now], visit["samples"][now]][keep]
-    prompt = np.r_[visit["prompt"][now], visit["prompt"][now]][keep]
+    cell, cell_keys = _combine(cell_codes)
+    tied = np.r_[next_kind, next_kind] != 2
+    same = np.r_[next_kind, next_kind] == np.r_[kind, kind]
+    samples = np.r_[visit["samples"][now], visit["samples"][now]]
+    prompt = np.r_[visit["prompt"][now], visit["prompt"][now]]
     n = len(cell_keys)
     pairs = np.bincount(cell, minlength=n)
     width = prompt.max(initial=0) + 1

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from analysis.data.arms import job_arms
+from analysis.data.arms import iter_arms, job_arms
 from analysis.data.labels import sort_naturally
 
 RECORDED = "recorded"  # n_informative read from the groups table
@@ -162,3 +162,25 @@ def tokens_per_sample(groups: pd.DataFrame, arm: Sequence[str]) -> pd.Series:
     sums = per_job.groupby(list(arm), observed=True)[["samples_total", "tokens_total"]].sum()
     return sums["tokens_total"] / sums["samples_total"]
 
+
+
+BUDGET_TOLERANCE = 0.05  # arms whose samples (or tokens) per job differ by more than this are not at one budget
+
+
+def budgets_per_arm(groups: pd.DataFrame, arm: Sequence[str]) -> pd.DataFrame:
+    """Per arm (`arm_label`), the mean samples and tokens its jobs drew in all (jobs, samples, tokens)."""
+    per_job = groups.groupby("job", observed=True)[["samples_total", "tokens_total"]].max().join(job_arms(groups, arm))
+    rows = [{"arm": label, "jobs": len(part), "samples": part["samples_total"].astype(float).mean(),
+             "tokens": part["tokens_total"].astype(float).mean()} for label, part in iter_arms(per_job, arm)]
+    return pd.DataFrame(rows, columns=["arm", "jobs", "samples", "tokens"])
+
+
+def unequal_budgets(budgets: pd.DataFrame, tolerance: float = BUDGET_TOLERANCE) -> dict[str, float]:
+    """{"samples": ratio, "tokens": ratio} for each unit whose largest arm mean exceeds the smallest by
+    more than `tolerance` (relative); {} when the arms drew alike."""
+    out = {}
+    for unit in ("samples", "tokens"):
+        low, high = budgets[unit].min(), budgets[unit].max()
+        if len(budgets) > 1 and low > 0 and high > low * (1 + tolerance):
+            out[unit] = float(high / low)
+    return out

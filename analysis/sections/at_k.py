@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
+from analysis.data.arms import value_text
 from analysis.data.checkpoints import BASE, FINAL, checkpoint_rank, job_checkpoints
 from analysis.data.labels import sort_naturally
 from analysis.data.load import Tables
@@ -84,7 +85,8 @@ def job_checkpoints_table(tables: Tables, arm: Sequence[str]) -> pd.DataFrame:
         evaluated_steps=("step", lambda s: ", ".join(map(str, sorted(s.astype(int))))),
         final_step=("step", "max"))
     keys = [k for k in (*arm, "seed") if k in tables.jobs.columns]
-    out = tables.jobs.assign(job=tables.jobs["job"].astype(str))[["job", *dict.fromkeys(keys)]]
+    out = tables.jobs.assign(job=tables.jobs["job"].astype(str), **{k: tables.jobs[k].map(value_text) for k in keys})
+    out = out[["job", *dict.fromkeys(keys)]]
     out = out.join(per_job, on="job", how="inner")
     groups = tables.groups
     if groups.empty:

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from analysis.data.arms import arm_name, short_label, value_text
 from analysis.data.load import Tables
 from analysis.measures.coverage import coverage
 from analysis.render import markdown
@@ -41,7 +42,7 @@ def base_and_trained(eval: pd.DataFrame) -> bool:
     return bool(((steps["min"] == 0) & (steps["max"] > 0)).any())
 
 
-def describe(curves: pd.DataFrame, crossings: pd.DataFrame, by: Sequence[str] = ("sampler",),
+def describe(curves: pd.DataFrame, crossings: pd.DataFrame, by: Sequence[str],
              shown_ks: Sequence[int] = (1, 4, 16, 64)) -> str:
     """The section's markdown, findings in words, from `coverage(eval, by)`'s curves and crossings."""
     lines = ["## Coverage after RL", "",
@@ -49,30 +50,27 @@ def describe(curves: pd.DataFrame, crossings: pd.DataFrame, by: Sequence[str] = 
              "prompts, for k up to the eval's n (Yue et al. 2025 ask whether RL's pass@1 gain holds at large k). "
              "`gain` = trained - base with a 95% bootstrap interval over prompts; the curves cross at the "
              "smallest k where the base model is ahead.", ""]
-    shown_arms = crossings[crossings["difficulty"] == "all"]
-    # arm keys are config keys ("algo.lr"): read by name, never as attributes of a row
-    for values, row in zip(shown_arms[list(by)].to_dict("records"), shown_arms.itertuples(index=False)):
-        arm = ", ".join(f"{k}={v}" for k, v in values.items())
-        if row.gain_at_1 <= 0:
-            text = f"the trained model is not ahead at k = 1 (gain {row.gain_at_1:+.3f})"
-        elif np.isnan(row.cross_k):
-            text = f"the trained model stays ahead up to k = {row.n} (gain at 1 {row.gain_at_1:+.3f})"
+    for _, row in crossings[crossings["difficulty"] == "all"].iterrows():  # by key: a key may be "algo.lr"
+        if row["gain_at_1"] <= 0:
+            text = f"the trained model is not ahead at k = 1 (gain {row['gain_at_1']:+.3f})"
+        elif np.isnan(row["cross_k"]):
+            text = f"the trained model stays ahead up to k = {row['n']} (gain at 1 {row['gain_at_1']:+.3f})"
         else:
-            text = (f"the base model overtakes it at k = {row.cross_k:g} (95% CI {_k(row.cross_low)}–"
-                    f"{_k(row.cross_high)}; gain at 1 {row.gain_at_1:+.3f})")
-        lines.append(f"- {arm}: {text}.")
+            text = (f"the base model overtakes it at k = {row['cross_k']:g} (95% CI {_k(row['cross_low'])}–"
+                    f"{_k(row['cross_high'])}; gain at 1 {row['gain_at_1']:+.3f})")
+        lines.append(f"- {arm_name(row, by)}: {text}.")
     shown = curves[curves["k"].isin([k for k in shown_ks if k <= curves["k"].max()] + [int(curves["k"].max())])]
     return "\n".join(lines) + "\n\n" + markdown.table(crossings) + "\n\n" + markdown.table(shown)
 
 
-def sentence(curves: pd.DataFrame, crossings: pd.DataFrame, by: Sequence[str] = ("sampler",)) -> str:
+def sentence(curves: pd.DataFrame, crossings: pd.DataFrame, by: Sequence[str]) -> str:
     """Coverage after RL in one Findings line, all held-out prompts pooled: per arm the trained model's
     gain over the base at k = 1 with its interval, and where (if anywhere up to n) the base overtakes it."""
     at_1 = curves[(curves["difficulty"] == "all") & (curves["k"] == curves["k"].min())]
     parts = []
     for _, row in crossings[crossings["difficulty"] == "all"].iterrows():
-        arm = ", ".join(str(row[k]) for k in by)
-        match = (at_1[list(by)].astype(str) == [str(row[k]) for k in by]).all(axis=1)
+        arm = short_label(arm_name(row, by))
+        match = (at_1[list(by)].map(value_text) == [value_text(row[k]) for k in by]).all(axis=1)
         gain = at_1[match].iloc[0]
         text = f"{arm} {gain['gain']:+.3f} [{gain['gain_low']:+.3f}, {gain['gain_high']:+.3f}] at k = 1"
         if row["gain_at_1"] <= 0:

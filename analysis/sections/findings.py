@@ -11,6 +11,7 @@ import pandas as pd
 
 from analysis.data.arms import short_label
 from analysis.measures.ranking import RANKED_METRICS
+from analysis.measures.spend import BUDGET_TOLERANCE, unequal_budgets
 from analysis.render.markdown import cell
 from analysis.sections.section import Section
 from analysis.stats.seeds import ALPHA, detectable
@@ -51,18 +52,33 @@ def _power(row: pd.Series) -> str:
 
 
 def section(tests: pd.DataFrame, calibration: dict, unit_weight: str, ranked: Sequence[str] = (),
-            coverage: str | None = None) -> Section:
+            coverage: str | None = None, first: Sequence[str] = ()) -> Section:
     """The Findings section (see `findings`)."""
-    return Section(text=findings(tests, calibration, unit_weight, ranked, coverage))
+    return Section(text=findings(tests, calibration, unit_weight, ranked, coverage, first))
+
+
+def budget_warning(budgets: pd.DataFrame) -> str | None:
+    """The Findings' first line where arms drew unequal budgets per job (`budgets_per_arm`), with the
+    numbers, and which comparisons are therefore not at an equal budget; None when they drew alike."""
+    ratios = unequal_budgets(budgets)
+    if not ratios:
+        return None
+    parts = [f"{unit} per job {', '.join(f'{short_label(a)} {cell(v, 4)}' for a, v in zip(budgets['arm'], budgets[unit]))}"
+             f" ({ratios[unit]:.2f}x)" for unit in ("samples", "tokens") if unit in ratios]
+    return (f"**Unequal budgets**: the arms drew different amounts, {'; '.join(parts)}, more than "
+            f"{BUDGET_TOLERANCE:.0%} apart. The comparisons below made at the end of each job's budget (wasted_frac, "
+            "tie_frac, held-out at final) are therefore not at an equal budget; the held-out comparisons at aligned "
+            "checkpoints (Held-out results, aligned by samples drawn) are. `max_samples` ends every job at one budget.")
 
 
 def findings(tests: pd.DataFrame, calibration: dict, unit_weight: str, ranked: Sequence[str] = (),
-             coverage: str | None = None) -> str:
+             coverage: str | None = None, first: Sequence[str] = ()) -> str:
     """The Findings section from the family of tests (`tests`, with p_holm), the overall first-round
     tie calibration (a `tie_frac` row as a dict), and, where a study has more than two arms, its
     rankings in words (`ranked`: they take the place of one sentence per pair, and the other tests are
-    counted), and the coverage-after-RL sentence."""
-    lines: list[str] = []
+    counted), and the coverage-after-RL sentence; `first`: lines said before all of them (what limits
+    every comparison: unequal budgets, mixed code versions)."""
+    lines: list[str] = list(first)
     if ranked:
         lines += ranked
         rest = tests[~tests["metric"].isin(RANKED_METRICS)]
@@ -92,7 +108,7 @@ def findings(tests: pd.DataFrame, calibration: dict, unit_weight: str, ranked: S
             "bootstrap; the prediction assumes pass rates constant within a step window)"
             + (": no detectable difference." if calibration["diff_ci_low"] <= 0 <= calibration["diff_ci_high"]
                else "."))
-    if not lines:
+    if len(lines) == len(first):
         lines.append("Only one arm and no tie prediction: nothing to compare.")
     return "\n".join(["## Findings", "",
                       "Generated from the tables below; b − a, at the end of each job's sample budget. Informative "

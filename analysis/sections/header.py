@@ -18,5 +18,6 @@ def section(tables: Tables, ctx: Context) -> Section:
         f"# Report: {experiment_name(ctx.root, jobs)}", "",
         f"{compared}; {len(jobs)} job{'s' * (len(jobs) != 1)} ({seeds} seed{'s' * (seeds != 1)} per "
         "arm). Findings first; the "
-        "command, code, packages, machine and config are in the collapsed block below them.",
+        "command, code, packages and machine are in the collapsed block below them; every test, the wall times, "
+        "the resolved config and the longer sections are on the second page, [DETAILS.md](DETAILS.md).",
     ]))

@@ -3,7 +3,7 @@ skipped or failed; what is not marked done."""
 
 from __future__ import annotations
 
-from analysis.data.arms import varying_keys
+from analysis.data.arms import value_text, varying_keys
 from analysis.data.labels import natural_sorted
 from analysis.data.load import Tables
 from analysis.render.writer import Files
@@ -20,8 +20,8 @@ def section(tables: Tables) -> Section:
     if "truncated" in tables.groups:  # samples cut at max_new_tokens (runs before the column have none counted)
         cut = tables.groups.groupby("job", observed=True)["truncated"].sum()
         rows["truncated"] = jobs["job"].map(cut).fillna(0).astype(int)
-    listing = jobs[["job", "status", *varying]].assign(**rows)
-    vary = [f"- `{k}`: {', '.join(map(str, natural_sorted(jobs[k].astype(str).unique())))}" for k in varying]
+    listing = jobs[["job", "status", *varying]].assign(**rows, **{k: jobs[k].map(value_text) for k in varying})
+    vary = [f"- `{k}`: {', '.join(natural_sorted(jobs[k].map(value_text).unique()))}" for k in varying]
     skipped = [f"- `{s.name}`: {s.reason}" for s in tables.skipped]
     unfinished = [f"- `{j}`: status {s}" for j, s in zip(jobs["job"], jobs["status"]) if s != "done"]
     return Section(text="\n".join([

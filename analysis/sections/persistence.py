@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
+from analysis.data.arms import arm_name
 from analysis.data.load import Tables
 from analysis.measures.persistence import persistence
 from analysis.render import markdown
@@ -23,7 +24,7 @@ def section(tables: Tables, ctx: Context) -> Section | None:
     return Section(text=f"{describe(table, arm)}\n\nAs CSV: {files.csv('persistence', table)}", files=files)
 
 
-def describe(table: pd.DataFrame, by: Sequence[str] = ("sampler",)) -> str:
+def describe(table: pd.DataFrame, by: Sequence[str]) -> str:
     """The section's markdown from `persistence(groups, by)`."""
     tied = table[(table["kind"] != "mixed") & (table["difficulty"] == "all")]
     lines = ["## Tie persistence", "",
@@ -31,12 +32,10 @@ def describe(table: pd.DataFrame, by: Sequence[str] = ("sampler",)) -> str:
              "`tied_again_frac` were tied again at their next visit (either way; `same_kind_frac`: the same way) "
              "and `mixed_frac` became mixed. 95% intervals bootstrap over prompts. GRESO (Zheng et al. 2025) "
              "reports over 90% persistence on its data; skipping tied prompts pays only where it is high.", ""]
-    shown_arms = tied
-    # arm keys are config keys ("algo.lr"): read by name, never as attributes of a row
-    for values, row in zip(shown_arms[list(by)].to_dict("records"), shown_arms.itertuples(index=False)):
-        arm = ", ".join(f"{k}={v}" for k, v in values.items())
-        lines.append(f"- {arm}: {row.kind} visits were tied again at the next visit in {row.tied_again_frac:.1%} "
-                     f"of {row.pairs} cases (95% CI {row.ci_low:.1%}–{row.ci_high:.1%}, {row.prompts} prompts).")
+    for _, row in tied.iterrows():  # by key, never as attributes: a key may be "algo.lr"
+        lines.append(f"- {arm_name(row, by)}: {row['kind']} visits were tied again at the next visit in "
+                     f"{row['tied_again_frac']:.1%} of {row['pairs']} cases (95% CI {row['ci_low']:.1%}–"
+                     f"{row['ci_high']:.1%}, {row['prompts']} prompts).")
     shown = [*by, "difficulty", "kind", "pairs", "prompts", "tied_again_frac", "ci_low", "ci_high", "same_kind_frac",
              "mixed_frac", "samples_per_visit"]
     return "\n".join(lines) + "\n\n" + markdown.table(table[shown])

@@ -6,20 +6,21 @@ to the report, so a report copied off a cluster names no machine's folders."""
 from __future__ import annotations
 
 import os
+import subprocess
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 
 import pandas as pd
 
-from analysis.data.arms import varying_keys
+from analysis.data.arms import value_text, varying_keys
 from analysis.data.config import ALIASES
 from analysis.data.labels import natural_sorted
 from analysis.data.load import Tables
 from analysis.data.records import run_records
 from analysis.render import markdown
 from analysis.render.writer import relative
-from analysis.sections.section import Context, Section
+from analysis.sections.section import DETAILS, Context, Section
 
 # keys the entry point sets at run time: Hydra's config.yaml holds a placeholder for them
 RUNTIME = {"out_dir": "each job's own folder (the entry point sets it to Hydra's output directory)"}
@@ -40,7 +41,7 @@ def wall_times(jobs: pd.DataFrame, arm: Sequence[str]) -> pd.DataFrame:
     to finish, so a resumed job's time includes the pause)."""
     records = run_records(jobs)
     keys = [k for k in dict.fromkeys([*arm, "seed"]) if k in jobs]
-    out = jobs[["job", *keys, "status"]].copy()
+    out = jobs[["job", *keys, "status"]].assign(**{k: jobs[k].map(value_text) for k in keys})
     out["started"] = [r.get("started") for r in records]
     out["finished"] = [r.get("finished") for r in records]
     out["wall_time"] = [_duration(r.get("started"), r.get("finished")) for r in records]
@@ -63,15 +64,16 @@ def _machine(record: dict) -> str:
     return f"{record.get('machine') or 'not recorded'} (device {record.get('device') or 'unknown'})"
 
 
-def _value(value: object, root: Path, report_dir: Path) -> str:
-    """A config value for the report: an absolute path shown relative to the report."""
-    text = str(value)
+def _value(value: object, report_dir: Path) -> str:
+    """A config value for the report (`value_text`): an absolute path shown relative to the report."""
+    text = value_text(value)
     return relative(text, report_dir) if os.path.isabs(text) and not text.startswith("//") else text
 
 
 def section(tables: Tables, ctx: Context, command: str | None) -> Section:
-    """The collapsed block under the findings: command, source, jobs, code, packages, machines,
-    wall times and the resolved config. `command`: the command that produced the runs, if known."""
+    """The collapsed block under the findings: command, source, jobs, code, packages, machines and the arms;
+    wall times and the resolved config are on the details page (`details`). `command`: the command that
+    produced the runs, if known."""
     return Section(text=provenance(tables, ctx.arm, ctx.out, command))
 
 
@@ -79,31 +81,101 @@ def provenance(tables: Tables, arm: Sequence[str], report_dir: Path, command: st
     """The provenance block's markdown (paths relative to `report_dir`)."""
     jobs = tables.jobs
     records = run_records(jobs)
+    packages = [f"{name} {_count([str(r.get(key) or 'not recorded') for r in records])}"
+                for key, name in PACKAGES.items()]
+    return "\n".join([
+        "<details>", "<summary>Config and provenance (command, code, packages, machine)</summary>", "",
+        f"- Command: `{command}`" if command else "- Command: not recorded (no multirun.yaml or .hydra/hydra.yaml)",
+        f"- Source: `{relative(tables.root, report_dir)}` (relative to this report)",
+        f"- Jobs: {len(jobs)} loaded, {len(tables.skipped)} jobs or parts skipped (listed under Jobs, "
+        f"[{DETAILS}]({DETAILS}))",
+        f"- Code: git {_count([_git(r) for r in records])}",
+        f"- Packages: {', '.join(packages)}",
+        f"- Machine: {_count([_machine(r) for r in records])}",
+        (f"- Arms are told apart by: {', '.join(f'`{k}`' for k in arm) or '–'} (seeds are replicates)"
+         if len(jobs) > 1 else "- Arms: one job, nothing to compare"),
+        f"- Wall time per job and the resolved config: [{DETAILS}]({DETAILS})", "",
+        "</details>",
+    ])
+
+
+def details(tables: Tables, ctx: Context) -> Section:
+    """The details page's provenance: wall time per job, the config keys that vary and those that do not."""
+    jobs, report_dir = tables.jobs, ctx.out
     varying = varying_keys(jobs, tables.config_columns)
     shown_as_alias = {source for alias in varying for source in ALIASES.get(alias, ())}
     fixed = [k for k in tables.config_columns if k not in varying and k not in shown_as_alias
              and k not in ALIASES and jobs[k].notna().any()]  # an alias repeats its key
-    packages = [f"{name} {_count([str(r.get(key) or 'not recorded') for r in records])}"
-                for key, name in PACKAGES.items()]
-    times = wall_times(jobs, arm)
-    vary = [f"- `{k}`: {', '.join(_value(v, tables.root, report_dir) for v in natural_sorted(jobs[k].astype(str).unique()))}"
+    vary = [f"- `{k}`: {', '.join(_value(v, report_dir) for v in natural_sorted(jobs[k].map(value_text).unique()))}"
             for k in varying]
-    constant = pd.DataFrame({"key": fixed, "value": [RUNTIME.get(k) or _value(jobs[k].dropna().iloc[0], tables.root,
-                                                                              report_dir) for k in fixed]})
-    return "\n".join([
-        "<details>", "<summary>Config and provenance (command, code, packages, machine, wall time, resolved "
-        "config)</summary>", "",
-        f"- Command: `{command}`" if command else "- Command: not recorded (no multirun.yaml or .hydra/hydra.yaml)",
-        f"- Source: `{relative(tables.root, report_dir)}` (relative to this report)",
-        f"- Jobs: {len(jobs)} loaded, {len(tables.skipped)} jobs or parts skipped (listed under Jobs)",
-        f"- Code: git {_count([_git(r) for r in records])}",
-        f"- Packages: {', '.join(packages)}",
-        f"- Machine: {_count([_machine(r) for r in records])}",
-        f"- Arms are told apart by: {', '.join(f'`{k}`' for k in arm) or '–'} (seeds are replicates)", "",
+    constant = pd.DataFrame({"key": fixed, "value": [RUNTIME.get(k) or _value(jobs[k].dropna().iloc[0], report_dir)
+                                                     for k in fixed]})
+    return Section(text="\n".join([
+        "## Config and provenance", "",
         "Wall time per job (from its first start to its finish, in run.json):", "",
-        markdown.table(times), "",
+        markdown.table(wall_times(jobs, ctx.arm)), "",
         "Config keys that vary across jobs:", "", *(vary or ["None: every job has the same config."]), "",
         f"Config keys that do not vary ({len(fixed)}):", "",
-        markdown.table(constant) if fixed else "None.", "",
-        "</details>",
-    ])
+        markdown.table(constant) if fixed else "None.",
+    ]))
+
+
+# where a change cannot alter what a job computes (the report is rebuilt by the code at hand anyway)
+NOT_RUN = ("analysis/", "docs/", "tests/", "benchmarks/", "reports/", "fixtures/", ".github/")
+CODE = Path(__file__).resolve().parents[2]  # the checkout this analysis runs from, which may hold both commits
+
+
+def mixed_code(tables: Tables, report_dir: Path) -> str | None:
+    """The Findings' line for a sweep whose jobs ran more than one commit: which jobs ran which, and
+    whether anything that changed between the commits can touch the numbers (from `git diff` in this
+    checkout, where it holds them); None when every job ran one commit (or none recorded one)."""
+    by_commit: dict[str, list[str]] = {}
+    dirty = False
+    for job, record in zip(tables.jobs["job"], run_records(tables.jobs)):
+        git = record.get("git")
+        if isinstance(git, dict) and git.get("commit"):
+            by_commit.setdefault(str(git["commit"]), []).append(str(job))
+            dirty |= bool(git.get("dirty"))
+    if len(by_commit) < 2:
+        return None
+    ran = "; ".join(f"`{commit[:12]}` ran job{'s' * (len(jobs) > 1)} {_jobs_text(jobs)}"
+                    for commit, jobs in by_commit.items())
+    return f"**{len(by_commit)} code versions in one sweep**: {ran}. {_changes(list(by_commit), dirty)}"
+
+
+def _changes(commits: list[str], dirty: bool) -> str:
+    """What changed between the commits, as it bears on the numbers."""
+    changed: set[str] = set()
+    for other in commits[1:]:
+        out = subprocess.run(["git", "-C", str(CODE), "diff", "--name-only", commits[0], other], capture_output=True,
+                             text=True)
+        if out.returncode:
+            return ("Whether anything that changed between them touches the numbers cannot be told here (this "
+                    "checkout does not hold both commits): rebuild the sweep from one version, or compare with care.")
+        changed |= set(out.stdout.split())
+    runs = sorted(f for f in changed if not f.startswith(NOT_RUN) and not f.endswith(".md"))
+    uncommitted = " Some jobs ran with uncommitted changes, which no diff shows." if dirty else ""
+    if not runs:
+        return (f"Of the {len(changed)} files that differ between them none is run by a job (analysis, docs and "
+                f"tests only): the numbers are comparable.{uncommitted}")
+    shown = ", ".join(f"`{f}`" for f in runs[:8]) + (f" and {len(runs) - 8} more" if len(runs) > 8 else "")
+    return (f"{len(runs)} of the {len(changed)} files that differ between them are run by a job ({shown}): "
+            f"differences between jobs of different versions may come from the code, not the arms; rebuild the "
+            f"sweep from one version.{uncommitted}")
+
+
+def _jobs_text(jobs: Sequence[str]) -> str:
+    """Job names with runs of consecutive numbers as ranges: "0-9, 12, x"."""
+    out: list[str] = []
+    numbers = [int(j) for j in jobs if j.isdigit()]
+    start = prev = None
+    for n in sorted(numbers):
+        if prev is not None and n == prev + 1:
+            prev = n
+            continue
+        if start is not None:
+            out.append(f"{start}-{prev}" if prev != start else str(start))
+        start = prev = n
+    if start is not None:
+        out.append(f"{start}-{prev}" if prev != start else str(start))
+    return ", ".join(out + [j for j in jobs if not j.isdigit()])

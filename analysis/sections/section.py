@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from analysis.render.writer import Files
+from analysis.render.writer import DETAILS, Files  # noqa: F401 - DETAILS: the second page's name, for sections
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from analysis.data.arms import job_arms
+from analysis.data.config import ALIASES
 from analysis.data.load import Tables
 from analysis.measures.ties import ASSUMPTION, predict_ties, samples_by_window, tie_fractions, tie_rows
 from analysis.render import ties as figures
@@ -21,6 +22,19 @@ TIE_COLUMNS = ("difficulty", "group_size", "sampler", "groups", "prompts", "tie_
                "all_wrong_frac", "ci_low", "ci_high", "predicted_tie_frac", "observed_minus_predicted", "diff_ci_low",
                "diff_ci_high")
 STEP_WINDOWS = 10  # windows over training: points per line in the ties-over-steps figure
+
+
+def prediction_text(predicted: int, groups: int, window: int) -> str:
+    """What the prediction columns are, or in one line that there is none to show."""
+    if not predicted:
+        return (f"No prediction p^G + (1−p)^G: no prompt recurred within a {window}-step window of its job "
+                f"(0 of {groups} first-round groups have one), so the prediction columns are empty.")
+    return (f"`predicted_tie_frac` is the mean of p^G + (1−p)^G over groups, each prompt's term estimated from its "
+            f"first-round groups at the other steps of the same job within {window}-step windows. It assumes "
+            f"{ASSUMPTION}. `observed_minus_predicted` is tie_frac − predicted over the groups that have a "
+            f"prediction ({predicted} of {groups} first-round groups). A prompt seen at exactly two steps of a "
+            "window adds nothing to the mean gap (each of its groups predicts the other), so the check has power "
+            "only where prompts recur three times or more per window.")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -40,7 +54,8 @@ def section(tables: Tables, ctx: Context) -> Ties | None:
         return None
     files = Files()
     names = dict(ctx.names)
-    by = ["group_size", "sampler", *(k for k in arm if k not in ("group_size", "sampler"))]
+    split = ("group_size", "sampler", *ALIASES["group_size"], *ALIASES["sampler"])  # the first two columns say these
+    by = ["group_size", "sampler", *(k for k in arm if k not in split)]
     window = max(1, math.ceil((int(groups["step"].max()) + 1) / STEP_WINDOWS))
     seed = ["seed"] if "seed" in groups and "seed" not in arm else []
     used = ["job", "prompt_id", "difficulty", "step", "round", "group_size", "n_correct", "tie", "tie_kind",
@@ -78,12 +93,7 @@ def section(tables: Tables, ctx: Context) -> Ties | None:
         "would charge one arm for its own rule. Redraws are shown apart below. Intervals are 95% percentile "
         "bootstraps clustered by prompt (all groups of a prompt, in every job of the row, move together)."
         + pooled, "",
-        f"`predicted_tie_frac` is the mean of p^G + (1−p)^G over groups, each prompt's term estimated from its "
-        f"first-round groups at the other steps of the same job within {window}-step windows. It assumes "
-        f"{ASSUMPTION}. `observed_minus_predicted` is tie_frac − predicted over the groups that have a "
-        f"prediction ({int(predicted[first].notna().sum())} of {int(first.sum())} first-round groups). A prompt "
-        "seen at exactly two steps of a window adds nothing to the mean gap (each of its groups predicts the "
-        "other), so the check has power only where prompts recur three times or more per window.", "",
+        prediction_text(int(predicted[first].notna().sum()), int(first.sum()), window), "",
         "### First-round ties by difficulty", "",
         "Each bar is an arm's first-round groups at one difficulty, pooled over training: all-correct ties "
         "(solid) under all-wrong ties (hatched); the black bar is the 95% interval of their sum (the tie fraction) "

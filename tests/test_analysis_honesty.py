@@ -1,0 +1,96 @@
+"""Reports that say no more than their data allow (issue 23): unequal budgets named first in the
+Findings with the numbers, a sweep of two code versions named with what changed between them, a
+single job not told apart from anything, and no prediction text where nothing was predicted."""
+
+import json
+import subprocess
+import warnings
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from analysis.report import build_report
+from fixtures.synthetic import job_config, prompt_pool, write_sweep
+
+ROOT = Path(__file__).resolve().parent.parent
+PROMPTS = prompt_pool(levels=("1", "2"), per_level=6)
+
+
+def build(root: Path) -> str:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return build_report(root).read_text()
+
+
+def findings(text: str) -> list[str]:
+    return [line[2:] for line in text[text.index("## Findings"):text.index("<details>")].splitlines()
+            if line.startswith("- ")]
+
+
+def test_unequal_budgets_are_said_first_with_the_numbers(tmp_path):
+    configs = [job_config(s, group_size=4, seed=seed, max_steps=8, prompts_per_step=4, max_rounds=4)
+               for s in ("fixed", "resample_on_tie") for seed in (0, 1)]
+    root = write_sweep(tmp_path / "sweep", configs, PROMPTS)  # no max_samples: resampling draws more
+    first = findings(build(root))[0]
+    groups = pd.concat([pd.read_parquet(p).assign(job=p.parent.parent.name) for p in root.glob("*/groups/*.parquet")])
+    per_job = groups.groupby("job")["group_size"].sum()  # samples drawn, recounted from the rows
+    fixed, resample = per_job[["0", "1"]].mean(), per_job[["2", "3"]].mean()
+    assert resample > 1.05 * fixed
+    assert first.startswith(f"**Unequal budgets**: the arms drew different amounts, samples per job fixed {fixed:g}, "
+                            f"resample_on_tie {resample:g} ({resample / fixed:.2f}x)"), first
+    assert "not at an equal budget" in first and "aligned checkpoints" in first
+
+
+def test_equal_budgets_say_nothing(tmp_path):
+    configs = [job_config("fixed", group_size=4, seed=seed, max_steps=8, prompts_per_step=4) for seed in (0, 1)]
+    configs[1]["algo"]["beta"] = 0.0
+    root = write_sweep(tmp_path / "sweep", configs, PROMPTS)
+    assert not any("Unequal budgets" in line for line in findings(build(root)))
+
+
+def _commits() -> tuple[str, str] | None:
+    """(a commit whose change from its parent is docs only, one that changes grpo_lab/), from this history."""
+    log = subprocess.run(["git", "-C", str(ROOT), "log", "--format=%H", "-n", "200", "--no-merges"],
+                         capture_output=True, text=True)
+    docs = code = None
+    for commit in log.stdout.split():
+        files = subprocess.run(["git", "-C", str(ROOT), "diff", "--name-only", f"{commit}^", commit],
+                               capture_output=True, text=True).stdout.split()
+        if files and docs is None and all(f.startswith("docs/") or f.endswith(".md") for f in files):
+            docs = commit
+        if code is None and any(f.startswith("grpo_lab/") for f in files):
+            code = commit
+        if docs and code:
+            return docs, code
+    return None
+
+
+@pytest.mark.skipif(_commits() is None, reason="not a git checkout with both kinds of commit")
+def test_a_sweep_of_two_code_versions_says_which_jobs_ran_which_and_what_changed(tmp_path):
+    docs, code = _commits()
+    configs = [job_config("fixed", group_size=4, seed=seed, max_steps=4, prompts_per_step=4) for seed in range(4)]
+    root = write_sweep(tmp_path / "sweep", configs, PROMPTS)
+
+    def commits(first: str, second: str) -> str:
+        for job in range(4):
+            record = json.loads((root / str(job) / "run.json").read_text())
+            record["git"] = {"commit": first if job < 3 else second, "dirty": False}
+            (root / str(job) / "run.json").write_text(json.dumps(record))
+        return next(line for line in findings(build(root)) if "code versions" in line)
+
+    said = commits(f"{docs}^", docs)
+    assert said.startswith(f"**2 code versions in one sweep**: `{said.split('`')[1]}` ran jobs 0-2; `{docs[:12]}` ran "
+                           "job 3.")
+    assert "none is run by a job" in said and "the numbers are comparable" in said
+    said = commits(f"{code}^", code)
+    assert "are run by a job (" in said and "grpo_lab/" in said and "rebuild the sweep from one version" in said
+    assert "cannot be told here" in commits("0" * 40, code)
+
+
+def test_one_job_is_not_told_apart_and_no_prediction_is_not_explained(tmp_path):
+    root = write_sweep(tmp_path / "sweep", [job_config("fixed", group_size=4, max_steps=2, prompts_per_step=4)],
+                       prompt_pool(levels=("1", "2"), per_level=40))  # 2 steps of 4 of 80 prompts: none recurs
+    text = build(root / "0")
+    assert "Arms are told apart by" not in text and "- Arms: one job, nothing to compare" in text
+    assert "No prediction p^G + (1−p)^G: no prompt recurred" in text and "`predicted_tie_frac` is the mean" not in text

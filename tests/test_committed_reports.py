@@ -1,0 +1,38 @@
+"""The committed reports ship their data and rebuild from it: each reports/<name>/data (a sweep folder written
+by analysis.pack) is copied elsewhere and its report built there with the documented command; every file of
+the committed report (REPORT.md, its CSVs and figures) must come out the same, byte for byte. The main job's
+report is rebuilt by every test run, the larger studies by the slow tests."""
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+REPORTS = ROOT / "reports"
+SLOW = {"samplers", "tie_learning"}  # 84 jobs each: minutes to rebuild
+SHIPPED = sorted(p.parent.name for p in REPORTS.glob("*/data"))
+
+
+def report_files(folder: Path) -> dict[str, bytes]:
+    return {p.relative_to(folder).as_posix(): p.read_bytes()
+            for p in [folder / "REPORT.md", *folder.glob("tables/*.csv"), *folder.glob("figures/*.png")] if p.is_file()}
+
+
+def test_the_main_report_ships_its_data():
+    assert "main" in SHIPPED
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in SLOW else n for n in SHIPPED])
+def test_a_committed_report_rebuilds_from_its_data_the_same(name, tmp_path):
+    committed = REPORTS / name
+    copy = tmp_path / name
+    shutil.copytree(committed / "data", copy / "data")
+    out = subprocess.run([sys.executable, "-m", "analysis", str(copy / "data"), "--out", str(copy)], cwd=ROOT,
+                         text=True, capture_output=True, timeout=1200)
+    assert out.returncode == 0, out.stderr[-3000:]
+    want, got = report_files(committed), report_files(copy)
+    assert sorted(got) == sorted(want)
+    assert [f for f in want if got[f] != want[f]] == []
