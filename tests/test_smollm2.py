@@ -48,9 +48,10 @@ def test_preset_is_a_real_instruct_model(preset, smollm2):
 
 
 def test_experiment_preset_composes():
-    jobs = compose_jobs("train", ["-m", "experiment=smollm2_ties"])
-    assert len(jobs) == 8 and {(j.sampler.name, j.seed) for j in jobs} == {
-        (s, seed) for s in ("fixed", "resample_on_tie") for seed in range(4)}
+    from experiments.common import compose_plan
+
+    jobs, base = compose_plan("train", ["-m", "experiment=smollm2_ties"])  # every swept value once, and the sweep
+    assert dict(base.hydra.sweeper.params) == {"sampler.name": "fixed,resample_on_tie", "seed": "0,1,2,3"}  # 2 x 4
     cfg = jobs[0]
     assert cfg.model.gguf_file and cfg.model.lora.rank == 16 and cfg.model.fast_math and cfg.algo.lr == 1e-4
     assert cfg.task.answer_format == "last_number" and len(cfg.task.shots) == 2 and cfg.task.levels == [1, 2, 3, 4]
