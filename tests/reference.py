@@ -58,3 +58,11 @@ def plain_rl_zvp(advantage: float, direction: int, entropy: list[float], alpha: 
         top = max(entropy)
         return [-alpha * (top - h) for h in entropy]
     return [advantage] * len(entropy)
+
+
+def both_pages(report) -> str:
+    """A report's two pages as one text, REPORT.md then DETAILS.md (the second page: provenance details, every
+    test, the longer sections), for tests that read a section wherever it is."""
+    report = Path(report)
+    details = report.parent / "DETAILS.md"
+    return report.read_text() + "\n" + (details.read_text() if details.exists() else "")

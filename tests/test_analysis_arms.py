@@ -14,6 +14,7 @@ import pytest
 from analysis.data.load import load
 from analysis.report import build_report
 from fixtures.synthetic import job_config, prompt_pool, write_sweep
+from reference import both_pages
 
 PROMPTS = prompt_pool(levels=("1", "2"), per_level=4)
 
@@ -43,7 +44,7 @@ def sweep_of(root, keys: dict[str, list], seeds=(0, 1)):
 def report_of(root) -> str:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return build_report(root).read_text()
+        return both_pages(build_report(root))
 
 
 CASES = {  # key(s) -> (values swept, how the report names each)

@@ -18,6 +18,7 @@ from analysis.render.markdown import cell
 from analysis.render.writer import write_report
 from analysis.report import build_report
 from fixtures.synthetic import job_config, prompt_pool, write_sweep
+from reference import both_pages
 
 TIE_COLUMNS = ["difficulty", "group_size", "sampler", "groups", "prompts", "tie_frac", "all_correct_frac",
                "all_wrong_frac", "ci_low", "ci_high", "predicted_tie_frac"]
@@ -48,14 +49,15 @@ def built(tmp_path_factory):
 def test_report_names_command_configs_budgets_and_skipped_jobs(built):
     root, report = built
     assert report == root / "report" / "REPORT.md"
-    text = report.read_text()
+    text = both_pages(report)
     assert "`train -m sampler=fixed,resample_on_tie seed=0,1`" in text
     assert "- `sampler`: fixed, resample_on_tie" in text and "- `seed`: 0, 1" in text
     assert "- `4`: failed (killed while writing ../4/x)" in text  # the sweep's path, relative to the report
     headings = ["## Findings", "## Held-out results at equal samples drawn", "### Arms compared at equal samples",
-                "## pass@k and cons@k", "## What trained: informative and wasted samples", "## Tests across seeds",
+                "## pass@k and cons@k", "## What trained: informative and wasted samples",
                 "## Ties", "### First-round ties by difficulty", "### Redraws (rounds after a tie), apart",
-                "### Observed against predicted over training", "## At equal tokens", "## Jobs"]
+                "### Observed against predicted over training", "# Details: sweep", "## Config and provenance",
+                "## Tests across seeds", "## At equal tokens", "## Jobs"]
     at = [text.index(h + "\n") for h in headings]
     assert at == sorted(at)  # findings first, then the held-out comparison, in this order
     assert "Welch" not in text
@@ -67,7 +69,7 @@ def test_report_writes_figures_and_tables(built):
     figures = sorted(p.name for p in (report.parent / "figures").iterdir())
     assert figures == ["at_k.png", "budget_samples.png", "differences.png", "health.png", "heldout.png",
                        "ties_by_difficulty.png", "ties_over_samples.png"]
-    assert all(f"(figures/{name})" in report.read_text() for name in figures)
+    assert all(f"(figures/{name})" in both_pages(report) for name in figures)
     for name in figures:  # sharp at GitHub's page width
         with Image.open(report.parent / "figures" / name) as image:
             assert image.info["dpi"][0] >= 150, name
@@ -139,7 +141,8 @@ def test_command_line_with_only_group_tables(tmp_path, capsys):
     assert "`python train.py -m seed=0,1`" in text and "No eval tables were found" in text
     assert not (tmp_path / "out" / "figures" / "at_k.png").exists()
     assert "## Coverage after RL" not in text  # no eval rows: no base and trained models to compare
-    assert "## Tie persistence" in text and "## Training health" in text
+    details = (tmp_path / "out" / "DETAILS.md").read_text()
+    assert "## Tie persistence" in details and "## Training health" in details
 
 
 def test_analysis_never_imports_torch_or_grpo_lab():
@@ -170,6 +173,9 @@ def test_front_matter_names_the_experiment_and_holds_provenance_with_relative_pa
     assert text.index("## Findings") < text.index("<details>") < text.index("</details>") < text.index("## Held-out")
     block = text[text.index("<details>"):text.index("</details>")]
     assert "- Source: `..` (relative to this report)" in block
+    assert "- Wall time per job and the resolved config: [DETAILS.md](DETAILS.md)" in block
+    details = report.with_name("DETAILS.md").read_text()
+    block = block + details[details.index("## Config and provenance"):]
     assert "- Packages: grpo-lab 0.1.0, torch none, transformers not recorded" in block
     assert "- Code: git not recorded" in block
     assert block.count("| 1h00m00s |") == 4  # started 00:00, finished 01:00 in every synthetic run.json
@@ -185,7 +191,7 @@ def test_front_matter_names_the_experiment_and_holds_provenance_with_relative_pa
 
 def test_sections_appear_when_their_data_exists(built):
     root, report = built
-    text = report.read_text()
+    text = both_pages(report)
     for heading in ("## Coverage after RL", "## Tie persistence", "## Group size", "## Training health"):
         assert heading + "\n" in text
     assert "## Example completions" not in text  # no job kept completions

@@ -21,6 +21,7 @@ from grpo_lab.run.tables import read_table
 from grpo_lab.tasks.arithmetic import ArithmeticTask
 from fixtures.models import build_chat_model
 from grpo_lab.train.trainer import train
+from reference import both_pages
 
 ROOT = Path(__file__).resolve().parent.parent
 W = RewardWeights(accuracy=1.0, format=0.5)
@@ -196,7 +197,7 @@ def test_local_chat_model_end_to_end(chat_dir, tmp_path):
     rep = subprocess.run([sys.executable, "-m", "analysis", str(run)], cwd=ROOT, env=env, text=True,
                          capture_output=True, timeout=600)
     assert rep.returncode == 0, rep.stderr[-3000:]
-    report = (run / "report" / "REPORT.md").read_text()
+    report = both_pages(run / "report" / "REPORT.md")
     assert "### First-round ties by difficulty" in report and "truncated" in report
     jobs = (run / "report" / "tables" / "jobs.csv").read_text().splitlines()
     header, row = jobs[0].split(","), jobs[1].split(",")

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from reference import both_pages
 
 ROOT = Path(__file__).resolve().parent.parent
 BUDGET = 4 * 4 * 6  # six fixed steps of 4 prompts x 4 samples
@@ -94,6 +95,7 @@ def test_front_matter_records_the_code_packages_and_what_each_difficulty_is(swee
     assert text.startswith("# Report: fixed_vs_adaptive\n")
     assert f"transformers {transformers.__version__}" in text
     assert str(sweep) not in text and "/tmp" not in text
+    text = both_pages(sweep / "report" / "REPORT.md")
     examples = text[text.index("## Example completions"):text.index("## Jobs")]
     assert "#### Difficulty 2 (2+1 digits)" in examples and "#### Difficulty 3 (2+2 digits)" in examples
     shown = set(re.findall(r"prompt `([^`]+)`", examples))

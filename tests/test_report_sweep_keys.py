@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from reference import both_pages
 
 ROOT = Path(__file__).resolve().parent.parent
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
@@ -36,7 +37,7 @@ def sweep(request, tmp_path_factory):
 
 def test_the_sweep_report_names_every_arm_by_its_keys_and_values(sweep):
     root, named = sweep
-    text = (root / "report" / "REPORT.md").read_text()
+    text = both_pages(root / "report" / "REPORT.md")
     told = text.split("Arms are told apart by: ")[1].split(" (seeds")[0]
     keys = sorted(named, key=lambda k: told.index(f"`{k}`"))  # in the config's order
     assert told == ", ".join(f"`{k}`" for k in keys)

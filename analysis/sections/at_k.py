@@ -49,9 +49,8 @@ def section(tables: Tables, ctx: Context, scores: pd.DataFrame | None) -> Sectio
         "are averaged and resampled together (at base the jobs are one model on the same prompts).", "",
         "### Checkpoints", "",
         "**final** is each job's last evaluated step, which is the end of its sample budget when the job "
-        "finished and was evaluated at its last step (`final_step` ≥ `last_trained_step` below). Steps and "
-        "samples per job:", "",
-        files.table("checkpoints", jobs), "",
+        "finished and was evaluated at its last step (`final_step` ≥ `last_trained_step`). Steps and "
+        f"samples per job: {files.csv('checkpoints', jobs)}.", "",
         ends, "",
         "### Curves per difficulty", "",
         "pass@k (top row) and cons@k (bottom row) against k, one column per difficulty and one for all prompts "

@@ -17,20 +17,21 @@ OUTCOME_COLUMNS = ("jobs", "groups", "all_correct_share", "all_wrong_share", "ti
                    "tied_trained_samples", "replayed", "replayed_samples")
 
 
-def applies(groups: pd.DataFrame, arm: list[str]) -> bool:
-    """The section is shown where ties can teach or be replaced: an arm varies the advantage rule, a tied
-    group trained, or a group was replayed."""
+def applies(tables: Tables, arm: list[str]) -> bool:
+    """The section is shown where ties can teach or be replaced: a job's advantage rule is not eq. 3's, or a
+    group was replayed. (A tied round pooled with a later mixed one under resample_on_tie's `pool=all` also
+    trains; the What-trained section counts it.)"""
+    groups = tables.groups
     if groups.empty:
         return False
-    drawn, replayed = split_reused(groups)
-    tied_trained = "n_informative" in drawn and bool((drawn["tie"].astype(bool) & (drawn["n_informative"] > 0)).any())
-    return "algo.advantage" in arm or tied_trained or not replayed.empty
+    rules = tables.jobs["algo.advantage"].dropna().astype(str) if "algo.advantage" in tables.jobs else pd.Series([], dtype=str)
+    return "algo.advantage" in arm or bool((rules != "grpo").any()) or not split_reused(groups)[1].empty
 
 
 def section(tables: Tables, ctx: Context) -> Section | None:
     """The section; None where `applies` is false."""
     groups, arm = tables.groups, list(ctx.arm)
-    if not applies(groups, arm):
+    if not applies(tables, arm):
         return None
     files = Files()
     outcomes = tie_outcomes(groups, arm)

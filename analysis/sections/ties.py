@@ -109,12 +109,9 @@ def section(tables: Tables, ctx: Context) -> Ties | None:
         "the arm's jobs had drawn by the window's end (`samples_drawn`, mean over jobs), so arms that draw at "
         "different rates line up. Columns: difficulties; rows: all-correct ties, all-wrong ties (learning moves "
         "groups from the second to the first; collapse fills the second) and all ties with the prediction "
-        "(diamonds). Bands: 95% intervals clustered by prompt. The table adds observed − predicted with its "
-        "interval.", "",
+        "(diamonds). Bands: 95% intervals clustered by prompt.", "",
         files.figure("ties_over_samples", lambda p: figures.ties_over_samples(shown_step, p, shown_by, names)), "",
-        files.table("ties_by_step", by_step, ["difficulty", *by[1:], "step_window", "samples_drawn", "groups",
-                                               "all_correct_frac", "all_wrong_frac", "tie_frac", "ci_low",
-                                               "ci_high", "predicted_tie_frac", "observed_minus_predicted",
-                                               "diff_ci_low", "diff_ci_high"]),
+        # a row per window, difficulty and arm: the figure carries it, the CSV holds it
+        f"As CSV, with observed − predicted and its interval per window: {files.csv('ties_by_step', by_step)}",
     ])
     return Ties(text=text, files=files, comparisons=comparisons, calibration=calibration)
