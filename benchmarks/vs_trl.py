@@ -2,6 +2,7 @@
 
     python benchmarks/vs_trl.py [--blocks 5] [--steps-per-block 5] [--threads 2]
     python benchmarks/vs_trl.py --smoke          # 1 block of 2 steps: checks that it runs
+    python benchmarks/vs_trl.py --model smollm2 --threads 1   # SmolLM2-135M-Instruct (benchmarks/vs_trl_smollm2.py)
 
 What is measured: samples/s = completions per second of wall time, over whole optimizer steps
 (rollout + rewards + advantages + reference pass + policy update + optimizer step, and whatever
@@ -196,11 +197,20 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=2, help="torch.set_num_threads (default 2)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--smoke", action="store_true", help="1 block of 2 steps: only checks that everything runs")
+    p.add_argument("--model", choices=["tiny", "smollm2"], default="tiny",
+                   help="tiny: the built-in model (this file's config); smollm2: benchmarks/vs_trl_smollm2.py's")
+    p.add_argument("--model-path", help="smollm2: a save_pretrained folder of it (else the wheel's GGUF)")
+    p.add_argument("--fast-math", action="store_true", help="smollm2: our side with model.fast_math=true")
     args = p.parse_args()
     if args.smoke:
         args.blocks, args.steps_per_block = 1, 2
     if args.blocks < 1 or args.steps_per_block < 1:
         p.error("--blocks and --steps-per-block must be >= 1")
+    if args.model == "smollm2":
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from vs_trl_smollm2 import main as smollm2
+
+        return smollm2(args)
     k, blocks = args.steps_per_block, args.blocks
     torch.set_num_threads(args.threads)
 

@@ -12,6 +12,7 @@ from typing import Any, Iterator
 
 from grpo_lab.errors import ConfigError, require
 from grpo_lab.model.files import check_model_files, check_model_folder, resolve_model_path
+from grpo_lab.model.lora import LoraConfig, check_lora
 from grpo_lab.rewards.rules import ANSWER_FORMATS
 from grpo_lab.samplers import SamplerConfig, check_sampler, draw_bounds
 from grpo_lab.tasks.arithmetic import check_arithmetic
@@ -29,6 +30,7 @@ MAX_MU = 64  # updates per batch: each reuses the same old log-probs; the paper'
 # every ratio sits at its clip and the surrogate's gradient is zero
 MAX_WAIT_S = 86_400  # a day: the longest timeout; selectors and timers overflow past about 24 days
 DEVICE = re.compile(r"auto|cpu|mps|cuda(:[0-9]+)?")
+DTYPES = ("auto", "float32", "bfloat16", "float16", "autocast_bf16")  # model.dtype (grpo_lab/model/load.py)
 
 
 @dataclass
@@ -36,12 +38,18 @@ class ModelConfig:
     name: str = "tiny"  # "tiny": the built-in character model; "hf": a local transformers model
     path: str | None = None  # folder for name=hf (nothing is ever downloaded)
     device: str = "auto"  # "auto": cuda when present, else cpu
-    dtype: str = "auto"  # "auto": bf16 on cuda, fp32 on cpu
+    # "auto": fp32 weights, bf16 autocast on cuda, exact fp32 on cpu | "autocast_bf16": fp32 weights, bf16
+    # autocast on any device (CPU: only fast with AVX512-BF16/AMX) | "float32" | "bfloat16": weights stored in bf16
+    dtype: str = "auto"
     # positions whose (chunk, V) fp32 logits exist at once in the policy and reference passes (0: all
     # (N, T, V) at once); at V = 151,936, 512 positions are 311 MB, and memory no longer grows with N x T
     logprob_chunk: int = 512
     gradient_checkpointing: bool = False  # recompute each layer in the backward pass (prompt cache kept)
     gguf_file: str | None = None  # a GGUF file inside model.path to load (dequantized) instead of safetensors
+    # training's one-pass sampler and an output layer that keeps its softmax for the backward: SmolLM2's rollout
+    # and update faster; equal to the exact path within float rounding, not bitwise (tests/test_speed.py)
+    fast_math: bool = False
+    lora: LoraConfig = field(default_factory=LoraConfig)  # model.lora.rank > 0: train LoRA adapters (model/lora.py)
 
 
 @dataclass
@@ -58,6 +66,9 @@ class TaskConfig:
     answer_format: str = "bare"  # arithmetic: how the prompt asks for the answer and where it is read (ANSWER_FORMATS)
     chat_template: bool = False  # render prompts with the tokenizer's chat template (instruct models)
     system_prompt: str | None = None  # chat_template: a system message first (None: the template's default)
+    # chat_template: earlier [user, assistant] turns before each question (a few-shot chat); problems asking a
+    # shot's question leave both pools
+    shots: list[list[str]] = field(default_factory=list)
 
 
 ADVANTAGE_RULES = ("grpo", "ngrpo", "rl_zvp")  # algo.advantage (grpo_lab/train/advantages.py)
@@ -215,8 +226,7 @@ def validate(cfg: TrainConfig) -> None:
     require(cfg.model.name in ("tiny", "hf"), "model.name", cfg.model.name, "must be one of 'tiny', 'hf'")
     require(cfg.model.name != "hf" or bool(cfg.model.path), "model.path", cfg.model.path,
             "model=local needs model.path=DIR, a local model folder (or pkg:NAME; nothing is downloaded)")
-    require(cfg.model.dtype in ("auto", "float32", "bfloat16", "float16"), "model.dtype", cfg.model.dtype,
-             "must be one of 'auto', 'float32', 'bfloat16', 'float16'")
+    require(cfg.model.dtype in DTYPES, "model.dtype", cfg.model.dtype, f"must be one of {', '.join(map(repr, DTYPES))}")
     require(cfg.task.name in ("arithmetic", "mathset"), "task.name", cfg.task.name, "must be one of 'arithmetic', 'mathset'")
     require(cfg.task.name != "mathset" or bool(cfg.task.path), "task.path", cfg.task.path,
             "task=mathset needs task.path=FILE, a local JSONL or parquet file of problems")
@@ -280,6 +290,7 @@ def validate(cfg: TrainConfig) -> None:
     # memory at real shapes, precision, checkpoints (issue 8)
     require(cfg.model.dtype != "float16", "model.dtype", cfg.model.dtype,
              "float16 needs loss scaling, which grpo-lab does not do; use 'bfloat16' or 'auto'")
+    check_lora(cfg.model.lora)
     require(cfg.model.logprob_chunk >= 0, "model.logprob_chunk", cfg.model.logprob_chunk, "must be >= 0 (0: full logits)")
     a = cfg.algo
     require(a.micro_batch_groups is None or a.micro_batch_groups >= 1, "algo.micro_batch_groups",
@@ -319,6 +330,9 @@ def validate(cfg: TrainConfig) -> None:
     require(cfg.dist.backend in ("auto", "gloo", "nccl"), "dist.backend", cfg.dist.backend,
              "must be one of 'auto', 'gloo', 'nccl'")
     require(cfg.dist.strategy in STRATEGIES, "dist.strategy", cfg.dist.strategy, f"must be one of {', '.join(map(repr, STRATEGIES))}")
+    # LoRA adapters under FSDP2 sharding are not built (nor tested): one or the other, never silently both
+    require(not (cfg.dist.strategy == "fsdp" and cfg.model.lora.rank), "dist.strategy", cfg.dist.strategy,
+            "fsdp with LoRA adapters (model.lora.rank > 0) is not supported yet: use dist.strategy=ddp with LoRA")
     if cfg.task.name == "mathset":  # read once per (path, size, mtime)
         for key in ("task.path", "task.eval_path"):
             path = cfg.task.path if key == "task.path" else cfg.task.eval_path
@@ -343,6 +357,9 @@ def validate(cfg: TrainConfig) -> None:
              cfg.task.answer_format, "applies to task=arithmetic (mathset answers are always \\boxed{})")
     require(cfg.task.system_prompt is None or cfg.task.chat_template, "task.system_prompt", cfg.task.system_prompt,
              "needs task.chat_template=true")
+    require(not cfg.task.shots or cfg.task.chat_template, "task.shots", cfg.task.shots, "needs task.chat_template=true")
+    require(all(len(s) == 2 and all(isinstance(t, str) and t for t in s) for s in cfg.task.shots), "task.shots",
+            cfg.task.shots, "must be [user, assistant] pairs of non-empty strings")
     require(cfg.task.chat_template is False or cfg.model.name == "hf", "task.chat_template", cfg.task.chat_template,
              "needs an instruct model (model=local or model=smollm2); the built-in model has no chat template")
     require(all(isinstance(s, str) and s for s in cfg.rollout.stop), "rollout.stop", cfg.rollout.stop,
@@ -363,9 +380,9 @@ def advice(cfg: TrainConfig) -> list[str]:
         out.append("task.answer_format=bare with a model=local model: the whole reply must be the number, which "
                    "instruct models rarely write; use task.answer_format=boxed (or another format that reads the "
                    "answer out of a sentence) with task.chat_template=true")
-    if cfg.model.name == "hf" and cfg.algo.lr >= 1e-5:
+    if cfg.model.name == "hf" and cfg.algo.lr >= 1e-5 and not cfg.model.lora.rank:  # LoRA adapters: ~1e-4
         out.append(f"algo.lr={cfg.algo.lr:g} with a model=local model: that is the built-in model's rate; pretrained "
-                   "LLMs are trained near 1e-6 (TRL's default) and collapse at 1e-4")
+                   "LLMs are trained near 1e-6 (TRL's default) and collapse at 1e-4 (LoRA adapters: model.lora.rank)")
     if cfg.rollout.temperature == 0:
         out.append("rollout.temperature=0: greedy rollouts make a group's G answers identical, so every group ties "
                    "and nothing trains")

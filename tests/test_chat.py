@@ -102,6 +102,21 @@ def test_chat_prompt_is_the_template_with_generation_prompt_and_one_bos(chat_mod
     assert all(p.prompt.startswith("<|im_start|>system") and p.prompt.endswith("assistant\n") for p in task.train)
 
 
+def test_shots_are_earlier_turns_and_their_questions_leave_both_pools(chat_model):
+    _, tok = chat_model
+    shots = [["What is 2 + 5?", "2 + 5 = 7"], ["What is 3 + 1?", "3 + 1 = 4"]]
+    text = chat_prompt(tok, "What is 6 + 1?", None, shots)
+    assert text.endswith("<|im_start|>user\nWhat is 2 + 5?<|im_end|>\n<|im_start|>assistant\n2 + 5 = 7<|im_end|>\n"
+                         "<|im_start|>user\nWhat is 3 + 1?<|im_end|>\n<|im_start|>assistant\n3 + 1 = 4<|im_end|>\n"
+                         "<|im_start|>user\nWhat is 6 + 1?<|im_end|>\n<|im_start|>assistant\n")
+    task = ArithmeticTask.build([1], 60, 20, answer_format="last_number")  # level 1 whole: 75 + 25 problems
+    rendered = render_task(task, tok, None, shots)
+    asked = {p.prompt_id for p in task.train + task.held_out}
+    kept = {p.prompt_id for p in rendered.train + rendered.held_out}
+    assert {"add-L1-2+5", "add-L1-3+1"} & asked and asked - kept == {"add-L1-2+5", "add-L1-3+1"} & asked and all(p.prompt.count("2 + 5 = 7") == 1
+                                                                       for p in rendered.train)
+
+
 def test_end_of_turn_is_read_from_the_template(chat_model):
     model, tok = chat_model
     im_end = tok.convert_tokens_to_ids("<|im_end|>")

@@ -21,6 +21,7 @@ HOSTILE = {  # label -> value, by the key's type
     "str": {"empty": ""},
     "list[int]": {"empty": [], "[-1]": [-1], "[huge]": [HUGE]},
     "list[str]": {"empty": [], '[""]': [""]},
+    "list[list[str]]": {"[[]]": [[]], '[["", ""]]': [["", ""]], '[["a"]]': [["a"]]},
 }
 NEVER = "never binds: "
 ACCEPTED: dict[tuple[str, str], str] = {  # (key, label) -> why that value works
@@ -34,6 +35,8 @@ ACCEPTED: dict[tuple[str, str], str] = {  # (key, label) -> why that value works
     ("model.path", "empty"): "unused by model=tiny (model=local refuses it)",
     ("task.path", "empty"): "unused by task=arithmetic (task=mathset refuses it)",
     ("model.logprob_chunk", "0"): "full logits, documented",
+    ("model.lora.rank", "0"): "the default: a full fine-tune, no adapters",
+    ("model.lora.dropout", "0"): "the default: no adapter dropout",
     ("model.logprob_chunk", "huge"): "one chunk: full logits",
     ("task.eval_per_level", "0"): "no held-out prompts: evaluation is skipped",
     ("algo.beta", "0"): "no KL term and no reference model (DAPO, Dr. GRPO)",

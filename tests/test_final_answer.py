@@ -30,19 +30,19 @@ def test_the_named_near_misses_earn_nothing_anywhere(text):
 
 @pytest.mark.parametrize("text,right_in,formatted_in", [
     # the same answer twice: right (nothing disagrees), but two statements are not the one the format asks for
-    (r"\boxed{46} so \boxed{46}", {"boxed", "latex"}, set()),
-    ("Answer: 46\nAnswer: 46", {"answer_line"}, set()),
+    (r"\boxed{46} so \boxed{46}", {"boxed", "latex", "last_number"}, set()),
+    ("Answer: 46\nAnswer: 46", {"answer_line", "last_number"}, set()),
     # dress a reader takes off: spaces, leading zeros, math delimiters, bold, a sentence's period
-    (r"\boxed{ 46 }", {"boxed", "latex"}, {"boxed", "latex"}),
-    (r"\boxed{046}", {"boxed", "latex"}, {"boxed", "latex"}),
-    (r"\boxed{46.}", {"boxed", "latex"}, {"boxed", "latex"}),
-    (r"$\boxed{46}$", {"boxed", "latex"}, {"boxed", "latex"}),
-    (r"\boxed{\textbf{46}}", {"boxed", "latex"}, {"boxed", "latex"}),
-    (r"The final answer is $\boxed{46}$.", {"boxed", "latex"}, {"boxed", "latex"}),  # one statement, not two
-    ("Answer: 46.", {"answer_line"}, {"answer_line"}),
-    ("**Answer:** $46$", {"answer_line"}, {"answer_line"}),
+    (r"\boxed{ 46 }", {"boxed", "latex", "last_number"}, {"boxed", "latex"}),
+    (r"\boxed{046}", {"boxed", "latex", "last_number"}, {"boxed", "latex"}),
+    (r"\boxed{46.}", {"boxed", "latex", "last_number"}, {"boxed", "latex"}),
+    (r"$\boxed{46}$", {"boxed", "latex", "last_number"}, {"boxed", "latex"}),
+    (r"\boxed{\textbf{46}}", {"boxed", "latex", "last_number"}, {"boxed", "latex"}),
+    (r"The final answer is $\boxed{46}$.", {"boxed", "latex", "last_number"}, {"boxed", "latex"}),  # one statement, not two
+    ("Answer: 46.", {"answer_line", "last_number"}, {"answer_line"}),
+    ("**Answer:** $46$", {"answer_line", "last_number"}, {"answer_line"}),
     # a sentence after the answer that states no other answer
-    (r"\boxed{46} because 40 + 6 = 46 and nothing else fits.", {"boxed", "latex"}, {"boxed", "latex"}),
+    (r"\boxed{46} because 40 + 6 = 46 and nothing else fits.", {"boxed", "latex", "last_number"}, {"boxed", "latex"}),
     # a LaTeX answer may be an equal expression; an integer format wants the integer
     (r"\boxed{\frac{92}{2}}", {"latex"}, {"latex"}),
     # another answer anywhere, in any form, makes it wrong
@@ -54,8 +54,10 @@ def test_the_named_near_misses_earn_nothing_anywhere(text):
     (r"\boxed{46 or 47}", set(), {"latex"}),  # one box, well formed: the format reward is for the format
     (r"\boxed{\approx 46}", set(), {"latex"}),
     (r"\boxed{46}" + "\n" + r"\boxed{4 7}", set(), set()),
-    ("46", {"bare", "number"}, {"bare", "number"}),
-    ("46.", set(), set()),  # the whole completion is the answer: no dress to take off
+    ("46", {"bare", "number", "last_number"}, {"bare", "number", "last_number"}),
+    ("46.", {"last_number"}, {"last_number"}),  # bare/number: the whole completion, no dress to take off;
+    # last_number: a sentence's period after the number
+    ("6 + 40 = 46", {"last_number"}, set()),  # the model's own words: only last_number reads them
 ])
 def test_decided_cases(text, right_in, formatted_in):
     got = verdicts(text)

@@ -48,9 +48,47 @@ def test_preset_is_a_real_instruct_model(preset, smollm2):
 
 
 def test_experiment_preset_composes():
-    (cfg,) = compose_jobs("train", ["-m", "experiment=smollm2_ties"])
-    assert cfg.model.gguf_file and cfg.algo.lr == 1e-6 and cfg.task.levels == [1, 2, 3, 4]
-    assert cfg.task.system_prompt and "\\boxed{}" in cfg.task.system_prompt
+    from experiments.common import compose_plan
+
+    jobs, base = compose_plan("train", ["-m", "experiment=smollm2_ties"])  # every swept value once, and the sweep
+    assert dict(base.hydra.sweeper.params) == {"sampler.name": "fixed,resample_on_tie", "seed": "0,1,2,3"}  # 2 x 4
+    cfg = jobs[0]
+    assert cfg.model.gguf_file and cfg.model.lora.rank == 16 and cfg.model.fast_math and cfg.algo.lr == 1e-4
+    assert cfg.task.answer_format == "last_number" and len(cfg.task.shots) == 2 and cfg.task.levels == [1, 2, 3, 4]
+    assert cfg.max_samples == 2400 and cfg.prompts_per_step * cfg.sampler.group_size == 16  # 150 fixed steps
+    assert len(cfg.task.levels) * cfg.task.eval_per_level >= 48 and cfg.eval.n >= 16
+
+
+@pytest.mark.slow
+def test_lora_on_smollm2_trains_only_adapters_and_resumes_exactly(smollm2, tmp_path):
+    """The study's setup (two-shot prompts, last_number, LoRA r 16) on SmolLM2 itself: level-1 groups are mixed,
+    so a step moves the adapters and nothing else; a job resumed from step 1 draws and learns what an
+    uninterrupted one does, bitwise."""
+    import copy
+
+    model, tok = smollm2
+    overrides = ["experiment=smollm2_ties", "task.levels=[1]", "task.train_per_level=8", "eval=none",
+                 "max_samples=null", "max_steps=2", "checkpoint_every=1"]
+    cfg = compose_jobs("train", overrides)[0]  # the preset's sweep: its first job (sampler=fixed, seed 0)
+    runs = []
+    for name, steps in (("full", 2), ("resumed", 1), ("resumed", 1)):
+        cfg.out_dir = str(tmp_path / name)
+        (tmp_path / name).mkdir(exist_ok=True)
+        base = copy.deepcopy(model)  # the module's other tests keep the plain model
+        trainer = Trainer(cfg, RunRecord(tmp_path / name, cfg.seed), policy=(base, tok))
+        before = {k: v.clone() for k, v in trainer.model.state_dict().items() if "lora_" not in k}
+        for _ in range(steps):
+            trainer.step()
+            trainer.checkpoint()
+        after = trainer.model.state_dict()
+        assert all(torch.equal(v, after[k]) for k, v in before.items())
+        runs.append({k: v.clone() for k, v in after.items() if "lora_B" in k})
+        trainer.scorer.close()
+    assert any(v.abs().sum() > 0 for v in runs[0].values())  # the adapters moved
+    assert all(torch.equal(v, runs[2][k]) for k, v in runs[0].items())  # resumed == uninterrupted, bitwise
+    from reference import assert_same_rows
+
+    assert_same_rows(tmp_path / "full", tmp_path / "resumed", tables=("groups", "steps"))
 
 
 def test_chat_template_rendering(smollm2):

@@ -9,6 +9,9 @@ Two things transformers' DynamicCache does not do for us:
   instead: "prefill" stores a layer's keys once (a replay stores nothing and returns the same
   tensors), "read" (a view taken after the prompt pass) returns the prompt's keys with the new
   ones appended and stores nothing.
+And one for speed: DynamicCache appends by concatenation, so every decoded token copies every layer's whole
+cache. With `reserve` (the rollout's max_new_tokens) each layer's keys and values live in a buffer with room
+for them, written in place, and attention reads a view: the same values, no copy (4% of a CPU rollout).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import copy
 
 import torch
 from transformers import DynamicCache
+from transformers.cache_utils import DynamicLayer
 
 MODES = ("append", "prefill", "read")
 
@@ -24,9 +28,11 @@ MODES = ("append", "prefill", "read")
 class PromptCache(DynamicCache):
     """DynamicCache with a storage dtype and the modes above ("append" is DynamicCache's own)."""
 
-    def __init__(self, config, dtype: torch.dtype | None = None, mode: str = "append"):
+    def __init__(self, config, dtype: torch.dtype | None = None, mode: str = "append", reserve: int = 0):
         super().__init__(config=config)
         self.dtype, self.mode = dtype, mode
+        if reserve:  # plain layers only: a sliding-window layer keeps its own bookkeeping
+            self.layers = [GrowLayer(reserve) if type(layer) is DynamicLayer else layer for layer in self.layers]
 
     def update(self, key_states: torch.Tensor, value_states: torch.Tensor, layer_idx: int, *args, **kwargs):
         if self.dtype is not None:
@@ -51,3 +57,45 @@ def autocast_dtype(device: torch.device) -> torch.dtype | None:
     if torch.is_autocast_enabled(device.type):
         return torch.get_autocast_dtype(device.type)
     return None
+
+
+class GrowLayer(DynamicLayer):
+    """A DynamicLayer whose keys and values (R, h, L, d) are views of buffers with room for `reserve` more
+    positions: an append writes in place. Growing past the room, or repeating rows, allocates anew."""
+
+    def __init__(self, reserve: int):
+        super().__init__()
+        self.reserve = reserve
+        self.key_buf = self.value_buf = None  # (R, h, L + room, d)
+
+    def _set(self, keys: torch.Tensor, values: torch.Tensor) -> None:
+        """Hold copies of (R, h, L, d) keys and values in new buffers with `reserve` free positions."""
+        n = keys.shape[-2]
+        self.key_buf = keys.new_empty(*keys.shape[:2], n + self.reserve, keys.shape[-1])
+        self.value_buf = values.new_empty(*values.shape[:2], n + self.reserve, values.shape[-1])
+        self.key_buf[:, :, :n], self.value_buf[:, :, :n] = keys, values
+        self.keys, self.values = self.key_buf[:, :, :n], self.value_buf[:, :, :n]
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
+        if not self.is_initialized:
+            self.lazy_initialization(key_states, value_states)
+        if self.key_buf is None:  # the prompt: (R, h, P, d)
+            self._set(key_states, value_states)
+            return self.keys, self.values
+        n, m = self.keys.shape[-2], key_states.shape[-2]
+        if n + m > self.key_buf.shape[-2]:  # out of room: a new buffer (reserve more again)
+            self._set(torch.cat([self.keys, key_states], dim=-2), torch.cat([self.values, value_states], dim=-2))
+            return self.keys, self.values
+        self.key_buf[:, :, n:n + m], self.value_buf[:, :, n:n + m] = key_states, value_states
+        self.keys, self.values = self.key_buf[:, :, :n + m], self.value_buf[:, :, :n + m]
+        return self.keys, self.values
+
+    def batch_repeat_interleave(self, repeats) -> None:
+        if self.key_buf is not None:
+            self._set(self.keys.repeat_interleave(repeats, dim=0), self.values.repeat_interleave(repeats, dim=0))
+
+    def batch_select_indices(self, indices: torch.Tensor) -> None:
+        if self.key_buf is not None:  # the rows that go on generating; their room comes along
+            n = self.keys.shape[-2]
+            self.key_buf, self.value_buf = self.key_buf[indices], self.value_buf[indices]
+            self.keys, self.values = self.key_buf[:, :, :n], self.value_buf[:, :, :n]

@@ -14,6 +14,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from transformers.utils import logging as hf_logging
 
 from grpo_lab.errors import ConfigError
+from grpo_lab.model.attention import attention_for
 from grpo_lab.model.files import ModelFileError, check_model_files, check_model_folder, resolve_model_path
 from grpo_lab.model.tiny import tiny_weights
 from grpo_lab.model.tokenizer import CharTokenizer
@@ -47,18 +48,34 @@ def pick_dtype(dtype: str, device: torch.device) -> torch.dtype:
     """The dtype the weights are stored in. "auto" keeps fp32 weights everywhere: on CUDA the passes
     run in bf16 under autocast (see `amp`), while Adam's small steps still land on fp32 weights
     (stored in bf16 they would mostly round away). An explicit dtype stores the weights in it."""
-    allowed = {"auto": torch.float32, "float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+    allowed = {"auto": torch.float32, "float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16,
+               "autocast_bf16": torch.float32}
     if dtype not in allowed:
         raise ValueError(f"model.dtype={dtype!r} is not supported. Must be one of {', '.join(map(repr, allowed))}.")
     return allowed[dtype]
 
 
 def amp(dtype: str, device: torch.device) -> contextlib.AbstractContextManager:
-    """The context the model's passes run in: bf16 autocast for "auto" on a CUDA device with bf16,
-    nothing otherwise (CPU runs stay in exact fp32)."""
-    if dtype == "auto" and device.type == "cuda" and torch.cuda.is_bf16_supported():
-        return torch.autocast("cuda", dtype=torch.bfloat16)
+    """The context the model's passes run in: bf16 autocast for "auto" on a CUDA device with bf16, and for
+    "autocast_bf16" on any device (CPU included); nothing otherwise ("auto" CPU runs stay in exact fp32)."""
+    if (dtype == "auto" and device.type == "cuda" and torch.cuda.is_bf16_supported()) or dtype == "autocast_bf16":
+        return torch.autocast(device.type, dtype=torch.bfloat16)
     return contextlib.nullcontext()
+
+
+def cpu_has_bf16() -> bool:
+    """Whether this CPU has bf16 matmul units (AVX512-BF16 or AMX), which oneDNN's bf16 kernels need."""
+    check = getattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", None)
+    return bool(check and check())
+
+
+def bf16_warning(dtype: str, device: torch.device) -> str | None:
+    """One line when bf16 is asked for on a CPU without bf16 units (None otherwise): torch then converts in
+    every matmul, and a SmolLM2 step measured 8.5x slower than fp32 (benchmarks/RESULTS.md)."""
+    if dtype not in ("bfloat16", "autocast_bf16") or device.type != "cpu" or cpu_has_bf16():
+        return None
+    return (f"model.dtype={dtype} on a CPU without bf16 units (no AVX512-BF16/AMX): every matmul converts, a "
+            "SmolLM2 GRPO step measured 8.5x slower than fp32 here; use model.dtype=auto (exact fp32) on this CPU")
 
 
 def load_policy(name: str, path: str | None, device: str = "auto", dtype: str = "auto", gguf_file: str | None = None):
@@ -66,6 +83,8 @@ def load_policy(name: str, path: str | None, device: str = "auto", dtype: str = 
     see model_files; with gguf_file, that GGUF file in it, dequantized by transformers)."""
     dev = pick_device(device)
     dt = pick_dtype(dtype, dev)
+    if (warning := bf16_warning(dtype, dev)) is not None:
+        log.warning("%s", warning)
     hf_logging.disable_progress_bar()  # one bar per shard per job floods sweep logs
     if name == "tiny":
         folder = tiny_weights()
@@ -84,11 +103,10 @@ def load_policy(name: str, path: str | None, device: str = "auto", dtype: str = 
             tokenizer.pad_token = tokenizer.eos_token
     else:
         raise ValueError(f"model.name={name!r} is not supported. Must be one of 'tiny', 'hf'.")
-    # Eager attention: at a few dozen tokens it beats SDPA's dispatch overhead on CPU.
-    attn = "eager" if dev.type == "cpu" else "sdpa"
     with _reading(folder, path if name == "hf" else str(folder)):
-        model = AutoModelForCausalLM.from_pretrained(folder, dtype=dt, attn_implementation=attn,
+        model = AutoModelForCausalLM.from_pretrained(folder, dtype=dt, attn_implementation="eager",
                                                      gguf_file=gguf_file if name == "hf" else None)
+    model.set_attn_implementation(attention_for(model.config, dev))  # grouped KV heads on CPU: no K/V copy
     model = model.to(dev)
     if gguf_file is not None:
         _drop_gguf_quantizer(model, gguf_file)

@@ -25,6 +25,7 @@ if TYPE_CHECKING:  # a type only: the rollout stage builds Rollouts from the mod
 from grpo_lab.model.forward import cache_kwarg, prefill, token_entropy, token_logprobs
 from grpo_lab.model.sharding import Backbone, is_sharded
 
+KEEP_BYTES = 256 * 2**20  # model.fast_math keeps at most this much softmax: SmolLM2 5,461 tokens, Qwen2.5 441
 # Model types whose logits are exactly hidden @ lm_head.weight.T (no bias, scaling or soft-capping);
 # others take the full-logits path, which is exact for every causal LM.
 PLAIN_HEAD_TYPES = ("llama", "qwen2", "qwen3", "mistral", "qwen2_moe", "qwen3_moe", "phi3", "smollm3", "olmo2")
@@ -38,19 +39,27 @@ class _HeadLogprobs(torch.autograd.Function):
     gradient flows through it), and no more than (chunk, V) logits exist at once for it either."""
 
     @staticmethod
-    def forward(ctx, hidden, weight, tokens, temperature: float, chunk: int, dtype: torch.dtype, entropy: bool):
+    def forward(ctx, hidden, weight, tokens, temperature: float, chunk: int, dtype: torch.dtype, entropy: bool,
+                keep: bool = False):
         w = weight.to(dtype)
-        out = torch.empty(hidden.shape[0], dtype=torch.float32, device=hidden.device)  # (M,)
-        ent = torch.empty(hidden.shape[0] if entropy else 0, dtype=torch.float32, device=hidden.device)  # (M,) | (0,)
-        for s in range(0, hidden.shape[0], chunk):
+        m = hidden.shape[0]
+        out = torch.empty(m, dtype=torch.float32, device=hidden.device)  # (M,)
+        ent = torch.empty(m if entropy else 0, dtype=torch.float32, device=hidden.device)  # (M,) | (0,)
+        # keep: the (M, V) softmax is kept for the backward, which then skips recomputing the logits (model.fast_math;
+        # only when a backward will come and it fits KEEP_BYTES)
+        keep = keep and any(ctx.needs_input_grad[:2]) and m * weight.shape[0] * 4 <= KEEP_BYTES
+        kept = torch.empty(m, weight.shape[0], device=hidden.device) if keep else None  # (M, V) | None
+        for s in range(0, m, chunk):
             logits = (hidden[s:s + chunk].to(dtype) @ w.T).float() / temperature  # (c, V)
             tok = tokens[s:s + chunk, None]
             lse = torch.logsumexp(logits, -1, keepdim=True)  # (c, 1)
             out[s:s + chunk] = (logits.gather(-1, tok) - lse).squeeze(-1)
+            if keep:
+                torch.exp(logits - lse, out=kept[s:s + chunk])
             if entropy:  # H = lse - sum(p * z), in place on one more (c, V) buffer
                 ent[s:s + chunk] = (lse - (logits - lse).exp_().mul_(logits).sum(-1, keepdim=True)).squeeze(-1)
         ctx.save_for_backward(hidden, weight, tokens)
-        ctx.temperature, ctx.chunk, ctx.dtype = temperature, chunk, dtype
+        ctx.temperature, ctx.chunk, ctx.dtype, ctx.kept = temperature, chunk, dtype, kept
         ctx.mark_non_differentiable(ent)
         return out, ent
 
@@ -65,23 +74,26 @@ class _HeadLogprobs(torch.autograd.Function):
             h = hidden[s:s + chunk].to(dtype)  # (c, H)
             g = grad_out[s:s + chunk, None].float()  # (c, 1)
             # d logp[tok] / d logits = onehot(tok) - softmax(logits), then the 1/temperature of the logits
-            d = torch.softmax((h @ w.T).float() / temperature, -1).mul_(-g)  # (c, V)
+            probs = torch.softmax((h @ w.T).float() / temperature, -1) if ctx.kept is None else ctx.kept[s:s + chunk]
+            d = probs.mul_(-g)  # (c, V)
             d.scatter_add_(-1, tokens[s:s + chunk, None], g)
             d = d.div_(temperature).to(dtype)
             if grad_h is not None:
                 grad_h[s:s + chunk] = d @ w
             if grad_w is not None:
                 grad_w += (d.T @ h).float()  # (V, H)
-        return grad_h, None if grad_w is None else grad_w.to(weight.dtype), None, None, None, None, None
+        ctx.kept = None
+        return grad_h, None if grad_w is None else grad_w.to(weight.dtype), None, None, None, None, None, None
 
 
 def head_logprobs(hidden: torch.Tensor, weight: torch.Tensor, tokens: torch.Tensor, temperature: float,
-                  chunk: int, entropy: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+                  chunk: int, entropy: bool = False, keep: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     """Log-probs (M,) fp32 of `tokens` (M,) given final hidden states (M, H) and the output layer's
-    weight (V, H), without ever holding more than (chunk, V) logits; and, with `entropy`, each
-    position's entropy (M,) (detached), else an empty tensor."""
+    weight (V, H), without ever holding more than (chunk, V) logits (with `keep`, the (M, V) softmax up to
+    KEEP_BYTES, for a backward without the logits' recompute); and, with `entropy`, each position's entropy
+    (M,) (detached), else an empty tensor."""
     dtype = autocast_dtype(hidden.device) or weight.dtype
-    return _HeadLogprobs.apply(hidden, weight, tokens, float(temperature), chunk, dtype, entropy)
+    return _HeadLogprobs.apply(hidden, weight, tokens, float(temperature), chunk, dtype, entropy, keep)
 
 
 def plain_head(model) -> torch.Tensor | None:
@@ -93,13 +105,14 @@ def plain_head(model) -> torch.Tensor | None:
     return head.weight
 
 
-def completion_logprobs(model, rollout: Rollout, temperature: float, *, chunk: int = 0,
-                        entropy: bool = False) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+def completion_logprobs(model, rollout: Rollout, temperature: float, *, chunk: int = 0, entropy: bool = False,
+                        keep: bool = False) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """Log-probs (N, T) of the rollout's completion tokens under `model`, prompts prefilled once per group,
     zero at padding. Differentiable when called with grad enabled: gradients flow through the expanded
     prompt cache. chunk > 0: at most `chunk` positions' logits at a time (plain output layers only).
     entropy=True: also (log-probs, entropies (N, T)), each position's entropy of softmax(logits /
-    temperature) over the whole vocabulary, detached, zero at padding, from the same pass (and chunks)."""
+    temperature) over the whole vocabulary, detached, zero at padding, from the same pass (and chunks).
+    keep=True (model.fast_math): the output layer keeps its softmax for the backward (head_logprobs)."""
     sharded = is_sharded(model)
     head = chunk and plain_head(model) is not None  # the chunked head: hidden states, not logits
     body = model if not head else Backbone(model) if sharded else model.base_model
@@ -129,7 +142,8 @@ def completion_logprobs(model, rollout: Rollout, temperature: float, *, chunk: i
         # read after the backbone's forward: a sharded root is gathered now, and this is its plain full weight,
         # whose gradient FSDP reduce-scatters into the shards in the root's backward
         weight = model.get_output_embeddings().weight
-        picked, ents = head_logprobs(states[mask], weight, ids[mask], temperature, chunk, entropy)  # (M,) real tokens
+        picked, ents = head_logprobs(states[mask], weight, ids[mask], temperature, chunk, entropy,
+                                   keep)  # (M,) real tokens
         logp = torch.zeros(n, t, dtype=picked.dtype, device=device).masked_scatter(mask, picked)
         ent = torch.zeros(n, t, dtype=ents.dtype, device=device).masked_scatter(mask, ents) if entropy else None
     logp, ent = logp[:, :t_real], None if ent is None else ent[:, :t_real]

@@ -4,6 +4,8 @@ Completions are untrusted text. Nothing is ever evaluated as code, and nothing i
 that is not one. A careful grader's rule: **one final answer, whole.**
 - integer tasks: the answer the format names (ANSWER_FORMATS) must be, whole, one integer in ASCII digits
   with an optional sign; "46.5", "46e3", "46abc", "46,000", "46 no wait 47" and "46\\n47" are wrong for 46.
+  `last_number` reads the last number of a finished reply instead (grpo_lab/rewards/numbers.py: "5 + 8 = 13."
+  is 13; "1,000" and "13.0" are read whole; a truncated reply has none).
 - LaTeX tasks: the last box; equal when the text matches, else when math-verify finds the two
   equal with no numeric tolerance where the gold is exact: a decimal answer must equal the gold
   exactly (0.5 = 1/2; 0.50000001 and 0.4999999 are not), and other floats are rounded to
@@ -12,7 +14,9 @@ that is not one. A careful grader's rule: **one final answer, whole.**
 - every other final-answer statement of the completion (each box, answer line and "answer is N":
   grpo_lab/rewards/answers.py) must say the same answer, else the completion is wrong: two answers
   that disagree are a hedge, whichever comes last. The same answer stated twice is right (its format
-  reward needs exactly one statement).
+  reward needs exactly one statement). Under `last_number` each statement must be, whole, one number (its
+  dress taken off) with the reply's value: "The answer is 12. No: 5 + 8 = 13" is a hedge, and
+  "\\boxed{13\\%}. So 13" carries a qualifier: both wrong.
 LaTeX checks run in a small pool of worker processes (`Scorer`), each answer under its own
 time limit and each step's checks under a budget; an answer not checked in time is wrong and
 counted (`Scored.timed_out`, the steps table's `score_timeouts`), so hostile text cannot stall a step.
@@ -27,6 +31,7 @@ from fractions import Fraction
 from typing import Callable
 
 from grpo_lab.rewards.answers import MAX_ANSWER_CHARS, MAX_STATEMENTS, answer_line, clean, hedges, last_boxed, statements
+from grpo_lab.rewards.numbers import last_number, number_alone, number_text
 
 __all__ = ["ANSWER_FORMATS", "MAX_ANSWER_CHARS", "RewardWeights", "Scored", "extract_integer", "final_answer",
            "last_boxed", "score"]
@@ -102,11 +107,16 @@ def _last_box(completion: str) -> str | None:
     return last_boxed(completion)  # boxed: "Put the final number in \\boxed{}"
 
 
+def _last_number(completion: str) -> str | None:
+    return last_number(completion)[0]  # last_number: "What is a + b?", answered in the model's own words
+
+
 ANSWER_FORMATS: dict[str, Callable[[str], str | None]] = {
     "bare": _whole,
     "number": _whole,
     "boxed": _last_box,
     "answer_line": answer_line,  # 'End your reply with a last line "Answer: N"': the last line, whole
+    "last_number": _last_number,  # the last number of a finished reply, read whole (grpo_lab/rewards/numbers.py)
 }
 
 
@@ -119,7 +129,7 @@ def final_answer(completion: str, answer_format: str) -> str | None:
     text = read(completion)
     if text is None or len(text) > MAX_ANSWER_CHARS:
         return None
-    return text.strip() if read is _whole else clean(text)  # a whole completion has no dress: "46." is not 46
+    return text.strip() if read in (_whole, _last_number) else clean(text)  # "46." whole is not 46
 
 
 def integer_answer(completion: str, answer_format: str) -> tuple[str | None, int]:
@@ -135,8 +145,25 @@ def integer_answer(completion: str, answer_format: str) -> tuple[str | None, int
     return answer, len(said)
 
 
+def _last_number_score(completion: str, finished: bool, gold: str, weights: RewardWeights) -> Scored:
+    """last_number: the reply's last number (none when it was cut off), and every final-answer statement read by
+    the same rule must have its value. A hedge's answer is None: it casts no vote in cons@k."""
+    shown, value = last_number(completion) if finished else (None, None)
+    said = statements(completion)
+    values = None if said is None else [None if v is None else clean(v).rstrip(",") for v in said]  # "is 13," ends
+    agree = values is not None and all(v is not None and number_alone(v) and last_number(v)[1] == value
+                                       for v in values)  # a statement is read whole: "\\boxed{13\\%}" is not 13
+    ok = value is not None and agree
+    correct = ok and extract_integer(gold) is not None and value == int(gold)
+    formatted = ok and number_alone(completion)  # the number alone: no statement, nothing else said
+    answer = number_text(value) if ok else (None if value is not None else shown)
+    return Scored(answer, correct, formatted, weights.accuracy * correct + weights.format * formatted)
+
+
 def _integer_score(completion: str, finished: bool, gold: str, weights: RewardWeights,
                    answer_format: str = "bare") -> Scored:
+    if answer_format == "last_number":
+        return _last_number_score(completion, finished, gold, weights)
     answer, said = integer_answer(completion, answer_format)
     correct = answer is not None and answer == extract_integer(gold)
     # well formed: the turn ended with the one answer its format names (a bare answer makes no statement)

@@ -35,6 +35,22 @@ class Rollout:
 _TENSORS = ("prompt_ids", "prompt_mask", "completion_ids", "completion_mask", "old_logp", "lengths", "truncated")
 
 
+def draw_with_logp(logits: torch.Tensor, temperature: float, generator: torch.Generator
+                   ) -> tuple[torch.Tensor, torch.Tensor]:
+    """`_draw` from softmax(logits / temperature) and the drawn token's log-prob, from one exp pass (the plain path
+    takes a softmax and a logsumexp): (R, V) -> (R,), (R,). model.fast_math: the same tokens from the same uniforms
+    but where a uniform falls within rounding of a boundary; log-probs within 1e-5 (tests/test_speed.py)."""
+    logits = logits.float()
+    if temperature != 1.0:
+        logits = logits / temperature
+    top = logits.amax(-1, keepdim=True)  # (R, 1)
+    cdf = (logits - top).exp_().cumsum_(-1)  # (R, V) unnormalised
+    total = cdf[:, -1:]
+    u = (1 - torch.rand(cdf.shape[0], 1, generator=generator, device=cdf.device)) * total  # in (0, total]
+    tok = torch.searchsorted(cdf, u).squeeze(-1).clamp_max(cdf.shape[-1] - 1)  # (R,)
+    return tok, (logits.gather(-1, tok[:, None]) - top - total.log()).squeeze(-1)
+
+
 def _draw(probs: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
     """One sample per row of probs (R, V) by inverse CDF: a single uniform per row, several times
     cheaper on CPU than torch.multinomial's exponential race over the whole vocabulary."""
@@ -55,6 +71,7 @@ def sample_groups(
     end_ids: list[int],
     max_rows: int | None = None,
     stop: list[str] | tuple[str, ...] = (),
+    fast: bool = False,
 ) -> Rollout:
     """Sample `group_size` completions for each prompt with a KV cache. temperature 0 is greedy.
 
@@ -65,6 +82,7 @@ def sample_groups(
 
     A completion ends at an end token or at the token that completes a `stop` string; its text is
     cut before the first stop string (as vLLM does), while the tokens keep the one that completed it.
+    fast (model.fast_math): the one-pass sampler (`draw_with_logp`).
     """
     with torch.inference_mode():  # the cheapest mode for the decode loop
         device = next(model.parameters()).device
@@ -82,7 +100,7 @@ def sample_groups(
             repeats = group_size if step == n else torch.tensor(counts, device=device)
             pieces.append(_generate(model, prompt_ids[lo:hi], prompt_mask[lo:hi], repeats, end - start,
                                     max_new_tokens=max_new_tokens, temperature=temperature, generator=generator,
-                                    ends=ends, pad=pad, tokenizer=tokenizer, stop=stop))
+                                    ends=ends, pad=pad, tokenizer=tokenizer, stop=stop, fast=fast))
         width = max(t.shape[1] for t, _, _ in pieces)
 
         def join(i, value):  # the calls' (rows, t) tensors, right-padded to one width: (N, T)
@@ -107,24 +125,30 @@ def sample_groups(
 
 def _generate(model, prompt_ids, prompt_mask, repeats, n: int, *, max_new_tokens: int, temperature: float,
               generator: torch.Generator, ends: torch.Tensor, pad: int, tokenizer=None,
-              stop: list[str] | tuple[str, ...] = ()) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+              stop: list[str] | tuple[str, ...] = (), fast: bool = False) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """One generation call: `n` rows from the given prompts (prompt i repeated `repeats` times).
     Returns the tokens, their log-probs and where a stop string completed, (n, t) each; t < max_new_tokens
     when every row ended."""
     device = prompt_ids.device
-    cache = PromptCache(model.config, dtype=autocast_dtype(device))
+    cache = PromptCache(model.config, dtype=autocast_dtype(device), reserve=max_new_tokens)
     logits, pos = prefill(model, prompt_ids, prompt_mask, repeats, cache)
     key = cache_kwarg(model)
-    attn = prompt_mask.repeat_interleave(repeats, dim=0)  # (n, P), grows by one column a token
+    width = prompt_mask.shape[1]  # the mask's columns so far: a view of (n, P + max_new_tokens), one more a token
+    attn = torch.cat([prompt_mask, torch.ones_like(prompt_mask[:, :1]).expand(-1, max_new_tokens)], dim=1)
+    attn = attn.repeat_interleave(repeats, dim=0)
     tokens = torch.full((n, max_new_tokens), pad, device=device)
     logps = torch.zeros(n, max_new_tokens, device=device)
     live = torch.arange(n, device=device)  # the original row of each row still generating
     stopped = torch.zeros(n, max_new_tokens, dtype=torch.bool, device=device)  # a stop string completed here
     for t in range(max_new_tokens):
-        logits = logits.float()
-        tok = logits.argmax(-1) if temperature == 0 else _draw(torch.softmax(logits / temperature, -1), generator)
+        if fast and temperature != 0:
+            tok, logp = draw_with_logp(logits, temperature, generator)
+        else:
+            logits = logits.float()
+            tok = logits.argmax(-1) if temperature == 0 else _draw(torch.softmax(logits / temperature, -1), generator)
+            logp = token_logprobs(logits, tok, temperature or 1.0)
         tokens[live, t] = tok
-        logps[live, t] = token_logprobs(logits, tok, temperature or 1.0)
+        logps[live, t] = logp
         ended = torch.isin(tok, ends)
         if stop:
             hit = _completes_stop(tokenizer, tokens[live, : t + 1], stop)  # (R,)
@@ -136,8 +160,9 @@ def _generate(model, prompt_ids, prompt_mask, repeats, n: int, *, max_new_tokens
             keep = (~ended).nonzero().squeeze(1)
             cache.batch_select_indices(keep)
             live, tok, attn, pos = live[keep], tok[keep], attn[keep], pos[keep]
-        attn = torch.cat([attn, torch.ones_like(attn[:, :1])], dim=1)
-        out = model(input_ids=tok[:, None], attention_mask=attn, position_ids=pos, use_cache=True, **{key: cache})
+        width += 1
+        out = model(input_ids=tok[:, None], attention_mask=attn[:, :width], position_ids=pos, use_cache=True,
+                    **{key: cache})
         logits, pos = out.logits[:, -1], pos + 1
     return tokens[:, : t + 1], logps[:, : t + 1], stopped[:, : t + 1]
 

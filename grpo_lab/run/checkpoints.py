@@ -1,7 +1,8 @@
 """Checkpoints that resume exactly: model, optimizer, every RNG the run draws from, and counters.
 
 A full checkpoint (weights + state.pt) can resume a run; a weights-only one (state.pt removed, the
-largest part: the optimizer's moments are twice the weights) can only be evaluated."""
+largest part: the optimizer's moments are twice the weights) can only be evaluated. Under LoRA the weights
+are the adapters (adapter_config.json + adapter_model.safetensors) and the optimizer state is theirs."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from grpo_lab import distributed
 from grpo_lab.errors import InputError
 from grpo_lab.model.sharding import is_sharded
 from grpo_lab.run.sharded import drop_optimizer, load_sharded, save_sharded
+from grpo_lab.model.lora import is_adapter_folder, load_adapters
 
 _STEP = re.compile(r"step-(\d{6})$")
 
@@ -125,7 +127,12 @@ def checkpoint_steps(run_dir: Path, *, resumable: bool = True) -> list[int]:
     """Steps with a checkpoint, ascending: full ones only, or (resumable=False) weights-only ones too.
     Every step-NNNNNN folder is whole: it appears by an atomic rename."""
     return [int(p.name[5:]) for p in sorted((Path(run_dir) / "checkpoints").glob("step-*"))
-            if _STEP.search(p.name) and (p / ("state.pt" if resumable else "config.json")).exists()]
+            if _STEP.search(p.name) and ((p / "state.pt").exists() if resumable else has_weights(p))]
+
+
+def has_weights(path: Path) -> bool:
+    """A checkpoint folder with weights to evaluate: a model folder, or LoRA adapters (adapter_config.json)."""
+    return (path / "config.json").exists() or is_adapter_folder(path)
 
 
 def drop_state(run_dir: Path, step: int) -> None:
@@ -150,8 +157,15 @@ def prune_checkpoints(run_dir: Path, keep_last: int | None, pinned: set[int], ev
 
 
 def load_weights(path: Path, model) -> None:
-    """Load a checkpoint's weights into `model` (same architecture), in place."""
+    """Load a checkpoint's weights into `model` (same architecture), in place; a LoRA checkpoint's adapters into
+    `model`, the run's PeftModel (grpo_lab/model/lora.py)."""
     from safetensors.torch import load_file
+
+    if is_adapter_folder(path):
+        load_adapters(path, model)
+        return
+    if hasattr(model, "peft_config"):
+        raise ValueError(f"{path} holds a full model's weights, but the run trains LoRA adapters (model.lora.rank > 0)")
 
     device = str(next(model.parameters()).device)
     weights = {k: v for f in sorted(path.glob("*.safetensors")) for k, v in load_file(f, device=device).items()}

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from grpo_lab.model.load import amp
+from grpo_lab.model.lora import add_adapters
 from grpo_lab.rollout.evaluation import evaluate
 from grpo_lab.run.checkpoints import checkpoint_dir, checkpoint_steps, checkpoint_totals, load_weights
 from grpo_lab.run.guards import RunLock
@@ -26,7 +27,7 @@ def evaluate_checkpoints(cfg, run_dir: Path, *, n: int, temperature: float, step
         raise FileNotFoundError(f"run_dir: {run_dir} has no run.json; is it a grpo-lab run directory?")
     run_id = json.loads(meta.read_text())["run_id"]
     available = [0] + checkpoint_steps(run_dir, resumable=False)  # weights-only checkpoints evaluate too
-    wanted = available if steps is None else list(steps)
+    wanted = available if steps is None else sorted(set(steps))  # ascending: step 0 before any checkpoint loads
     missing = sorted(set(wanted) - set(available))
     if missing:
         raise ValueError(f"steps: no checkpoint for step {missing[0]} in {run_dir} (have {available})")
@@ -34,10 +35,11 @@ def evaluate_checkpoints(cfg, run_dir: Path, *, n: int, temperature: float, step
         if on_start is not None:
             on_start(run_dir)
         task, model, tokenizer, end_ids = load_task_and_policy(cfg)  # pass-rate labels as training measured them
+        model, peft = add_adapters(model, cfg.model.lora)  # LoRA: each checkpoint's adapters go onto the base
         with amp(cfg.model.dtype, next(model.parameters()).device):
             for step in wanted:
                 if step:
-                    load_weights(checkpoint_dir(run_dir, step), model)
+                    load_weights(checkpoint_dir(run_dir, step), model if peft is None else peft)
                 rows = evaluate(model, tokenizer, task.held_out, n=n, temperature=temperature,
                                 max_new_tokens=cfg.rollout.max_new_tokens, end_ids=end_ids,
                                 answer_kind=task.answer_kind, seed=cfg.seed, run_id=run_id, step=step,

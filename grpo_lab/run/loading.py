@@ -17,7 +17,7 @@ def load_task_and_policy(cfg, policy: tuple | None = None):
                                              gguf_file=cfg.model.gguf_file)
     end_ids = eos_ids(model, tokenizer)
     if cfg.task.chat_template:  # as the model's users run it: chat-rendered prompts, turns end at end-of-turn
-        task = render_task(task, tokenizer, cfg.task.system_prompt)
+        task = render_task(task, tokenizer, cfg.task.system_prompt, cfg.task.shots)
         end_ids = sorted(set(end_ids) | set(end_of_turn_ids(tokenizer)))
     if cfg.task.difficulty == "pass_rate":
         with amp(cfg.model.dtype, next(model.parameters()).device):

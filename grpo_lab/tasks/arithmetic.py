@@ -22,6 +22,7 @@ QUESTIONS: dict[str, str] = {
     "number": "What is {a} + {b}? Reply with only the final number.",
     "boxed": "What is {a} + {b}? Put the final number in \\boxed{{}}.",
     "answer_line": 'What is {a} + {b}? End your reply with a last line "Answer: N", N the final number.',
+    "last_number": "What is {a} + {b}?",  # answered in the model's own words; the last number is read
 }
 
 

@@ -18,7 +18,8 @@ class Task:
     """A finite training pool, a disjoint held-out pool, and how answers are checked.
 
     answer_kind: "integer" (exact integer match) or "latex" (math-verify equivalence).
-    answer_format: "bare" (the whole completion), "number", "boxed" or "answer_line" (rewards.final_answer).
+    answer_format: "bare" (the whole completion), "number", "boxed", "answer_line" or "last_number"
+    (rewards.final_answer).
     """
 
     name: str

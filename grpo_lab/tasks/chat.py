@@ -4,28 +4,35 @@ generation prompt, and the tokens that end the assistant's turn."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 
 from grpo_lab.tasks.base import Task
 
 _PROBE = "\u2063"  # an invisible separator: marks where an assistant message's content ends in a rendered chat
 
 
-def chat_prompt(tokenizer, text: str, system_prompt: str | None = None) -> str:
+def chat_prompt(tokenizer, text: str, system_prompt: str | None = None, shots: Sequence[Sequence[str]] = ()) -> str:
     """`text` as one user turn rendered by the tokenizer's chat template, ending in the assistant's
-    generation prompt. Rollouts tokenize it with add_special_tokens=False, so a BOS the template writes
-    is the only one (no doubled BOS)."""
+    generation prompt; `shots`, (user, assistant) pairs, are earlier turns of the same chat (a few-shot
+    prompt). Rollouts tokenize it with add_special_tokens=False, so a BOS the template writes is the only
+    one (no doubled BOS)."""
     if not getattr(tokenizer, "chat_template", None):
         raise ValueError(f"task.chat_template=true: the tokenizer {type(tokenizer).__name__} has no chat template")
     messages = ([{"role": "system", "content": system_prompt}] if system_prompt is not None else [])
+    for user, assistant in shots:
+        messages += [{"role": "user", "content": user}, {"role": "assistant", "content": assistant}]
     messages.append({"role": "user", "content": text})
     return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
 
 
-def render_task(task: Task, tokenizer, system_prompt: str | None = None) -> Task:
-    """The task with every prompt rendered as a chat (prompt ids, answers and difficulties unchanged)."""
+def render_task(task: Task, tokenizer, system_prompt: str | None = None, shots: Sequence[Sequence[str]] = ()) -> Task:
+    """The task with every prompt rendered as a chat (prompt ids, answers and difficulties unchanged). A problem
+    whose question is one of the `shots` leaves both pools: its answer is in the prompt."""
+    shown = {user for user, _ in shots}
 
     def render(problems):
-        return tuple(dataclasses.replace(p, prompt=chat_prompt(tokenizer, p.prompt, system_prompt)) for p in problems)
+        return tuple(dataclasses.replace(p, prompt=chat_prompt(tokenizer, p.prompt, system_prompt, shots))
+                     for p in problems if p.prompt not in shown)
 
     return dataclasses.replace(task, train=render(task.train), held_out=render(task.held_out))
 

@@ -21,6 +21,7 @@ from grpo_lab.model.kvcache import autocast_dtype
 from grpo_lab.model.load import amp, frozen_copy
 from grpo_lab.model.logprobs import enable_checkpointing
 from grpo_lab.model.sharding import local
+from grpo_lab.model.lora import add_adapters, trainable
 from grpo_lab.rewards.rules import RewardWeights
 from grpo_lab.rewards.scorer import Scorer
 from grpo_lab.rollout.evaluation import evaluate
@@ -81,17 +82,23 @@ class Trainer:
         self.task = task
         self.device = next(self.model.parameters()).device
         record.update(device=str(self.device), difficulty_labels=task.difficulty_labels)
+        # model.lora.rank > 0: the passes take the model with adapters injected, `peft` saves and loads them
+        self.model, self.peft = add_adapters(self.model, cfg.model.lora)
         distributed.broadcast_parameters(self.model)  # as DDP does: every rank starts from rank 0's weights
-        with self.amp():  # under bf16 autocast the reference is stored in bf16: it only ever runs in it
-            self.ref = frozen_copy(self.model, autocast_dtype(self.device)) if cfg.algo.beta != 0 else None
+        with self.amp():  # under CUDA's autocast ("auto") the reference is stored in bf16: it only ever runs in it;
+            # model.dtype=autocast_bf16 keeps it fp32, as the policy's weights (a bf16 copy: KL 1e-3 at step 0)
+            stored = None if cfg.model.dtype == "autocast_bf16" else autocast_dtype(self.device)
+            self.ref = None if cfg.algo.beta == 0 else frozen_copy(self.model, stored) if self.peft is None \
+                else self.peft  # LoRA: the same model with its adapters switched off
         if cfg.model.gradient_checkpointing:
             enable_checkpointing(self.model)
         with self.amp():
             self.par = build_parallel(cfg.dist.strategy, self.device, autocast_dtype(self.device))
         self.model, self.ref = self.par.prepare(self.model, self.ref)  # fsdp: both sharded, each its own shards
         record.update(strategy=self.par.name)
+        self.saved = self.model if self.peft is None else self.peft  # what checkpoints hold: LoRA, the adapters only
         self.model.train()
-        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=cfg.algo.lr, weight_decay=cfg.algo.weight_decay,
+        self.optimizer = torch.optim.AdamW(trainable(self.model), lr=cfg.algo.lr, weight_decay=cfg.algo.weight_decay,
                                            fused=self.device.type in ("cpu", "cuda"))
         self.generator = torch.Generator(device=self.device).manual_seed(distributed.rank_seed(cfg.seed))
         self.weights = RewardWeights(cfg.reward.accuracy, cfg.reward.format)
@@ -106,7 +113,7 @@ class Trainer:
             raise RuntimeError(f"out_dir: {self.run_dir} holds a finished run whose checkpoints keep weights only "
                                "(checkpoint.final_weights_only): it cannot resume; use a new out_dir")
         if ckpt is not None:
-            self.last_step, state = load_checkpoint(ckpt, self.model, self.optimizer, self.generator,
+            self.last_step, state = load_checkpoint(ckpt, self.saved, self.optimizer, self.generator,
                                                     distributed.rank(), distributed.world())
             self.counters = {k: state[k] for k in self.counters}
             self.sampler.load_state_dict(state["ranks_sampler"][distributed.rank()] if state.get("ranks_sampler")
@@ -161,7 +168,7 @@ class Trainer:
             ro = sample_groups(self.model, self.tokenizer, [p.prompt for p in mine], size or cfg.sampler.group_size,
                                max_new_tokens=cfg.rollout.max_new_tokens, temperature=cfg.rollout.temperature,
                                generator=self.generator, end_ids=self.end_ids, max_rows=cfg.rollout.max_rows_per_call,
-                               stop=cfg.rollout.stop)
+                               stop=cfg.rollout.stop, fast=cfg.model.fast_math)
             rewards, correct, timeouts = score_rollout(ro, mine, self.task.answer_kind, self.weights, self.scorer,
                                                        self.task.answer_format)
             ties = rewards.astype(np.float64).std(axis=1) <= cfg.algo.std_eps  # population std in float64, as eq. 3
@@ -235,7 +242,7 @@ class Trainer:
         ranks_rng = distributed.gather_objects(rng_state(self.generator)) if distributed.world() > 1 else None
         if not distributed.is_main() and self.par.name == "ddp":  # the same model and optimizer on every rank
             return
-        save_checkpoint(self.run_dir, self.last_step, self.model, self.optimizer, self.generator, state, ranks_rng)
+        save_checkpoint(self.run_dir, self.last_step, self.saved, self.optimizer, self.generator, state, ranks_rng)
         if not distributed.is_main():  # fsdp: every rank wrote its shards; rank 0 keeps the folder
             return
         c = self.cfg.checkpoint

@@ -13,6 +13,7 @@ import torch
 from grpo_lab import distributed
 from grpo_lab.config import TrainConfig
 from grpo_lab.model.logprobs import completion_logprobs
+from grpo_lab.model.lora import adapters_off
 from grpo_lab.rollout.generate import Rollout
 from grpo_lab.train.advantages import rl_zvp_advantages
 from grpo_lab.train.microbatch import MicroBatch
@@ -65,6 +66,7 @@ def update(model, ref, optimizer, micro: list[MicroBatch], rows: TrainingRows, c
     a = cfg.algo
     temp = cfg.rollout.temperature or 1.0
     chunk = cfg.model.logprob_chunk
+    keep = cfg.model.fast_math  # the output layer keeps its softmax for the backward (within float rounding)
     shaped = rows.direction is not None  # a per-token rule: entropies from the first pass
     device = rows.weight.device
     lengths = (torch.cat([mb.rollout.completion_mask.sum(-1) for mb in micro]) if micro
@@ -80,8 +82,8 @@ def update(model, ref, optimizer, micro: list[MicroBatch], rows: TrainingRows, c
     micro, rows = par.pad(micro, rows, pad_id)  # fsdp: the same passes on every rank
     ref_logp = [None] * len(micro)
     if a.beta != 0:
-        with torch.inference_mode():
-            ref_logp = [completion_logprobs(ref, mb.rollout, temp, chunk=chunk) for mb in micro]
+        with torch.inference_mode(), adapters_off(ref) as reference:  # LoRA: the base, adapters switched off
+            ref_logp = [completion_logprobs(reference, mb.rollout, temp, chunk=chunk) for mb in micro]
         par.after_passes(ref)
     stats, informative = [], 0
     old_logp, first, used = [None] * len(micro), [None] * len(micro), [None] * len(micro)
@@ -93,8 +95,8 @@ def update(model, ref, optimizer, micro: list[MicroBatch], rows: TrainingRows, c
             mask = mb.rollout.completion_mask
             with torch.set_grad_enabled(can_learn):
                 if first[k] is None:  # the first pass: the denominators, and RL-ZVP's entropies
-                    logp, ent = completion_logprobs(model, mb.rollout, temp, chunk=chunk, entropy=True) if shaped \
-                        else (completion_logprobs(model, mb.rollout, temp, chunk=chunk), None)  # (n, T)
+                    logp, ent = completion_logprobs(model, mb.rollout, temp, chunk=chunk, entropy=True, keep=keep) \
+                        if shaped else (completion_logprobs(model, mb.rollout, temp, chunk=chunk, keep=keep), None)
                     first[k] = logp.detach()
                     old_logp[k] = first[k] if rows.behaviour is None else torch.where(
                         rows.behaviour[mb.rows, None], mb.rollout.old_logp, first[k])
@@ -102,7 +104,7 @@ def update(model, ref, optimizer, micro: list[MicroBatch], rows: TrainingRows, c
                         rows.advantages[mb.rows], rows.direction[mb.rows], ent, mask, a.zvp_alpha)  # (n,) | (n, T)
                     entropy[k] = None if ent is None else _token_stats(ent, mask)
                 else:
-                    logp = completion_logprobs(model, mb.rollout, temp, chunk=chunk)  # (n, T)
+                    logp = completion_logprobs(model, mb.rollout, temp, chunk=chunk, keep=keep)  # (n, T)
                 loss, st = grpo_loss(logp, old_logp[k], used[k], mask, ref_logp=ref_logp[k], beta=a.beta,
                                      eps_low=a.eps_low, eps_high=a.eps_high, agg=a.loss_agg,
                                      max_len=cfg.rollout.max_new_tokens, seq_weight=rows.weight[mb.rows], norm=norm)

