@@ -383,9 +383,6 @@ def advice(cfg: TrainConfig) -> list[str]:
     if cfg.model.name == "hf" and cfg.algo.lr >= 1e-5 and not cfg.model.lora.rank:  # LoRA adapters: ~1e-4
         out.append(f"algo.lr={cfg.algo.lr:g} with a model=local model: that is the built-in model's rate; pretrained "
                    "LLMs are trained near 1e-6 (TRL's default) and collapse at 1e-4 (LoRA adapters: model.lora.rank)")
-    if cfg.rollout.temperature == 0:
-        out.append("rollout.temperature=0: greedy rollouts make a group's G answers identical, so every group ties "
-                   "and nothing trains")
     if cfg.algo.advantage == "ngrpo" and cfg.algo.std != "population":
         out.append(f"algo.std={cfg.algo.std} is not used by algo.advantage=ngrpo: its advantages divide by its own "
                    "std (Bessel's, over the group and its virtual right answer, + 1e-6)")

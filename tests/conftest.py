@@ -27,3 +27,32 @@ def tiny_cfg(tmp_path) -> TrainConfig:
     cfg.sampler.group_size = 4
     cfg.eval.n = 4
     return cfg
+
+
+# The heaviest tests (30-110 s each on 2 idle cores: whole torchrun runs under both strategies, kill-and-resume
+# of two ranks, a refused sweep resume, disk faults, benchmark smokes) are marked slow here, in one place: with
+# them the README's command took 24 minutes, past CI's 20 with the install. `python -m pytest -m slow -n 0`
+# runs them; run it before changing what they guard (the distributed strategies, guards, benchmarks).
+SLOW = {
+    "tests/test_distributed.py::test_killed_rank_fails_the_run_and_the_same_command_resumes",
+    "tests/test_distributed.py::test_two_rank_replay_keeps_one_buffer_resumes_exactly",
+    "tests/test_distributed.py::test_fsdp_run_equals_the_ddp_run",
+    "tests/test_distributed.py::test_two_rank_shaped_and_reused_update_equals_one_process[fsdp]",
+    "tests/test_distributed.py::test_two_rank_update_equals_one_process_on_the_combined_batch[fsdp]",
+    "tests/test_distributed.py::test_a_stuck_rank_fails_the_run_after_the_timeout",
+    "tests/test_distributed.py::test_fsdp_rollout_gathers_once_and_decodes_without_collectives",
+    "tests/test_refused_start.py::test_a_refused_sweep_resume_leaves_the_whole_sweep_as_it_was",
+    "tests/test_faults.py::test_a_disk_that_fills_during_a_checkpoint_fails_the_run_and_loses_nothing",
+    "tests/test_faults.py::test_a_read_only_run_directory_is_one_line_and_stays_as_it_was",
+    "tests/test_benchmarks.py::test_analysis_speed_benchmark_smoke_and_its_guard",
+    "tests/test_benchmarks.py::test_speed_regression_benchmark_smoke",
+    "tests/test_cli_messages.py::test_evaluate_help_and_config_need_no_run_dir",
+    "tests/test_experiments.py::test_submitit_local_sweep_writes_its_report",
+}
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.nodeid in SLOW or item.nodeid.split("[")[0] in SLOW:
+            item.add_marker(pytest.mark.slow)

@@ -225,7 +225,7 @@ def test_no_tokens_figure_when_every_arm_draws_the_same_tokens_per_sample(built)
     per_job = groups.groupby("job")[["samples_total", "tokens_total"]].max()
     rates = [per_job.loc[jobs, "tokens_total"].sum() / per_job.loc[jobs, "samples_total"].sum()
              for jobs in (["0", "1"], ["2", "3"])]
-    text = report.read_text()
+    text = both_pages(report)
     same = max(rates) <= min(rates) * 1.05
     assert same == ("its curves against tokens repeat those against samples: no figure" in text)
     assert same == (not (report.parent / "figures" / "budget_tokens.png").exists())

@@ -40,7 +40,8 @@ def assert_same_step(got: dict, one: dict, agg: str, split: str) -> None:
     assert (got["weights"] - one["weights"]).abs().max() <= 1e-6, (agg, split)
     assert (got["grads"] - one["grads"]).abs().max() <= 1e-6, (agg, split)
     for key, value in one["stats"].items():
-        assert got["stats"][key] == pytest.approx(value, rel=1e-6, abs=1e-6), (agg, split, key)
+        # the gradient norm sums squares over shards in another order: float rounding, measured 1.6e-6 relative
+        assert got["stats"][key] == pytest.approx(value, rel=1e-5, abs=1e-6), (agg, split, key)
 
 
 @pytest.mark.parametrize("strategy", ["ddp", "fsdp"])

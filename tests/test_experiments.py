@@ -218,7 +218,7 @@ def test_sweep_job_k_runs_on_gpu_k_mod_n():
 
 
 @pytest.mark.parametrize("args,jobs", [(["-m", "experiment=main"], 11),  # both samplers, seeds 0-9
-                                       (["-m", "seed=0,1", "sampler.name=fixed,dynamic", "algo.lr=1e-4,2",
+                                       (["-m", "seed=0,1", "sampler.name=fixed,dynamic", "algo.lr=1e-4,0.2",
                                          "task.levels=[1],[2,4]", "sampler=fixed,greso", "max_samples=null,4096"], 7)])
 def test_swept_values_set_on_one_compose_equal_a_compose_per_job(args, jobs):
     """compose_jobs composes once and sets each swept plain value on a copy; the plain way composes every job."""
