@@ -290,7 +290,7 @@ def validate(cfg: TrainConfig) -> None:
     # memory at real shapes, precision, checkpoints (issue 8)
     require(cfg.model.dtype != "float16", "model.dtype", cfg.model.dtype,
              "float16 needs loss scaling, which grpo-lab does not do; use 'bfloat16' or 'auto'")
-    check_lora(cfg.model.lora)
+    check_lora(cfg.model.lora, cfg.dist.strategy)
     require(cfg.model.logprob_chunk >= 0, "model.logprob_chunk", cfg.model.logprob_chunk, "must be >= 0 (0: full logits)")
     a = cfg.algo
     require(a.micro_batch_groups is None or a.micro_batch_groups >= 1, "algo.micro_batch_groups",
@@ -330,9 +330,6 @@ def validate(cfg: TrainConfig) -> None:
     require(cfg.dist.backend in ("auto", "gloo", "nccl"), "dist.backend", cfg.dist.backend,
              "must be one of 'auto', 'gloo', 'nccl'")
     require(cfg.dist.strategy in STRATEGIES, "dist.strategy", cfg.dist.strategy, f"must be one of {', '.join(map(repr, STRATEGIES))}")
-    # LoRA adapters under FSDP2 sharding are not built (nor tested): one or the other, never silently both
-    require(not (cfg.dist.strategy == "fsdp" and cfg.model.lora.rank), "dist.strategy", cfg.dist.strategy,
-            "fsdp with LoRA adapters (model.lora.rank > 0) is not supported yet: use dist.strategy=ddp with LoRA")
     if cfg.task.name == "mathset":  # read once per (path, size, mtime)
         for key in ("task.path", "task.eval_path"):
             path = cfg.task.path if key == "task.path" else cfg.task.eval_path

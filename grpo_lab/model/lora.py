@@ -39,8 +39,11 @@ class LoraConfig:
     dropout: float = 0.0  # > 0 makes the policy pass random: the first update's ratio would no longer be 1
 
 
-def check_lora(lora: LoraConfig) -> None:
-    """The model.lora.* keys, before any model loads (the targets are checked against the model in add_adapters)."""
+def check_lora(lora: LoraConfig, strategy: str = "ddp") -> None:
+    """The model.lora.* keys, before any model loads (the targets are checked against the model in add_adapters).
+    Adapters under FSDP2 sharding (`strategy`, dist.strategy) are not built: refused, never silently half-done."""
+    require(not (strategy == "fsdp" and lora.rank), "dist.strategy", strategy,
+            "fsdp with LoRA adapters (model.lora.rank > 0) is not built yet: use dist.strategy=ddp with LoRA")
     require(0 <= lora.rank <= MAX_RANK, "model.lora.rank", lora.rank, f"must be in [0, {MAX_RANK}] (0: full fine-tune)")
     require(lora.alpha is None or 0 < lora.alpha <= MAX_ALPHA, "model.lora.alpha", lora.alpha,
             f"must be in (0, {MAX_ALPHA}] or null (2 x rank)")
