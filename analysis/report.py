@@ -19,6 +19,8 @@ from analysis.data.completions import read_completions
 from analysis.data.config import launch_command
 from analysis.data.load import load
 from analysis.data.records import difficulty_names
+from analysis.measures import equal_steps
+from analysis.measures.equal_steps import steps_per_arm
 from analysis.measures.spend import budgets_per_arm
 from analysis.measures.tie_learning import split_reused
 from analysis.render.writer import finish_build, start_build, write_report
@@ -74,14 +76,18 @@ def _build(root: Path, out: Path, building: Path, command: str | None) -> Path:
     held = heldout.section(tables, ctx)
     what_trained = trained.section(tables, ctx)
     tied = ties.section(tables, ctx)
-    family = tests.family([held.comparisons, what_trained.comparisons, tied.comparisons if tied else None])
+    dynamics = equal_steps.comparisons(tables.groups, tables.steps, arm) if not tables.groups.empty else None
+    family = tests.family([held.comparisons, what_trained.comparisons, tied.comparisons if tied else None, dynamics])
     ranked = ranking.section(tables, ctx, family, held.scores, what_trained.per_job)
     covered = coverage.section(tables, ctx)
-    first = [line for line in (
-        findings.budget_warning(budgets_per_arm(tables.groups, arm)) if not tables.groups.empty else None,
-        provenance.mixed_code(tables, ctx.out)) if line]
-    found = findings.section(family, tied.calibration if tied else {}, what_trained.unit_weight,
-                             ranked.sentences if ranked else [], covered.sentence if covered else None, first)
+    budgets = budgets_per_arm(tables.groups, arm) if not tables.groups.empty else None
+    first = [line for line in (findings.budget_warning(budgets) if budgets is not None else None,
+                               provenance.mixed_code(tables, ctx.out)) if line]
+    quoted = findings.Inputs(calibration=tied.calibration if tied else None, budgets=budgets,
+                             steps=steps_per_arm(tables.groups, arm).to_dict() if dynamics is not None else {},
+                             waste_by_difficulty=what_trained.by_difficulty, names=dict(ctx.names))
+    found = findings.section(family, quoted, what_trained.unit_weight, ranked.sentences if ranked else [],
+                             covered.sentence if covered else None, first)
 
     page = [
         header.section(tables, ctx), found, provenance.section(tables, ctx, command or launch_command(root)),

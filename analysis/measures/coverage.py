@@ -4,10 +4,11 @@ does the base model catch up and pass it?
 
 Per difficulty and arm: the mean over held-out prompts of unbiased pass@k (`analysis.stats.at_k.pass_at_k`)
 for every k up to the eval's n, for the base model (step 0) and the trained one (each job's last
-evaluated step); a prompt's value is the mean over the arm's jobs (seeds) that evaluated it. The
+evaluated step), over the held-out prompts and the arm's jobs (seeds). The
 curves *cross* at the smallest k where the base model is ahead (trained - base < 0) having been
-behind at k = 1 (curves that only meet, both at 1, do not cross). Intervals are percentile bootstraps over prompts (the unit both models
-share), the crossing's too: "none" when the trained model stays ahead up to n.
+behind at k = 1 (curves that only meet, both at 1, do not cross). Intervals are percentile bootstraps
+over prompts and seeds, the same resamples as the held-out comparisons' (one quantity, one interval),
+the crossing's too: "none" when the trained model stays ahead up to n.
 """
 
 from __future__ import annotations
@@ -20,64 +21,69 @@ import pandas as pd
 from analysis.data.arms import DEFAULT_ARM, value_text
 from analysis.data.labels import sort_naturally
 from analysis.stats.at_k import pass_at_k
-from analysis.stats.intervals import bootstrap_counts
+from analysis.measures.comparisons import seed_of_jobs
+from analysis.stats.intervals import bootstrap_differences
 
 
 def prompt_curves(eval: pd.DataFrame, by: Sequence[str] = (DEFAULT_ARM,)) -> pd.DataFrame:
-    """pass@k of each prompt for k = 1..n (the fewest samples any prompt has at either checkpoint), base
-    and trained, averaged over each arm's jobs. Long frame: *by, prompt_id, difficulty, model, k, pass."""
+    """pass@k of each prompt in each job for k = 1..n (the fewest samples any prompt has at either
+    checkpoint), base and trained. Long frame: *by, seed (the job's, as the held-out comparisons name
+    it), prompt_id, difficulty, model, k, pass."""
     step = eval["step"].to_numpy()
     last = eval.groupby("job", observed=True)["step"].transform("max").to_numpy()
     model = np.where(step == 0, "base", np.where(step == last, "trained", None))
     rows = eval.assign(model=model)[model != None]  # noqa: E711 (elementwise)
     rows = rows[rows.groupby("job", observed=True)["step"].transform("max") > 0]  # jobs that trained
-    keys = [*by, "job", "prompt_id", "difficulty", "model"]
-    # every key as text, an arm's values as the report names them (a null one is "null", never dropped)
-    rows = rows.assign(**{k: rows[k].map(value_text) if k in by else rows[k].astype(str) for k in keys})
-    counts = rows.groupby(keys, observed=True)["correct"].agg(n="size", c="sum")
-    counts = counts.reset_index()
+    # an arm's values as the report names them (a null one is "null", never dropped); prompts keep their
+    # type, so they sort as the held-out comparisons' score matrices do
+    rows = rows.assign(**{k: rows[k].map(value_text) for k in by}, difficulty=rows["difficulty"].astype(str),
+                       seed=rows["job"].astype(str).map(seed_of_jobs(rows)))
+    keys = [*by, "seed", "prompt_id", "difficulty", "model"]
+    counts = rows.groupby(keys, observed=True)["correct"].agg(n="size", c="sum").reset_index()
     n_max = int(counts["n"].min())
     ks = np.arange(1, n_max + 1)  # (K,)
     values = pass_at_k(counts["n"].to_numpy()[:, None], counts["c"].to_numpy()[:, None], ks[None, :])  # (rows, K)
-    wide = pd.concat([counts[keys], pd.DataFrame(values, columns=ks)], axis=1)
-    per_prompt = wide.groupby([*by, "prompt_id", "difficulty", "model"], sort=False)[list(ks)].mean()
-    per_prompt.columns.name = "k"
-    return per_prompt.stack().rename("pass").reset_index()
+    wide = pd.concat([counts[keys], pd.DataFrame(values, columns=ks)], axis=1).set_index(keys)
+    wide.columns.name = "k"
+    return wide.stack().rename("pass").reset_index()
 
 
-def coverage(eval: pd.DataFrame, by: Sequence[str] = (DEFAULT_ARM,), n_boot: int = 1000, level: float = 0.95,
+def coverage(eval: pd.DataFrame, by: Sequence[str] = (DEFAULT_ARM,), n_boot: int = 2000, level: float = 0.95,
              seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(curves, crossings).
 
-    curves: *by, difficulty ("all" too), k, prompts, base, trained, gain (trained - base), gain_low,
-    gain_high. crossings: *by, difficulty, prompts, gain_at_1, cross_k (smallest k with gain < 0 after
-    a positive gain at 1; NaN: none up to n), cross_low, cross_high (bootstrap percentiles, inf where
-    resamples never cross), n (the largest k)."""
+    curves: *by, difficulty ("all" too), k, prompts, seeds, base, trained, gain (trained - base),
+    gain_low, gain_high. crossings: *by, difficulty, prompts, gain_at_1, cross_k (smallest k with
+    gain < 0 after a positive gain at 1; NaN: none up to n), cross_low, cross_high (bootstrap
+    percentiles, inf where resamples never cross), n (the largest k). Intervals resample prompts and
+    seeds (as pairs: a job's base and trained scores move together), every k under the same resamples,
+    drawn as the held-out comparisons draw theirs: at k = 1 on all prompts the interval is the one of
+    the arm's "final vs base" pass@1 comparison."""
     long = prompt_curves(eval, by)
     long = pd.concat([long, long.assign(difficulty="all")], ignore_index=True)
-    wide = long.pivot_table(index=[*by, "difficulty", "prompt_id"], columns=["model", "k"], values="pass")
-    wide = wide.dropna()  # prompts with both models
-    ks = np.array(sorted({k for _, k in wide.columns}))
-    rng = np.random.default_rng(seed)
+    tail = (1 - level) / 2
     curve_rows, cross_rows = [], []
-    for key, part in wide.groupby(level=[*range(len(by) + 1)], sort=False):
-        base = part["base"][ks].to_numpy()  # (prompts, K)
-        trained = part["trained"][ks].to_numpy()
-        gain = trained - base
-        boot = bootstrap_counts(len(part), n_boot, rng) @ gain / len(part)  # (n_boot, K)
-        tail = (1 - level) / 2
+    for key, part in long.groupby([*by, "difficulty"], observed=True, sort=False):
+        wide = part.pivot_table(index="prompt_id", columns=["model", "seed", "k"], values="pass", aggfunc="mean",
+                                observed=True).dropna()  # prompts that every job scored at both checkpoints
+        if wide.empty or not {"base", "trained"} <= set(wide.columns.get_level_values("model")):
+            continue
+        ks = np.array(sorted(wide["base"].columns.get_level_values("k").unique()))
+        seeds = list(wide["base"].columns.get_level_values("seed").unique())
+        shape = (len(wide), len(seeds), len(ks))
+        base, trained = (wide[m].to_numpy().reshape(shape) for m in ("base", "trained"))  # (prompts, seeds, K)
+        gain = (trained - base).mean(axis=(0, 1))  # (K,)
+        boot = bootstrap_differences(base, trained, True, n_boot, seed)  # (n_boot, K)
         low, high = np.quantile(boot, tail, axis=0), np.quantile(boot, 1 - tail, axis=0)
-        key = key if isinstance(key, tuple) else (key,)
         for i, k in enumerate(ks):
-            curve_rows.append((*key, int(k), len(part), base[:, i].mean(), trained[:, i].mean(), gain[:, i].mean(),
-                               low[i], high[i]))
-        mean_gain = gain.mean(axis=0)
+            curve_rows.append((*key, int(k), len(wide), len(seeds), base[:, :, i].mean(), trained[:, :, i].mean(),
+                               gain[i], low[i], high[i]))
         boot_cross = crossings_k(boot, ks)
         boot_cross = np.where(np.isnan(boot_cross), np.inf, boot_cross)
-        cross_rows.append((*key, len(part), mean_gain[0], crossing_k(mean_gain, ks),
+        cross_rows.append((*key, len(wide), gain[0], crossing_k(gain, ks),
                            np.quantile(boot_cross, tail, method="inverted_cdf"),
                            np.quantile(boot_cross, 1 - tail, method="inverted_cdf"), int(ks[-1])))
-    curves = pd.DataFrame(curve_rows, columns=[*by, "difficulty", "k", "prompts", "base", "trained", "gain",
+    curves = pd.DataFrame(curve_rows, columns=[*by, "difficulty", "k", "prompts", "seeds", "base", "trained", "gain",
                                                "gain_low", "gain_high"])
     crossings = pd.DataFrame(cross_rows, columns=[*by, "difficulty", "prompts", "gain_at_1", "cross_k",
                                                   "cross_low", "cross_high", "n"])

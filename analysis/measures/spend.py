@@ -168,11 +168,13 @@ BUDGET_TOLERANCE = 0.05  # arms whose samples (or tokens) per job differ by more
 
 
 def budgets_per_arm(groups: pd.DataFrame, arm: Sequence[str]) -> pd.DataFrame:
-    """Per arm (`arm_label`), the mean samples and tokens its jobs drew in all (jobs, samples, tokens)."""
+    """Per arm (`arm_label`), the mean samples and tokens its jobs drew in all, and the fewest and most
+    samples any of its jobs drew (jobs, samples, tokens, samples_min, samples_max)."""
     per_job = groups.groupby("job", observed=True)[["samples_total", "tokens_total"]].max().join(job_arms(groups, arm))
     rows = [{"arm": label, "jobs": len(part), "samples": part["samples_total"].astype(float).mean(),
-             "tokens": part["tokens_total"].astype(float).mean()} for label, part in iter_arms(per_job, arm)]
-    return pd.DataFrame(rows, columns=["arm", "jobs", "samples", "tokens"])
+             "tokens": part["tokens_total"].astype(float).mean(), "samples_min": int(part["samples_total"].min()),
+             "samples_max": int(part["samples_total"].max())} for label, part in iter_arms(per_job, arm)]
+    return pd.DataFrame(rows, columns=["arm", "jobs", "samples", "tokens", "samples_min", "samples_max"])
 
 
 def unequal_budgets(budgets: pd.DataFrame, tolerance: float = BUDGET_TOLERANCE) -> dict[str, float]:

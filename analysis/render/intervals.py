@@ -14,8 +14,12 @@ from matplotlib.figure import Figure
 from analysis.data.arms import short_label
 from analysis.render.canvas import interval_row, save, styled
 
-def _holm_note(p_holm: float) -> str:
-    return f"Holm p = {p_holm:.2g}" if pd.notna(p_holm) else "no test"
+
+def _p_note(row: pd.Series) -> str:
+    """The test's p as adjusted: Holm's where its family holds several tests, plain where one."""
+    if pd.isna(row["p_holm"]):
+        return "no test"
+    return f"{'Holm p' if row.get('family', 2) > 1 else 'p'} = {row['p_holm']:.2g}"
 
 
 @styled
@@ -30,14 +34,14 @@ def forest(tests: pd.DataFrame, path: Path, detectable: Sequence[bool]) -> Path:
     labels = tests["metric"].astype(str).tolist()
     height = 0.55 * len(tests) + 1.2
     left = 0.4 + 0.08 * max(len(label) for label in labels)  # inches for the labels
-    width = left + 5.0 + 1.5  # labels, the axis, the Holm p column
+    width = left + 5.0 + 1.5  # labels, the axis, the p column
     fig = Figure(figsize=(width, height))
     FigureCanvasAgg(fig)
     fig.subplots_adjust(left=left / width, right=1 - 1.5 / width, top=1 - 0.35 / height, bottom=0.75 / height)
     ax = fig.subplots()
     y = np.arange(len(tests))[::-1]
     for yi, (_, row), strong in zip(y, tests.iterrows(), detectable):
-        interval_row(ax, yi, row["ci_low"], row["ci_high"], row["difference"], _holm_note(row["p_holm"]), strong,
+        interval_row(ax, yi, row["ci_low"], row["ci_high"], row["difference"], _p_note(row), strong,
                       size=8)
     ax.axvline(0, color="0.4", linestyle="--", linewidth=1)
     ax.set_yticks(y, labels)
@@ -49,7 +53,7 @@ def forest(tests: pd.DataFrame, path: Path, detectable: Sequence[bool]) -> Path:
 
 def _forest_panels(tests: pd.DataFrame, path: Path, detectable: Sequence[bool]) -> Path:
     """`forest` for several pairs of arms: one panel per metric on its own scale (a pass@1 difference of
-    0.01 and a wasted-fraction one of 0.3 share no axis), a row per pair "b − a", the Holm p beside it."""
+    0.01 and a wasted-fraction one of 0.3 share no axis), a row per pair "b − a", the p beside it."""
     tests = tests.assign(_detectable=list(detectable), _pair=[
         f"{short_label(b)} − {short_label(a)}" for a, b in zip(tests["a"].astype(str), tests["b"].astype(str))])
     metrics = list(dict.fromkeys(tests["metric"]))
@@ -58,7 +62,7 @@ def _forest_panels(tests: pd.DataFrame, path: Path, detectable: Sequence[bool]) 
     rows = math.ceil(len(metrics) / columns)
     left = 0.3 + 0.085 * max(len(p) for p in pairs)  # inches for the pair labels
     panel_w, panel_h = 3.4, 0.42 * len(pairs) + 0.9
-    pad = 1.3  # the Holm p column right of each panel
+    pad = 1.3  # the p column right of each panel
     width = columns * (left + panel_w + pad)
     height = rows * panel_h + 0.4
     fig = Figure(figsize=(width, height))
@@ -72,7 +76,7 @@ def _forest_panels(tests: pd.DataFrame, path: Path, detectable: Sequence[bool]) 
         for yi, (_, r) in zip(y, part.iterrows()):
             if pd.isna(r["difference"]):
                 continue
-            interval_row(ax, yi, r["ci_low"], r["ci_high"], r["difference"], _holm_note(r["p_holm"]),
+            interval_row(ax, yi, r["ci_low"], r["ci_high"], r["difference"], _p_note(r),
                           r["_detectable"], fontsize="x-small")
         ax.axvline(0, color="0.4", linestyle="--", linewidth=1)
         ax.set_yticks(y, pairs)

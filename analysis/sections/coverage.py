@@ -48,8 +48,9 @@ def describe(curves: pd.DataFrame, crossings: pd.DataFrame, by: Sequence[str],
     lines = ["## Coverage after RL", "",
              "pass@k of the base model (step 0) and the trained one (each job's last evaluation) on the held-out "
              "prompts, for k up to the eval's n (Yue et al. 2025 ask whether RL's pass@1 gain holds at large k). "
-             "`gain` = trained - base with a 95% bootstrap interval over prompts; the curves cross at the "
-             "smallest k where the base model is ahead.", ""]
+             "`gain` = trained - base with a 95% bootstrap interval over prompts and seeds (the held-out "
+             "comparisons' own: at k = 1 it is the final-vs-base row of pass@1); the curves cross at the smallest k "
+             "where the base model is ahead.", ""]
     for _, row in crossings[crossings["difficulty"] == "all"].iterrows():  # by key: a key may be "algo.lr"
         if row["gain_at_1"] <= 0:
             text = f"the trained model is not ahead at k = 1 (gain {row['gain_at_1']:+.3f})"
@@ -83,7 +84,7 @@ def sentence(curves: pd.DataFrame, crossings: pd.DataFrame, by: Sequence[str]) -
         parts.append(text)
     n = int(crossings["n"].max())
     return (f"Coverage after RL (trained − base pass@k on all held-out prompts, k up to {n}; 95% intervals over "
-            f"prompts): {'; '.join(parts)}.")
+            f"prompts and seeds): {'; '.join(parts)}.")
 
 
 def _k(value: float) -> str:

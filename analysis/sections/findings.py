@@ -1,15 +1,19 @@
 """The report's opening: a few sentences generated from its own tables, each with its number, its
 interval and the test behind it, held-out results first; "no detectable difference" wherever the
-interval covers zero."""
+interval covers zero. Each number once: a quantity quoted here has the estimate and interval of the
+table it comes from; pooled numbers say what they pool."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 import pandas as pd
 
 from analysis.data.arms import short_label
+from analysis.measures.equal_steps import AT_EQUAL_SAMPLES
+from analysis.measures.equal_steps import METRICS as EQUAL_STEPS
 from analysis.measures.ranking import RANKED_METRICS
 from analysis.measures.spend import BUDGET_TOLERANCE, unequal_budgets
 from analysis.render.markdown import cell
@@ -22,39 +26,125 @@ MAX_LISTED = 6  # detectable differences listed by name after a ranking
 
 def verdict(row: pd.Series) -> str:
     """What a comparison supports: a detectable difference only when its interval excludes zero and
-    the test across seeds rejects after Holm's correction."""
+    the test across seeds rejects (after Holm's correction where its family holds several tests)."""
     low, high = row["ci_low"], row["ci_high"]
     if pd.isna(low) or pd.isna(high):
         return "no interval (too few seeds)"
+    rejects = pd.notna(row.get("p_holm")) and row["p_holm"] < ALPHA
     if low <= 0 <= high:
-        return "no detectable difference"
+        if not rejects:
+            return "no detectable difference"
+        if _over_prompts(row):
+            return ("a difference on these prompts that a new draw of prompts does not establish (the interval "
+                    "covers zero), so no detectable difference")
+        return "the test rejects but the interval covers zero, so no detectable difference"
     if detectable(row):
         return "a detectable difference"
     floor = row.get("smallest_p", math.nan)
     reason = (f"with {row['seeds_a']} and {row['seeds_b']} seeds the exact test cannot go below p = {cell(floor, 2)}"
-              if pd.notna(floor) and floor >= ALPHA else "the test across seeds does not reject after Holm")
+              if pd.notna(floor) and floor >= ALPHA else "the test across seeds does not reject")
     return f"the interval excludes zero but {reason}, so no detectable difference"
 
 
-def _sentence(row: pd.Series) -> str:
-    test = "sign-flip over paired seeds" if row["paired"] else "permutation over seeds"
+def _over_prompts(row: pd.Series) -> bool:
+    """Whether the row's interval resamples prompts too (held-out rows), not seeds alone."""
+    return "prompts" in str(row.get("interval", ""))
+
+
+def p_text(row: pd.Series) -> str:
+    """The test's p as adjusted: plain where its family (the pairs of arms on its metric) holds one
+    test, Holm's with the family's size otherwise."""
+    family = int(row.get("family", 1) or 1)
+    return f"p = {cell(row['p_holm'], 3)}" if family <= 1 else \
+        f"Holm p = {cell(row['p_holm'], 3)} over the {family} pairs on this metric"
+
+
+def _test_name(row: pd.Series) -> str:
+    return "exact sign-flip test over paired seeds" if row["paired"] else "exact permutation test over seeds"
+
+
+def _difference(row: pd.Series) -> str:
     return (f"{row['metric']}: {cell(row['mean_a'], 3)} for {row['a']} and {cell(row['mean_b'], 3)} for {row['b']}, "
-            f"difference {cell(row['difference'], 3)} [{cell(row['ci_low'], 3)}, {cell(row['ci_high'], 3)}] "
-            f"(95% interval over {row['interval']}; exact {test}, Holm p = {cell(row['p_holm'], 3)}): "
-            f"{verdict(row)}.")
+            f"difference {cell(row['difference'], 3)} [{cell(row['ci_low'], 3)}, {cell(row['ci_high'], 3)}]")
+
+
+def _sentence(row: pd.Series) -> str:
+    """One comparison in words. A held-out row answers two questions, said apart: the test across seeds
+    holds the held-out prompts fixed (new seeds, these prompts), the interval resamples them too (a new
+    draw of prompts)."""
+    if not _over_prompts(row):
+        return (f"{_difference(row)} (95% interval over {row['interval']}; {_test_name(row)}, {p_text(row)}): "
+                f"{verdict(row)}.")
+    seeds = ""
+    if row["paired"] and pd.notna(row.get("b_higher")):
+        higher, lower = int(row["b_higher"]), int(row["b_lower"])
+        side, count = ("higher", higher) if higher >= lower else ("lower", lower)
+        seeds = f"{row['b']} is {side} in {count} of {row['seeds_a']} paired seeds, "
+    prompts = f"these {int(row['prompts'])} prompts" if pd.notna(row.get("prompts")) else "these prompts"
+    return (f"{_difference(row)} (95% interval over prompts and seeds: a new draw of prompts). On {prompts} "
+            f"(new seeds, the same prompts) {seeds}{_test_name(row)} {p_text(row)}: {verdict(row)}.")
 
 
 def _power(row: pd.Series) -> str:
-    """What these seeds can detect at all, said once, after the first comparison."""
+    """What these seeds can detect at all, said once, after the first comparison: the exact test's floor
+    and the minimum detectable difference of the quantity the verdict reads (the interval's)."""
+    basis = ("over new prompts and seeds, from this interval's width" if _over_prompts(row)
+             else "t approximation over seeds")
     return (f" With {row['seeds_a']} and {row['seeds_b']} seeds the exact test's smallest p is "
-            f"{cell(row['smallest_p'], 3)} and the minimum detectable difference (80% power, α = {ALPHA}) is "
+            f"{cell(row['smallest_p'], 3)}; the minimum detectable difference (80% power, α = {ALPHA}, {basis}) is "
             f"{cell(row['mde'], 3)}.")
 
 
-def section(tests: pd.DataFrame, calibration: dict, unit_weight: str, ranked: Sequence[str] = (),
+def _at_equal_steps(row: pd.Series, twin: pd.Series, steps: dict[str, float]) -> str:
+    """A training-dynamics row at equal samples followed by the same measure over the same optimizer steps,
+    saying plainly when the difference at equal samples is one of training progress."""
+    span = str(twin["interval"]).removeprefix("seeds, ")
+    taken = "; ".join(f"{short_label(a)} {v:,.0f}" for a, v in steps.items() if a in (row["a"], row["b"]))
+    text = (f" Over the same optimizer steps ({span}; steps per job: {taken}): {cell(twin['mean_a'], 3)} vs "
+            f"{cell(twin['mean_b'], 3)}, difference {cell(twin['difference'], 3)} [{cell(twin['ci_low'], 3)}, "
+            f"{cell(twin['ci_high'], 3)}] ({p_text(twin)}): {verdict(twin)}")
+    if detectable(row) and not detectable(twin):
+        text += ", so the difference at equal samples is one of training progress (the arms took different steps)"
+    elif detectable(row) and detectable(twin) and (row["difference"] > 0) != (twin["difference"] > 0):
+        text += (", the opposite sign: the difference at equal samples comes from training progress (the arms "
+                 "took different steps)")
+    return text + "."
+
+
+def _waste_by_difficulty(row: pd.Series, by_difficulty: pd.DataFrame | None, names: dict[str, str]) -> str:
+    """Where the wasted samples are: each difficulty's wasted / drawn in a, then b."""
+    if by_difficulty is None or by_difficulty.empty:
+        return ""
+    a = by_difficulty[by_difficulty["arm"] == row["a"]].set_index("difficulty")["wasted_frac"]
+    b = by_difficulty[by_difficulty["arm"] == row["b"]].set_index("difficulty")["wasted_frac"]
+    shared = [d for d in a.index if d in b.index]
+    if len(shared) < 2:
+        return ""
+    gaps = {d: b[d] - a[d] for d in shared}
+    widest = max(gaps, key=lambda d: abs(gaps[d]))
+    parts = "; ".join(f"{names.get(d, d)} {cell(a[d], 3)} → {cell(b[d], 3)}" for d in shared)
+    return (f" By difficulty (wasted / drawn, summed over seeds, {short_label(row['a'])} → {short_label(row['b'])}): "
+            f"{parts}; the gap is widest at {names.get(widest, widest)} ({cell(gaps[widest], 3)}).")
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """What the Findings read besides the tests' family: each arm's tie fraction beside its prediction
+    (the ties section's `calibration`), its samples per job (`budgets_per_arm`), its optimizer steps
+    per job (`steps_per_arm`), its wasted_frac per difficulty (the what-trained section's), and the
+    difficulty names."""
+
+    calibration: pd.DataFrame | None = None
+    budgets: pd.DataFrame | None = None
+    steps: dict[str, float] = field(default_factory=dict)
+    waste_by_difficulty: pd.DataFrame | None = None
+    names: dict[str, str] = field(default_factory=dict)
+
+
+def section(tests: pd.DataFrame, inputs: Inputs, unit_weight: str, ranked: Sequence[str] = (),
             coverage: str | None = None, first: Sequence[str] = ()) -> Section:
     """The Findings section (see `findings`)."""
-    return Section(text=findings(tests, calibration, unit_weight, ranked, coverage, first))
+    return Section(text=findings(tests, inputs, unit_weight, ranked, coverage, first))
 
 
 def budget_warning(budgets: pd.DataFrame) -> str | None:
@@ -71,14 +161,54 @@ def budget_warning(budgets: pd.DataFrame) -> str | None:
             "checkpoints (Held-out results, aligned by samples drawn) are. `max_samples` ends every job at one budget.")
 
 
-def findings(tests: pd.DataFrame, calibration: dict, unit_weight: str, ranked: Sequence[str] = (),
+def budget_text(budgets: pd.DataFrame | None) -> str:
+    """What "the end of each job's budget" was, in samples drawn per job: one number where every job drew
+    alike, else each arm's mean and range (a job stops at the first step that reaches its budget, so
+    an arm that draws several rounds a step overshoots it)."""
+    if budgets is None or budgets.empty:
+        return "at the end of each job"
+    if budgets["samples_min"].nunique() == 1 and budgets["samples_max"].nunique() == 1 \
+            and budgets["samples_min"].iloc[0] == budgets["samples_max"].iloc[0]:
+        return f"at the end of each job's budget (every job drew {budgets['samples_min'].iloc[0]:,} samples)"
+    parts = [f"{short_label(r.arm)} {r.samples_min:,}" if r.samples_min == r.samples_max else
+             f"{short_label(r.arm)} {r.samples:,.0f} on average ({r.samples_min:,}–{r.samples_max:,})"
+             for r in budgets.itertuples()]
+    return (f"at the end of each job's budget (samples drawn per job: {'; '.join(parts)}; a job stops at the first "
+            "step that reaches its budget, so a step of several rounds can pass it)")
+
+
+def calibration_text(calibration: pd.DataFrame | None) -> str | None:
+    """The tie prediction p^G + (1−p)^G against what happened, per arm (never pooled across arms)."""
+    if calibration is None or calibration.empty or not calibration["predicted_groups"].gt(0).any():
+        return None
+    one = len(calibration) == 1
+    parts = []
+    for _, row in calibration[calibration["predicted_groups"] > 0].iterrows():
+        gap = (f"observed − predicted {cell(row['observed_minus_predicted'], 3)} "
+               f"[{cell(row['diff_ci_low'], 3)}, {cell(row['diff_ci_high'], 3)}]")
+        if row["diff_ci_low"] <= 0 <= row["diff_ci_high"]:
+            gap += ", no detectable difference"
+        parts.append(f"{'' if one else short_label(row['arm']) + ': '}first-round tie fraction "
+                     f"{cell(row['tie_frac'], 3)} [{cell(row['ci_low'], 3)}, {cell(row['ci_high'], 3)}] of "
+                     f"{int(row['groups']):,} groups; over the {int(row['predicted_groups']):,} with a prediction "
+                     f"(mean {cell(row['predicted_tie_frac'], 3)}), {gap}")
+    return ("Tie prediction p^G + (1−p)^G" + ("" if one else ", each arm over its own groups (all jobs, steps and "
+            "difficulties, each group once)") + ": " + "; ".join(parts) + " (prompt-clustered bootstrap; the "
+            "prediction assumes pass rates constant within a step window).")
+
+
+def findings(tests: pd.DataFrame, inputs: Inputs, unit_weight: str, ranked: Sequence[str] = (),
              coverage: str | None = None, first: Sequence[str] = ()) -> str:
-    """The Findings section from the family of tests (`tests`, with p_holm), the overall first-round
-    tie calibration (a `tie_frac` row as a dict), and, where a study has more than two arms, its
-    rankings in words (`ranked`: they take the place of one sentence per pair, and the other tests are
-    counted), and the coverage-after-RL sentence; `first`: lines said before all of them (what limits
-    every comparison: unequal budgets, mixed code versions)."""
+    """The Findings section from the family of tests (`tests`, with p_holm), what else they quote
+    (`Inputs`), and, where a study has more than two arms, its rankings in words (`ranked`: they take
+    the place of one sentence per pair, and the other tests are counted), and the coverage-after-RL
+    sentence; `first`: lines said before all of them (what limits every comparison: unequal budgets,
+    mixed code versions). A training-dynamics comparison at equal samples is followed by the same
+    measure at equal optimizer steps where the arms took different steps."""
     lines: list[str] = list(first)
+    at_steps = tests["metric"].isin(EQUAL_STEPS.values())
+    twins = tests[tests["metric"].isin(AT_EQUAL_SAMPLES.values())]
+    dynamics = tests[at_steps & ~tests["metric"].isin(AT_EQUAL_SAMPLES.values())]
     if ranked:
         lines += ranked
         rest = tests[~tests["metric"].isin(RANKED_METRICS)]
@@ -91,26 +221,34 @@ def findings(tests: pd.DataFrame, calibration: dict, unit_weight: str, ranked: S
                          + (f": {'; '.join(found[:MAX_LISTED])}" + ("; …" if len(found) > MAX_LISTED else "")
                             if found else "") + ".")
     elif len(tests):
+        told = tests[~at_steps]
         order = ["held-out pass@1", "held-out", "wasted_frac", "tie_frac (first rounds)"]
-        ranked_rows = sorted(range(len(tests)), key=lambda i: next(
-            (n for n, prefix in enumerate(order) if tests["metric"].iloc[i].startswith(prefix)), len(order)))
-        lines += [_sentence(tests.iloc[i]) + (_power(tests.iloc[i]) if n == 0 else "")
-                  for n, i in enumerate(ranked_rows)][:MAX_SENTENCES]
+        ranked_rows = sorted(range(len(told)), key=lambda i: next(
+            (n for n, prefix in enumerate(order) if told["metric"].iloc[i].startswith(prefix)), len(order)))
+        for n, i in enumerate(ranked_rows[:MAX_SENTENCES]):
+            row = told.iloc[i]
+            line = _sentence(row) + (_power(row) if n == 0 else "")
+            if row["metric"] == "wasted_frac":
+                line += _waste_by_difficulty(row, inputs.waste_by_difficulty, inputs.names)
+            twin = twins[(twins["metric"] == AT_EQUAL_SAMPLES.get(row["metric"])) & (twins["a"] == row["a"])
+                         & (twins["b"] == row["b"])]
+            if len(twin):
+                line += _at_equal_steps(row, twin.iloc[0], inputs.steps)
+            lines.append(line)
+        if len(dynamics):
+            span = str(dynamics["interval"].iloc[0]).removeprefix("seeds, ")
+            lines.append(f"Training dynamics over the same optimizer steps ({span}): " + "; ".join(
+                f"{row['metric'].replace(', equal steps)', ')').removesuffix(' (equal steps)')} {cell(row['mean_a'], 3)} vs {cell(row['mean_b'], 3)}, "
+                f"difference {cell(row['difference'], 3)} [{cell(row['ci_low'], 3)}, {cell(row['ci_high'], 3)}] "
+                f"({p_text(row)}): {verdict(row)}" for _, row in dynamics.iterrows()) + ".")
     if coverage:
         lines.append(coverage)
-    if calibration.get("predicted_groups"):
-        lines.append(
-            f"First-round tie fraction {cell(calibration['tie_frac'], 3)} [{cell(calibration['ci_low'], 3)}, "
-            f"{cell(calibration['ci_high'], 3)}]; over the {calibration['predicted_groups']} of them with a "
-            f"prediction p^G + (1−p)^G (mean {cell(calibration['predicted_tie_frac'], 3)}), observed − predicted "
-            f"{cell(calibration['observed_minus_predicted'], 3)} "
-            f"[{cell(calibration['diff_ci_low'], 3)}, {cell(calibration['diff_ci_high'], 3)}] (prompt-clustered "
-            "bootstrap; the prediction assumes pass rates constant within a step window)"
-            + (": no detectable difference." if calibration["diff_ci_low"] <= 0 <= calibration["diff_ci_high"]
-               else "."))
+    tie_line = calibration_text(inputs.calibration)
+    if tie_line:
+        lines.append(tie_line)
     if len(lines) == len(first):
         lines.append("Only one arm and no tie prediction: nothing to compare.")
     return "\n".join(["## Findings", "",
-                      "Generated from the tables below; b − a, at the end of each job's sample budget. Informative "
+                      f"Generated from the tables below; b − a, {budget_text(inputs.budgets)}. Informative "
                       f"= nonzero advantage in its training unit; under `pool=all`, {unit_weight}.", "",
                       *(f"- {line}" for line in lines)])

@@ -4,6 +4,7 @@ arms compared at every checkpoint they share (the held-out rows of the tests' fa
 from __future__ import annotations
 
 from dataclasses import dataclass
+from statistics import NormalDist
 
 import pandas as pd
 
@@ -14,7 +15,7 @@ from analysis.render import scores as figures
 from analysis.render.writer import Files
 from analysis.sections.section import Context, Section
 from analysis.stats.at_k import default_ks
-from analysis.stats.seeds import compare_values
+from analysis.stats.seeds import ALPHA, compare_values
 
 NO_EVAL = "## Held-out results\n\nNo eval tables were found: no pass@k or cons@k."
 
@@ -69,10 +70,18 @@ def section(tables: Tables, ctx: Context) -> HeldOut:
                    prompt_scores=per_prompt)
 
 
+def interval_mde(low: float, high: float, alpha: float = ALPHA, power: float = 0.8) -> float:
+    """The minimum detectable difference of an estimate whose (1 − alpha) interval runs low..high, read
+    as a normal one: (z_{1−α/2} + z_power) × its standard error, the width / (2 z_{1−α/2})."""
+    z = NormalDist().inv_cdf(1 - alpha / 2)
+    return float((z + NormalDist().inv_cdf(power)) * (high - low) / (2 * z))
+
+
 def final_comparisons(comparisons: pd.DataFrame, per_seed: pd.DataFrame) -> pd.DataFrame | None:
     """The tests' family rows: each comparison of two arms at their final checkpoints that was not
-    refused, its seed test redone on each seed's mean (`compare_values`) and its estimate and interval
-    kept from the prompts-and-seeds bootstrap; None when there is none."""
+    refused, its seed test redone on each seed's mean (`compare_values`), its estimate and interval
+    kept from the prompts-and-seeds bootstrap, and its minimum detectable difference read from that
+    interval (`interval_mde`: the verdict needs it to exclude zero); None when there is none."""
     final = comparisons[(comparisons["checkpoint"] == "final") & comparisons["refused"].isna()]
     of = per_seed.groupby(["metric", "k", "a", "b"], sort=False).indices if len(final) else {}  # each's seeds
     rows = []
@@ -81,7 +90,9 @@ def final_comparisons(comparisons: pd.DataFrame, per_seed: pd.DataFrame) -> pd.D
         a = seeds.dropna(subset=["seed_a"]).set_index("seed_a")["mean_a"]
         b = seeds.dropna(subset=["seed_b"]).set_index("seed_b")["mean_b"]
         result = compare_values(a, b)
-        result |= {key: row[key] for key in ("mean_a", "mean_b", "difference", "ci_low", "ci_high")}
+        result |= {key: row[key] for key in ("mean_a", "mean_b", "difference", "ci_low", "ci_high", "prompts")}
+        # the verdict needs this interval to exclude zero: what it can detect follows from its width
+        result["mde"] = interval_mde(row["ci_low"], row["ci_high"])
         name = f"held-out {row['metric'].replace('@k', '@' + str(row['k']))}"
         rows.append({"metric": name, "a": row["a"].removesuffix(" @ final"), "b": row["b"].removesuffix(" @ final"),
                      **result, "interval": "prompts and seeds"})

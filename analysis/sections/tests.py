@@ -1,5 +1,5 @@
-"""Tests across seeds: the family of comparisons between arms that the other sections hand in, with
-Holm's correction within each metric, as a table and a forest of intervals."""
+"""Tests across seeds: the comparisons between arms that the other sections hand in, with Holm's
+correction within each metric's family, as a table and a forest of intervals."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from analysis.sections.section import Section
 from analysis.stats.seeds import ALPHA, SEED_TEST, detectable, with_holm
 
 FAMILY_COLUMNS = ("metric", "a", "b", "paired", "seeds_a", "seeds_b", "mean_a", "mean_b", "difference", "ci_low",
-                  "ci_high", "interval", "p_value", "p_holm", "smallest_p", "mde")
+                  "ci_high", "interval", "p_value", "p_holm", "family", "b_higher", "b_lower", "smallest_p", "mde")
 FOREST_PAIRS = 6  # arm pairs the forest plot shows in full; more: only those with the first arm
 
 
@@ -37,15 +37,19 @@ def section(tests: pd.DataFrame) -> Section:
     filled = [detectable(row) for _, row in forest.iterrows()]
     text = "\n".join([
         "## Tests across seeds", "",
-        "The family of comparisons: every pair of arms at the end of the budget, on held-out pass@1, pass@k and "
-        "cons@k at the largest k, on wasted_frac and on the first-round tie fraction. Differences are b − a. "
-        f"Tests: {SEED_TEST}; the held-out rows' intervals resample prompts as well as seeds (as above). "
-        "`p_holm` is Holm's "
-        f"adjustment within each metric (α = {ALPHA}): a metric is one family, every pair of arms on it, since each "
-        "metric answers its own question. `smallest_p` is the smallest p the exact test can give "
-        "with these seeds (at or above α nothing can be detected, however large); `mde` is the minimum detectable "
-        "effect, the difference found with 80% power at α by the t approximation from the spread of per-seed "
-        "differences (inf: not reachable with these seeds).", "",
+        "The comparisons: every pair of arms at the end of the budget, on held-out pass@1, pass@k and cons@k at "
+        "the largest k, on wasted_frac and on the first-round tie fraction; where the arms took different numbers "
+        "of optimizer steps, also the first-round tie fraction, train reward and KL over the steps every job took "
+        "(`interval` names them). Differences are b − a. "
+        f"Tests: {SEED_TEST}; the held-out rows' intervals resample prompts as well as seeds (as above), while "
+        "their tests hold the prompts fixed. **Families**: each metric is one family, every pair of arms on it "
+        "(each metric answers its own question), and `p_holm` is Holm's adjustment within it (α = "
+        f"{ALPHA}); `family` counts its tests: with two arms a family holds one test and `p_holm` equals `p_value`. "
+        "`b_higher` and `b_lower` count the paired seeds where b is above or below a. `smallest_p` is the "
+        "smallest p the exact test can give with these seeds (at or above α nothing can be detected, however "
+        "large); `mde` is the minimum detectable difference at 80% power and α: for held-out rows from the width "
+        "of their prompts-and-seeds interval, the one the verdict needs to exclude zero; for the others by the t "
+        "approximation from the spread of per-seed differences (inf: not reachable with these seeds).", "",
         files.table("tests", tests[list(FAMILY_COLUMNS)]), "",
         "The same differences with their 95% intervals (dashed: no difference); a filled dot where the findings "
         "call it a detectable difference" + (", one panel per metric (each on its own scale)" if len(pairs) > 1 else "")

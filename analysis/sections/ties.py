@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from analysis.data.arms import job_arms
+from analysis.data.arms import iter_arms, job_arms
 from analysis.data.config import ALIASES
 from analysis.data.load import Tables
 from analysis.measures.ties import ASSUMPTION, predict_ties, samples_by_window, tie_fractions, tie_rows
@@ -40,11 +40,11 @@ def prediction_text(predicted: int, groups: int, window: int) -> str:
 @dataclass(frozen=True, kw_only=True)
 class Ties(Section):
     """`comparisons`: every pair of arms on the first-round tie fraction (rows of the tests' family);
-    `calibration`: the first-round tie fraction of all groups beside its prediction (a `tie_fractions`
-    row as a dict; {} when there is none)."""
+    `calibration`: each arm's first-round tie fraction beside its prediction (`tie_fractions` rows over
+    all its groups, with the arm's label in `arm`; empty when there are none)."""
 
     comparisons: pd.DataFrame
-    calibration: dict = field(default_factory=dict)
+    calibration: pd.DataFrame = field(default_factory=pd.DataFrame)
 
 
 def section(tables: Tables, ctx: Context) -> Ties | None:
@@ -82,8 +82,9 @@ def section(tables: Tables, ctx: Context) -> Ties | None:
         job_arms(round0, [*arm, *seed])).reset_index()
     comparisons = (compare_arms_by_seed(per_job, arm, ["tie_frac"])
                    .assign(metric="tie_frac (first rounds)", interval="seeds"))
-    overall = tie_fractions(round0[["difficulty", "prompt_id"]].assign(difficulty="all"), [], rows=rows)
-    calibration = overall.iloc[0].to_dict() if len(overall) else {}
+    overall = tie_fractions(round0[["difficulty", "prompt_id", *arm]].assign(difficulty="all"), arm, rows=rows)
+    calibration = pd.concat([part.assign(arm=label) for label, part in iter_arms(overall, arm)], ignore_index=True) \
+        if len(overall) else pd.DataFrame()
     redraw_text = (files.table("ties_redraws", tie_fractions(redraws, by)[[*TIE_COLUMNS[:10], *by[2:]]])
                    if len(redraws) else "No redraws: every group is a first round.")
     text = "\n".join([

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from analysis.data.arms import iter_arms
 from analysis.data.labels import natural_sorted
 from analysis.data.load import Tables
 from analysis.measures.spend import across_seeds, budget_curves, counted_how, flags, per_job_spend, spend
@@ -26,9 +27,11 @@ class Trained(Section):
     """`comparisons`: every pair of arms on wasted_frac (rows of the tests' family; None without group
     tables); `unit_weight`: how a unit of several rounds weighs in the loss, in words; `counted`: each
     group's samples, informative and wasted (`flags`), for the sections at other budgets; `per_job`:
-    each job's wasted fraction (`per_job_spend`), for the ranking."""
+    each job's wasted fraction (`per_job_spend`), for the ranking; `by_difficulty`: each arm's
+    wasted_frac per difficulty (`spend`, with the arm's label in `arm`), for the Findings."""
 
     comparisons: pd.DataFrame | None = None
+    by_difficulty: pd.DataFrame | None = None
     unit_weight: str
     counted: pd.DataFrame | None = None
     per_job: pd.DataFrame | None = None
@@ -82,5 +85,6 @@ def section(tables: Tables, ctx: Context) -> Trained:
         files.figure("budget_samples", lambda p: figures.budget_curves(bands, p, arm, "samples")), "",
         f"Per job and budget point: {files.csv('budget_curves_samples', curves)}",
     ])
+    labelled = pd.concat([part.assign(arm=label) for label, part in iter_arms(by_difficulty, arm)], ignore_index=True)
     return Trained(text=text, files=files, comparisons=comparisons, unit_weight=weight, counted=counted,
-                   per_job=per_job)
+                   per_job=per_job, by_difficulty=labelled)

@@ -116,20 +116,29 @@ def bootstrap_difference_ci(a: ArrayLike, b: ArrayLike, paired: bool, n_boot: in
     covers other prompts and other trained models. `paired`: column s of a and b share a seed
     (same init and prompt stream), and seeds are resampled as pairs."""
     a, b = (np.asarray(x, dtype=float).reshape(len(x), -1) for x in (a, b))  # (prompts, seeds)
-    rng = np.random.default_rng(seed)
-    prompts = bootstrap_counts(len(a), n_boot, rng)  # (n_boot, prompts)
-    if paired:
-        diffs = _grid_means(b - a, prompts, bootstrap_counts(a.shape[1], n_boot, rng))
-    else:
-        diffs = (_grid_means(b, prompts, bootstrap_counts(b.shape[1], n_boot, rng))
-                 - _grid_means(a, prompts, bootstrap_counts(a.shape[1], n_boot, rng)))
+    diffs = bootstrap_differences(a[:, :, None], b[:, :, None], paired, n_boot, seed)[:, 0]
     tail = (1 - level) / 2
     return float(np.quantile(diffs, tail)), float(np.quantile(diffs, 1 - tail))
 
 
+def bootstrap_differences(a: np.ndarray, b: np.ndarray, paired: bool, n_boot: int = 2000, seed: int = 0) -> np.ndarray:
+    """(n_boot, K) resampled mean(b) - mean(a) of (prompts, seeds, K) scores, every one of the K columns
+    (e.g. pass@k for k = 1..K) under the same resamples of prompts and seeds, drawn as
+    `bootstrap_difference_ci` draws them: its interval is this one's column."""
+    rng = np.random.default_rng(seed)
+    prompts = bootstrap_counts(len(a), n_boot, rng)  # (n_boot, prompts)
+    if paired:
+        return _grid_means(b - a, prompts, bootstrap_counts(a.shape[1], n_boot, rng))
+    return (_grid_means(b, prompts, bootstrap_counts(b.shape[1], n_boot, rng))
+            - _grid_means(a, prompts, bootstrap_counts(a.shape[1], n_boot, rng)))
+
+
 def _grid_means(scores: np.ndarray, prompts: np.ndarray, seeds: np.ndarray) -> np.ndarray:
-    """(n_boot,) means of (prompts, seeds) scores under resample counts of each: (n_boot, prompts), (n_boot, seeds)."""
-    return ((prompts @ scores) * seeds).sum(1) / (scores.shape[0] * scores.shape[1])
+    """(n_boot, K) means of (prompts, seeds, K) scores under resample counts of each: (n_boot, prompts),
+    (n_boot, seeds)."""
+    units, width, k = scores.shape
+    over_prompts = (prompts @ scores.reshape(units, width * k)).reshape(len(prompts), width, k)
+    return np.einsum("bsk,bs->bk", over_prompts, seeds) / (units * width)
 
 
 def t_mean_ci(values: ArrayLike, level: float = 0.95) -> tuple[float, float]:

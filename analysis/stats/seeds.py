@@ -19,7 +19,7 @@ SEED_TEST = ("exact sign-flip test over paired seeds (else exact permutation tes
              "Student's t over seeds (of the per-seed differences when paired, else with unequal variances)")
 ALPHA = 0.05
 COLUMNS = ("metric", "a", "b", "paired", "seeds_a", "seeds_b", "mean_a", "mean_b", "difference", "ci_low", "ci_high",
-           "p_value", "smallest_p", "mde")
+           "p_value", "smallest_p", "mde", "b_higher", "b_lower")
 
 
 def seed_values(frame: pd.DataFrame, value: str) -> pd.Series:
@@ -29,7 +29,8 @@ def seed_values(frame: pd.DataFrame, value: str) -> pd.Series:
 
 
 def compare_values(a: pd.Series, b: pd.Series, level: float = 0.95) -> dict:
-    """b minus a from one value per seed each (indexed by seed): the COLUMNS fields but names."""
+    """b minus a from one value per seed each (indexed by seed): the COLUMNS fields but names.
+    `b_higher`, `b_lower`: the paired seeds where b's value is above, below a's (NaN when unpaired)."""
     a, b = a.dropna(), b.dropna()
     paired = sorted(a.index) == sorted(b.index) and len(a) > 0
     if paired:
@@ -42,7 +43,8 @@ def compare_values(a: pd.Series, b: pd.Series, level: float = 0.95) -> dict:
             "mean_b": y.mean() if len(y) else np.nan, "difference": y.mean() - x.mean() if both else np.nan,
             "ci_low": low, "ci_high": high, "p_value": seed_test(x, y, paired),
             "smallest_p": smallest_p(len(x), len(y), paired) if both else np.nan,
-            "mde": min_detectable_effect(spread, len(x), len(y), paired, ALPHA) if both else np.nan}
+            "mde": min_detectable_effect(spread, len(x), len(y), paired, ALPHA) if both else np.nan,
+            "b_higher": int((y > x).sum()) if paired else np.nan, "b_lower": int((y < x).sum()) if paired else np.nan}
 
 
 def _spread(x: np.ndarray, y: np.ndarray, paired: bool) -> float:
@@ -66,15 +68,19 @@ def compare_arms_by_seed(per_job: pd.DataFrame, arm: Sequence[str], metrics: Seq
 
 
 def with_holm(table: pd.DataFrame) -> pd.DataFrame:
-    """The table with `p_holm`, Holm's adjusted p, after `p_value`. Each metric is one family (its
-    comparisons answer one question: which arm scores higher on it); a table without `metric`, one."""
+    """The table with `p_holm`, Holm's adjusted p, and `family`, the tests Holm adjusted over, after
+    `p_value`. Each metric is one family (its comparisons answer one question: which arm scores higher
+    on it; with two arms it holds one test, and p_holm is p); a table without `metric`, one."""
     out = table.copy()
     p = out["p_value"].to_numpy(float)
-    adjusted = np.full(len(out), np.nan)
+    adjusted, size = np.full(len(out), np.nan), np.zeros(len(out), np.int64)
     families = out.groupby("metric", sort=False).indices.values() if "metric" in out else [np.arange(len(out))]
     for rows in families:
         adjusted[rows] = holm(p[rows])
-    out.insert(out.columns.get_loc("p_value") + 1, "p_holm", adjusted)
+        size[rows] = int((~np.isnan(p[rows])).sum())
+    at = out.columns.get_loc("p_value") + 1
+    out.insert(at, "p_holm", adjusted)
+    out.insert(at + 1, "family", size)
     return out
 
 
