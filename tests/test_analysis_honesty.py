@@ -94,3 +94,23 @@ def test_one_job_is_not_told_apart_and_no_prediction_is_not_explained(tmp_path):
     text = build(root / "0")
     assert "Arms are told apart by" not in text and "- Arms: one job, nothing to compare" in text
     assert "No prediction p^G + (1−p)^G: no prompt recurred" in text and "`predicted_tie_frac` is the mean" not in text
+
+
+def test_a_tiny_run_says_too_little_data_instead_of_printing_numbers(tmp_path):
+    """Two groups, four eval samples per prompt, one seed: no tie interval from two prompts, no group size
+    beyond the samples measured, no spread across one seed."""
+    held = prompt_pool(levels=("1", "2"), per_level=4, seed=3)
+    root = write_sweep(tmp_path / "sweep", [job_config("fixed", group_size=4, max_steps=2, prompts_per_step=1)],
+                       PROMPTS, eval_prompts=held, eval_n=4)
+    text = build(root)
+    out = root / "report"
+    ties = pd.read_csv(out / "tables" / "ties_by_difficulty.csv")
+    assert (ties["prompts"] < 5).all() and ties[["ci_low", "ci_high"]].isna().all().all()
+    assert f"{len(ties)} of the {len(ties)} rows by difficulty have fewer than 5 prompts: no interval" in text
+    sizes = pd.read_csv(out / "tables" / "group_size.csv")
+    assert sizes["group_size"].max() == 4  # the eval's n: a group of G is G of a prompt's samples
+    details = (out / "DETAILS.md").read_text()
+    assert "for G up to the fewest samples any prompt has (4; larger G would be extrapolated)" in details
+    tokens = pd.read_csv(out / "tables" / "common_budget_tokens.csv")
+    assert not any(c.endswith(("_low", "_high")) for c in tokens.columns)
+    assert "One seed per arm: no spread across seeds to show." in details

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from analysis.measures.group_size import advise_group_size
-from analysis.measures.ties import predict_ties, tie_fractions
+from analysis.measures.ties import MIN_PROMPTS, predict_ties, tie_fractions
 from analysis.stats.binomial import binom_ci, expected_samples_to_nontie, tie_probability
 from fixtures.synthetic import job_config, prompt_pool, simulate_groups
 
@@ -88,14 +88,17 @@ def test_prediction_reads_training_draws_only():
 
 
 def test_tie_intervals_are_clustered_by_prompt():
-    # every group of a prompt ties or none does (pass rate 0 or 1 by prompt): 40 groups but only 4 prompts,
-    # so the interval must be about as wide as for 4 independent draws, far wider than Clopper-Pearson on 40
-    groups = pd.DataFrame([group(step, 8 if prompt < 2 else 4, prompt=f"p{prompt}")
-                           for prompt in range(4) for step in range(10)]).assign(sampler="fixed")
+    # every group of a prompt ties or none does (pass rate 0 or 1 by prompt): 60 groups but only 6 prompts,
+    # so the interval must be about as wide as for 6 independent draws, far wider than Clopper-Pearson on 60
+    groups = pd.DataFrame([group(step, 8 if prompt < 3 else 4, prompt=f"p{prompt}")
+                           for prompt in range(6) for step in range(10)]).assign(sampler="fixed")
     table = tie_fractions(groups, by=["group_size"])
-    low, high = binom_ci(20, 40)
-    assert table["tie_frac"].item() == 0.5 and table["prompts"].item() == 4
+    low, high = binom_ci(30, 60)
+    assert table["tie_frac"].item() == 0.5 and table["prompts"].item() == 6
     assert table["ci_high"].item() - table["ci_low"].item() > 1.5 * (high - low)
+    # below MIN_PROMPTS prompts there is nothing to resample: no interval at all
+    few = tie_fractions(groups[groups["prompt_id"].isin([f"p{i}" for i in range(MIN_PROMPTS - 1)])], by=["group_size"])
+    assert few[["ci_low", "ci_high"]].isna().all().all() and few["tie_frac"].notna().all()
 
 
 def test_tie_fractions_by_step_window():

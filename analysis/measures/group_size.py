@@ -1,4 +1,5 @@
-"""Group size: from measured pass rates, what each G from 2 to 64 would buy, by difficulty.
+"""Group size: from measured pass rates, what each G would buy, by difficulty (G from 2 up to the
+fewest samples any prompt was measured with).
 
 For a prompt of pass rate p a group of G is informative (not tied) with chance 1 - p^G - (1-p)^G
 (`analysis.stats.binomial.tie_probability`). Over a difficulty's prompts, one group each:
@@ -11,9 +12,10 @@ largest G tried; what a larger G costs is fewer prompts per sample. The table na
 with most informative groups per sample (`advise_group_size`, with a per-group overhead in samples)
 and the smallest G that reaches `share` of the informative fraction of the largest G.
 
-Pass rates are plug-in estimates (c/n per prompt: the base model's eval samples, else first-round
-groups); a prompt never solved in n samples counts as p = 0, so informative fractions at G much
-above n are underestimated for hard prompts (they are a lower bound).
+From measured counts (c correct of n per prompt: the base model's eval samples, else first-round
+groups) the chance a group of G ties is estimated without bias, C(c, G)/C(n, G) + C(n−c, G)/C(n, G),
+for G up to n only (`measured_sizes`): a larger G would extrapolate from a plug-in p = c/n, which
+counts a prompt never solved in n samples as p = 0.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from numpy.typing import ArrayLike
 
 from analysis.data.labels import sort_naturally
 from analysis.measures.ties import predict_ties, tie_fractions
-from analysis.stats.binomial import tie_probability
+from analysis.stats.binomial import comb_ratio, tie_probability
 
 SIZES = range(2, 65)
 
@@ -77,13 +79,32 @@ def prompt_pass_rates(groups: pd.DataFrame, eval: pd.DataFrame | None = None) ->
     return out
 
 
+def measured_sizes(rates: pd.DataFrame, sizes: Iterable[int] = SIZES) -> list[int]:
+    """The sizes among `sizes` that the measured pass rates can speak for without extrapolating: at most
+    the fewest samples any prompt has (a group of G is G of a prompt's samples)."""
+    most = int(rates["samples"].min()) if "samples" in rates and len(rates) else 0
+    return [g for g in sizes if g <= most]
+
+
+def _tie_chances(part: pd.DataFrame, g: np.ndarray) -> np.ndarray:
+    """(prompts, sizes) chance that a group of G ties: from counts (`samples`, `correct`) the unbiased
+    C(c, G)/C(n, G) + C(n − c, G)/C(n, G) (G of the prompt's n samples all alike), else p^G + (1 − p)^G."""
+    if {"samples", "correct"} <= set(part.columns):
+        n, c = (part[k].to_numpy(float)[:, None] for k in ("samples", "correct"))
+        if g.max(initial=0) > n.min(initial=np.inf):
+            raise ValueError(f"group size {g.max()} is more than the {int(n.min())} samples some prompt has")
+        return comb_ratio(c, n, g[None, :]) + comb_ratio(n - c, n, g[None, :])
+    return tie_probability(part["p"].to_numpy()[:, None], g)
+
+
 def expected_by_size(rates: pd.DataFrame, sizes: Iterable[int] = SIZES) -> pd.DataFrame:
     """By difficulty ("all" too) and G: prompts, informative_frac, samples_per_informative_group,
-    informative_groups_per_1k (one group of G per prompt, at the prompts' pass rates `p`)."""
+    informative_groups_per_1k (one group of G per prompt: from each prompt's counts where `rates` has
+    them, `_tie_chances`; else at the pass rates `p`)."""
     g = np.asarray(list(sizes))  # (sizes,)
     rows = []
     for level, part in pd.concat([rates, rates.assign(difficulty="all")]).groupby("difficulty", sort=False):
-        informative = 1 - tie_probability(part["p"].to_numpy()[:, None], g).mean(axis=0)  # (sizes,)
+        informative = 1 - _tie_chances(part, g).mean(axis=0)  # (sizes,)
         with np.errstate(divide="ignore"):
             per_group = g / informative
         rows.append(pd.DataFrame({"difficulty": level, "group_size": g, "prompts": len(part),
@@ -103,9 +124,9 @@ def best_sizes(rates: pd.DataFrame, sizes: Iterable[int] = SIZES, overhead: floa
     for level, part in table.groupby("difficulty", sort=False):
         top = part["informative_frac"].iloc[-1]
         reach = part["group_size"][part["informative_frac"] >= share * top]
-        advice = advise_group_size(rates["p"] if level == "all" else rates.loc[rates["difficulty"] == level, "p"],
-                                   sizes, overhead)
-        rows.append((level, advice.best, int(reach.iloc[0]) if top > 0 else None, top))
+        per_sample = (part["informative_frac"] / (part["group_size"] + overhead)).to_numpy()
+        best = int(part["group_size"].iloc[np.flatnonzero(per_sample >= per_sample.max() * (1 - 1e-12))[0]])
+        rows.append((level, best, int(reach.iloc[0]) if top > 0 else None, top))
     return pd.DataFrame(rows, columns=["difficulty", "best_for_groups", "g_at_share", "informative_frac_at_max"])
 
 

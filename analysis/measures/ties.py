@@ -23,6 +23,7 @@ from analysis.data.codes import cell_codes, dense_ranks, stable_order
 from analysis.stats.intervals import cluster_ratio_cis
 
 KINDS = ("all_correct", "all_wrong")
+MIN_PROMPTS = 5  # a cell's prompts (the bootstrap's clusters) below which it gets no interval: too few to resample
 
 
 def step_window(step: ArrayLike, window: int | None) -> np.ndarray:
@@ -115,6 +116,7 @@ def tie_fractions(groups: pd.DataFrame, by: Sequence[str] = ("group_size", "samp
     all_wrong_frac, ci_low, ci_high (tie_frac's), predicted_tie_frac, predicted_groups,
     observed_minus_predicted with its interval (diff_ci_low, diff_ci_high; over the groups that have
     a prediction), the counts (ties, all_correct, all_wrong), then the intervals of the two kinds.
+    A cell of fewer than MIN_PROMPTS prompts has no intervals (NaN).
     """
     keys = ["difficulty", *by, *(["step_window"] if window else [])]
     columns = [*keys, "groups", "prompts", "tie_frac", "all_correct_frac", "all_wrong_frac", "ci_low", "ci_high",
@@ -132,6 +134,8 @@ def tie_fractions(groups: pd.DataFrame, by: Sequence[str] = ("group_size", "samp
     sizes = np.bincount(cell, minlength=n)
     width = int(rows.prompt.max()) + 1
     prompts = np.bincount(dense_ranks(cell * width + rows.prompt, keys=True)[1] // width, minlength=n)
+    few = prompts < MIN_PROMPTS  # (cells,) resampling 2 prompts gives [min, max], not a 95% interval
+    low[few], high[few] = np.nan, np.nan
     ties, *kind_counts, predicted_groups = (np.bincount(cell, weights=x, minlength=n).astype(np.int64)
                                             for x in (*rows.numerators[:3], rows.denominators[3]))
     # each cell's means as numpy sums them (pairwise, in row order): the rows of a cell, contiguous

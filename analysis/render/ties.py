@@ -36,12 +36,15 @@ def ties_by_difficulty(ties: pd.DataFrame, path: Path, by: Sequence[str], names:
         ax.bar(x, correct, bar * 0.92, color=colour_of(i), edgecolor="0.2", linewidth=0.6)
         ax.bar(x, wrong, bar * 0.92, bottom=correct, color=colour_of(i), alpha=0.35, hatch="///", edgecolor="0.2",
                linewidth=0.6)
-        err = np.vstack([rows["tie_frac"] - rows["ci_low"], rows["ci_high"] - rows["tie_frac"]])
-        entries["tie fraction, 95% interval"] = ax.errorbar(x, rows["tie_frac"], yerr=err, fmt="none", ecolor="k",
-                                                            elinewidth=1.6, capsize=5, capthick=1.6, zorder=4)
-        entries["predicted p^G + (1-p)^G"], = ax.plot(x + bar * 0.25, rows["predicted_tie_frac"], "D", color="k",
-                                                      markerfacecolor="white", markersize=7, zorder=5,
-                                                      linestyle="none")
+        if rows["ci_low"].notna().any():  # an interval needs enough prompts (`tie_fractions`)
+            err = np.vstack([rows["tie_frac"] - rows["ci_low"], rows["ci_high"] - rows["tie_frac"]])
+            entries["tie fraction, 95% interval"] = ax.errorbar(x, rows["tie_frac"], yerr=err, fmt="none",
+                                                                ecolor="k", elinewidth=1.6, capsize=5, capthick=1.6,
+                                                                zorder=4)
+        if rows["predicted_tie_frac"].notna().any():  # no legend entry for what is not drawn
+            entries["predicted p^G + (1-p)^G"], = ax.plot(x + bar * 0.25, rows["predicted_tie_frac"], "D",
+                                                          color="k", markerfacecolor="white", markersize=7,
+                                                          zorder=5, linestyle="none")
     entries = {k: v for k, v in entries.items() if v is not None}
     ax.set(xticks=range(len(levels)), xlabel="difficulty", ylabel="fraction of first-round groups tied", ylim=UNIT_Y)
     ax.set_xticklabels([level_label(level, names) for level in levels])

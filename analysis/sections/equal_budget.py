@@ -30,11 +30,15 @@ def section(tables: Tables, ctx: Context, counted: pd.DataFrame | None, budget: 
     shown = (f"Every arm generated about the same tokens per sample ({markdown.cell(rate.min(), 3)} to "
              f"{markdown.cell(rate.max(), 3)}), so its curves against tokens repeat those against samples: no figure."
              if same else files.figure(f"budget_{budget}", lambda p: figures.budget_curves(bands, p, arm, budget)))
+    one_seed = int(final["seeds"].max()) <= 1
+    if one_seed:  # lowest = highest = the one value: no spread to show
+        final = final.drop(columns=[c for c in final.columns if c.endswith(("_low", "_high"))])
     return Section(text="\n".join([
         f"## At equal {budget}", "",
         f"The measures of the section on what trained, at {BUDGET_POINTS} equal budgets of {budget} up to the most "
         f"every job drew ({markdown.cell(final['budget'].iloc[0])})."
-        + ("" if same else " Lines: mean over seeds; bands: lowest to highest seed."), "",
+        + ("" if same else " Lines: mean over seeds; bands: lowest to highest seed.")
+        + (" One seed per arm: no spread across seeds to show." if one_seed else ""), "",
         shown, "",
         files.table(f"common_budget_{budget}", final.drop(columns="budget")), "",
         f"Per job and budget point: {files.csv(f'budget_curves_{budget}', curves)}",

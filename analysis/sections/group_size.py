@@ -8,7 +8,8 @@ from collections.abc import Sequence
 import pandas as pd
 
 from analysis.data.load import Tables
-from analysis.measures.group_size import best_sizes, expected_by_size, observed_vs_predicted, prompt_pass_rates
+from analysis.measures.group_size import (best_sizes, expected_by_size, measured_sizes, observed_vs_predicted,
+                                          prompt_pass_rates)
 from analysis.render import markdown
 from analysis.render.writer import Files
 from analysis.sections.section import Context, Section
@@ -25,7 +26,12 @@ def section(tables: Tables, ctx: Context, overhead: float = 0.0) -> Section | No
     rates = prompt_pass_rates(groups, eval)
     source = "the base model's eval samples" if not eval.empty and (eval["step"] == 0).any() \
         else "first-round training groups"
-    table, best = expected_by_size(rates), best_sizes(rates, overhead=overhead)
+    sizes = measured_sizes(rates)
+    if len(sizes) < 2:
+        return Section(text=f"## Group size\n\nToo few samples per prompt to compare group sizes: the fewest any prompt "
+                       f"has in {source} is {int(rates['samples'].min()) if len(rates) else 0}, and a group of G is "
+                       "G of them (a larger G would be extrapolated).")
+    table, best = expected_by_size(rates, sizes), best_sizes(rates, sizes, overhead=overhead)
     text = describe(table, best, observed_vs_predicted(groups), source, overhead)
     return Section(text=f"{text}\n\nAs CSV: {files.csv('group_size', table)}, {files.csv('group_size_best', best)}",
                    files=files)
@@ -36,14 +42,16 @@ def describe(table: pd.DataFrame, best: pd.DataFrame, observed: pd.DataFrame, so
     """The section's markdown: `best_sizes` and `expected_by_size` of the pass rates measured on `source`,
     and `observed_vs_predicted` (empty: one G was used)."""
     lines = ["## Group size", "",
-             f"Pass rates per prompt from {source} (plug-in; a prompt never solved counts as p = 0, so hard "
-             "levels' informative fractions at large G are lower bounds). One group of G per prompt: the "
+             f"Counts per prompt from {source}: the chance that a group of G ties is estimated without bias "
+             "from c correct of n samples, C(c, G)/C(n, G) + C(n−c, G)/C(n, G), for G up to the fewest samples any "
+             f"prompt has ({int(table['group_size'].max())}; larger G would be extrapolated). One group of G per "
+             "prompt: the "
              "informative fraction (groups not tied), samples per informative group and informative groups per "
              "1,000 samples. The informative fraction only grows with G, so informative samples per sample "
              "drawn are highest at the largest G; `g_at_share` is the smallest G reaching 90% of that, "
              f"`best_for_groups` the G with most informative groups per sample (overhead {overhead:g} "
              "samples a group).", "", markdown.table(best), "",
-             markdown.table(table[table["group_size"].isin(shown_sizes)])]
+             markdown.table(table[table["group_size"].isin([*shown_sizes, table["group_size"].max()])])]
     if not observed.empty:
         lines += ["", "Observed against predicted where the runs used several G (first-round groups; the "
                   "prediction from each prompt's pass rate at the other steps of all jobs):", "",

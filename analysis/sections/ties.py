@@ -12,7 +12,7 @@ import pandas as pd
 from analysis.data.arms import iter_arms, job_arms
 from analysis.data.config import ALIASES
 from analysis.data.load import Tables
-from analysis.measures.ties import ASSUMPTION, predict_ties, samples_by_window, tie_fractions, tie_rows
+from analysis.measures.ties import ASSUMPTION, MIN_PROMPTS, predict_ties, samples_by_window, tie_fractions, tie_rows
 from analysis.render import ties as figures
 from analysis.render.writer import Files
 from analysis.sections.section import Context, Section
@@ -85,6 +85,9 @@ def section(tables: Tables, ctx: Context) -> Ties | None:
     overall = tie_fractions(round0[["difficulty", "prompt_id", *arm]].assign(difficulty="all"), arm, rows=rows)
     calibration = pd.concat([part.assign(arm=label) for label, part in iter_arms(overall, arm)], ignore_index=True) \
         if len(overall) else pd.DataFrame()
+    few = int(by_difficulty["ci_low"].isna().sum())
+    too_few = (f" {few} of the {len(by_difficulty)} rows by difficulty have fewer than {MIN_PROMPTS} prompts: no "
+               "interval for them (too few prompts to resample)." if few else "")
     redraw_text = (files.table("ties_redraws", tie_fractions(redraws, by)[[*TIE_COLUMNS[:10], *by[2:]]])
                    if len(redraws) else "No redraws: every group is a first round.")
     text = "\n".join([
@@ -93,7 +96,7 @@ def section(tables: Tables, ctx: Context) -> Ties | None:
         "groups only** (round 0): a redraw happens only because the round before it tied, so counting redraws "
         "would charge one arm for its own rule. Redraws are shown apart below. Intervals are 95% percentile "
         "bootstraps clustered by prompt (all groups of a prompt, in every job of the row, move together)."
-        + pooled, "",
+        + pooled + too_few, "",
         prediction_text(int(predicted[first].notna().sum()), int(first.sum()), window), "",
         "### First-round ties by difficulty", "",
         "Each bar is an arm's first-round groups at one difficulty, pooled over training: all-correct ties "
