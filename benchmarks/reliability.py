@@ -301,6 +301,8 @@ def main() -> None:
             results += duplicate_and_changed(work)
             results += analysis_trials(work)
             results += reward_trials(rng, args.fuzz)
+        for folder in ("locks", "refused", "inputs", "disks"):  # each trial writes inside its own
+            (work / folder).mkdir()
         results += guards.lock_trials(work / "locks", args.lock_rounds)
         results += guards.refused_start_trials(work / "refused")
         results += guards.input_trials(work / "inputs")
