@@ -124,3 +124,10 @@ def test_heartbeat_speaks_when_nothing_else_did(caplog):
     finally:
         beat.close()
     assert any("still in step 7" in r.getMessage() for r in caplog.records)
+
+
+def test_a_step_with_every_group_tied_says_so_instead_of_grad_nan():
+    from grpo_lab.run.tracking import _grad_text
+
+    assert _grad_text(float("nan")) == "no update (every group tied)"
+    assert _grad_text(0.8351) == "grad 0.835"

@@ -108,7 +108,7 @@ class Console:
                  f"reward {m['charts/reward_mean']:.3f}",
                  f"ties {m['charts/tie_frac']:.2f} (all-correct {m.get('ties/all_correct', math.nan):.2f}, "
                  f"all-wrong {m.get('ties/all_wrong', math.nan):.2f})",
-                 f"kl {m['losses/kl']:.4g}", f"clip {m['losses/clip_frac']:.3f}", f"grad {m['losses/grad_norm']:.3g}",
+                 f"kl {m['losses/kl']:.4g}", f"clip {m['losses/clip_frac']:.3f}", _grad_text(m["losses/grad_norm"]),
                  f"{s_per_step:.2f} s/step, {samples_per_s:,.0f} samples/s"]
         left = [(c.max_steps - step) * s_per_step]  # seconds to each limit at the current speed
         if c.max_samples is not None and samples_per_s > 0:
@@ -192,3 +192,8 @@ def build_tracker(cfg: TrainConfig, run_dir: Path, run_id: str, first_step: int 
         elif name == "wandb":
             made[name] = WandB(cfg, Path(run_dir), run_id)
     return Tracker(list(made.values()))
+
+
+def _grad_text(norm: float) -> str:
+    """The step line's gradient norm; NaN is a step where every group tied: nothing to learn, no optimizer step."""
+    return "no update (every group tied)" if math.isnan(norm) else f"grad {norm:.3g}"
