@@ -1,4 +1,5 @@
-"""`python -m analysis <run_or_sweep_dir>`: build the directory's report and print where it is."""
+"""`python -m analysis <run_or_sweep_dir> [more ...] [--out DIR]`: build the report of one directory, or one
+report over several, and print where it is."""
 
 from __future__ import annotations
 
@@ -15,16 +16,20 @@ from analysis.report import build_report
 def main(argv: Sequence[str] | None = None) -> int:
     """Command-line entry point; returns the exit status."""
     parser = argparse.ArgumentParser(prog="python -m analysis", description=__doc__)
-    parser.add_argument("path", help="a run directory or a Hydra sweep (multirun) directory")
-    parser.add_argument("--out", help="where to write the report (default: <path>/report)")
+    parser.add_argument("path", nargs="+", help="a run directory or a Hydra sweep (multirun) directory; several "
+                        "give one report over all their jobs (a run found twice counts once)")
+    parser.add_argument("--out", help="where to write the report (default: <path>/report; required with several)")
     parser.add_argument("--command", help="the command that produced the runs, to quote in the report")
     args = parser.parse_args(argv)
-    path = Path(args.path)
-    if not path.is_dir():
-        print(f"error: {path}: no such directory", file=sys.stderr)
+    for path in map(Path, args.path):
+        if not path.is_dir():
+            print(f"error: {path}: no such directory", file=sys.stderr)
+            return 2
+    if len(args.path) > 1 and not args.out:
+        print(f"error: {len(args.path)} sources: say where their report goes with --out DIR", file=sys.stderr)
         return 2
     try:
-        print(build_report(args.path, args.out, args.command))
+        print(build_report(args.path if len(args.path) > 1 else args.path[0], args.out, args.command))
     except (NoRunsError, ReportNotWritable) as e:  # a missing or empty folder, or one it cannot write: one line
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -10,14 +10,17 @@ order a reader wants them.
 from __future__ import annotations
 
 import shutil
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
+
+import pandas as pd
 
 from analysis.data.arms import arm_keys, arms_as_text
 from analysis.data.checkpoints import attach_samples
 from analysis.data.completions import read_completions
 from analysis.data.config import launch_command
-from analysis.data.load import load
+from analysis.data.load import Tables, load, source_names
 from analysis.data.records import difficulty_names
 from analysis.measures import equal_steps
 from analysis.measures.equal_steps import steps_per_arm
@@ -37,8 +40,10 @@ COLUMNS = {
 }
 
 
-def build_report(path: str | Path, out_dir: str | Path | None = None, command: str | None = None) -> Path:
-    """Build the report of a run or sweep directory; returns the path of REPORT.md.
+def build_report(path: str | Path | Sequence[str | Path], out_dir: str | Path | None = None,
+                 command: str | None = None) -> Path:
+    """Build the report of a run or sweep directory, or of several (`path` a list: one report over all
+    their jobs, `out_dir` required); returns the path of REPORT.md.
 
     It goes to `<path>/report/` unless `out_dir` is given. `command` is quoted as the command
     that produced the runs; by default it is rebuilt from Hydra's multirun.yaml or hydra.yaml.
@@ -47,11 +52,14 @@ def build_report(path: str | Path, out_dir: str | Path | None = None, command: s
     build that fails or is killed leaves the report that was there. ReportNotWritable (one line)
     when the folder cannot be written.
     """
-    root = Path(path)
+    sources = [Path(p) for p in ([path] if isinstance(path, (str, Path)) else path)]
+    if len(sources) > 1 and out_dir is None:
+        raise ValueError("several sources: say where the report goes (--out DIR)")
+    root = sources[0]
     out = Path(out_dir) if out_dir is not None else root / "report"
     building = start_build(out, root)  # before any work: an unwritable folder is one line at once
     try:
-        report = _build(root, out, building, command)
+        report = _build(sources, out, building, command)
         finish_build(building, out)
     except BaseException:
         shutil.rmtree(building, ignore_errors=True)
@@ -59,9 +67,12 @@ def build_report(path: str | Path, out_dir: str | Path | None = None, command: s
     return out / report.name
 
 
-def _build(root: Path, out: Path, building: Path, command: str | None) -> Path:
-    """The report of `root`, as it will read from `out`, written under `building`."""
-    tables = load(root, tables=("groups", "eval", "steps"), columns=COLUMNS)
+def _build(sources: Sequence[Path], out: Path, building: Path, command: str | None) -> Path:
+    """The report of `sources`, as it will read from `out`, written under `building`."""
+    root = sources[0]
+    tables = load(sources if len(sources) > 1 else root, tables=("groups", "eval", "steps"), columns=COLUMNS)
+    if command is None and len(sources) > 1:
+        command = "; ".join(filter(None, (launch_command(s) for s in sources))) or None
     if not tables.eval.empty:  # samples drawn at each checkpoint, from the groups where eval rows lack them
         tables = replace(tables, eval=attach_samples(tables.eval, tables.groups))
     arm = arm_keys(tables.jobs, tables.config_columns)
@@ -97,7 +108,7 @@ def _build(root: Path, out: Path, building: Path, command: str | None) -> Path:
     details = [
         provenance.details(tables, ctx), tests.section(family), persistence.section(tables, ctx),
         group_size.section(tables, ctx), equal_budget.section(tables, ctx, what_trained.counted),
-        health.section(tables, ctx), examples.section(read_completions(root), ctx), jobs.section(tables),
+        health.section(tables, ctx), examples.section(completions(tables), ctx), jobs.section(tables),
     ]
     shown = [s for s in page if s is not None]  # a section is None where its data does not exist
     more = [s for s in details if s is not None]
@@ -111,3 +122,13 @@ def _build(root: Path, out: Path, building: Path, command: str | None) -> Path:
 def _heading(section: Section) -> str:
     """A section's first heading, as the words of a link list."""
     return next((line.lstrip("# ") for line in section.text.splitlines() if line.startswith("#")), "")
+
+
+def completions(tables: Tables) -> pd.DataFrame:
+    """Every source's completions tables, their jobs named as `load` named them."""
+    if len(tables.roots) <= 1:
+        return read_completions(tables.root)
+    frames = [part.assign(job=f"{name}/" + part["job"].astype(str))
+              for root, name in zip(tables.roots, source_names(tables.roots))
+              if not (part := read_completions(root)).empty]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()

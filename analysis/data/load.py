@@ -66,13 +66,14 @@ class Skipped:
 class Tables:
     """What `load` found. `jobs` has one row per loaded job (job, path, status, then config columns)."""
 
-    root: Path
+    root: Path  # the first source
     jobs: pd.DataFrame
     groups: pd.DataFrame
     steps: pd.DataFrame
     eval: pd.DataFrame
     skipped: list[Skipped] = field(default_factory=list)
     own: dict[str, tuple[str, ...]] = field(default_factory=dict)  # each table's own columns, not its config
+    roots: tuple[Path, ...] = ()  # every source, in the order given (one: `root`)
 
     @property
     def config_columns(self) -> list[str]:
@@ -93,12 +94,21 @@ def find_jobs(path: Path) -> list[Path]:
     return sorted(children, key=lambda p: natural_key(p.name))
 
 
+def source_names(roots: Sequence[Path]) -> list[str]:
+    """What each source is called in job names when there are several: its folder's name, made unique
+    by its position where two share a name."""
+    names = [root.resolve().name or str(root) for root in roots]
+    return [f"{name}#{i + 1}" if names.count(name) > 1 else name for i, name in enumerate(names)]
+
+
 def load(
-    path: str | Path,
+    path: str | Path | Sequence[str | Path],
     tables: Sequence[str] = TABLES,
     columns: Mapping[str, Sequence[str] | None] | None = None,
 ) -> Tables:
-    """Load a run or sweep directory.
+    """Load a run or sweep directory, or several (`path` a list): one table of every source's jobs,
+    each job named `<source>/<job>` when there are several, a run found twice (the same run id in its
+    run.json: a sweep and a copy of one of its jobs) counted once.
 
     `tables` picks which of groups/steps/eval to read (the others come back empty); `columns`
     overrides, per table, the columns read (None: all; groups default to `GROUP_COLUMNS`).
@@ -109,19 +119,29 @@ def load(
     >>> tables = load("multirun/2025-01-01/12-00-00")  # doctest: +SKIP
     >>> tables.groups.groupby(["sampler", "difficulty"], observed=True).tie.mean()  # doctest: +SKIP
     """
-    root = Path(path)
-    if not root.is_dir():
-        raise NoRunsError(f"no run or sweep directory at {root}")
+    roots = [Path(p) for p in ([path] if isinstance(path, (str, Path)) else path)]
+    if not roots:
+        raise NoRunsError("no run or sweep directory given")
+    for root in roots:
+        if not root.is_dir():
+            raise NoRunsError(f"no run or sweep directory at {root}")
     if unknown := set(tables) - set(TABLES):
         raise ValueError(f"tables {sorted(unknown)}: must be among {', '.join(TABLES)}")
     wanted = {**DEFAULT_COLUMNS, **(columns or {})}
     skipped: list[Skipped] = []
     jobs: list[dict] = []
     pieces: dict[str, list[pa.Table]] = {t: [] for t in tables}
-    found_jobs = find_jobs(root)
-    if not found_jobs:
-        raise NoRunsError(f"no grpo-lab runs in {root}: no folder with run.json, .hydra or table parts")
-    names = [run_dir.relative_to(root).as_posix() if run_dir != root else root.name for run_dir in found_jobs]
+    found_jobs, names, entries = [], [], []
+    for root, source in zip(roots, source_names(roots)):
+        found = find_jobs(root)
+        if not found:
+            raise NoRunsError(f"no grpo-lab runs in {root}: no folder with run.json, .hydra or table parts")
+        here = [run_dir.relative_to(root).as_posix() if run_dir != root else root.name for run_dir in found]
+        found_jobs += found
+        names += here if len(roots) == 1 else [f"{source}/{name}" for name in here]
+        entries += [(entry if len(roots) == 1 else f"{source}/{entry}", reason)
+                    for entry, reason in other_entries(root, found)]
+    root = roots[0]
     records = _job_records(found_jobs, names)
     for run_dir, name, record in zip(found_jobs, names, records):
         if isinstance(record, str):
@@ -142,18 +162,19 @@ def load(
         for t, table in found.items():
             if table is not None:
                 pieces[t].append(_tag(table, len(jobs) - 1))
-    for entry, reason in other_entries(root, found_jobs):
+    for entry, reason in entries:
         _skip(skipped, entry, reason)
     if not jobs:
         reasons = "; ".join(f"{s.name}: {s.reason}" for s in skipped[:3])
-        raise NoRunsError(f"no usable job in {root}: {len(found_jobs)} found, every one skipped ({reasons})")
+        where = root if len(roots) == 1 else ", ".join(map(str, roots))
+        raise NoRunsError(f"no usable job in {where}: {len(found_jobs)} found, every one skipped ({reasons})")
     # object columns: a config value keeps its type (max_steps 8, not 8.0 beside a job that lacks it)
     jobs_frame = pd.DataFrame(jobs, dtype=object)
     jobs_frame = jobs_frame[[*JOB_META, *(c for c in jobs_frame.columns if c not in JOB_META)]]
     frames = {t: _to_frame(pieces.get(t, []), wanted[t], jobs_frame) for t in TABLES}
     own = {t: tuple(c for c in frame.columns if c != "job" and (c not in jobs_frame or c in _read_columns(pieces[t])))
            for t, frame in frames.items() if t in pieces}
-    return Tables(root=root, jobs=jobs_frame, skipped=skipped, own=own, **frames)
+    return Tables(root=root, jobs=jobs_frame, skipped=skipped, own=own, roots=tuple(roots), **frames)
 
 
 def _skip(skipped: list[Skipped], name: str, reason: str, stacklevel: int = 3) -> None:

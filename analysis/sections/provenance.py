@@ -86,7 +86,9 @@ def provenance(tables: Tables, arm: Sequence[str], report_dir: Path, command: st
     return "\n".join([
         "<details>", "<summary>Config and provenance (command, code, packages, machine)</summary>", "",
         f"- Command: `{command}`" if command else "- Command: not recorded (no multirun.yaml or .hydra/hydra.yaml)",
-        f"- Source: `{relative(tables.root, report_dir)}` (relative to this report)",
+        (f"- Source: `{relative(tables.root, report_dir)}` (relative to this report)" if len(tables.roots) <= 1 else
+         f"- Sources ({len(tables.roots)}, relative to this report; a job is named `<source>/<job>`): "
+         + ", ".join(f"`{relative(r, report_dir)}`" for r in tables.roots)),
         f"- Jobs: {len(jobs)} loaded, {len(tables.skipped)} jobs or parts skipped (listed under Jobs, "
         f"[{DETAILS}]({DETAILS}))",
         f"- Code: git {_count([_git(r) for r in records])}",

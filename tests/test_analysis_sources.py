@@ -1,0 +1,76 @@
+"""Several sources, one report (issue 21): two sweeps written apart give the report one sweep of all their
+jobs gives, the same numbers to the last bit; a run found twice counts once; the sources are named."""
+
+import shutil
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from analysis.report import build_report
+from fixtures.synthetic import job_config, prompt_pool, write_sweep
+
+ROOT = Path(__file__).resolve().parent.parent
+TRAIN, HELD = prompt_pool(("1", "2"), 8), prompt_pool(("1", "2"), 6, seed=4)
+
+
+def configs(sampler: str) -> list[dict]:
+    return [job_config(sampler, group_size=4, seed=seed, max_steps=8, prompts_per_step=6) for seed in (0, 1, 2)]
+
+
+def sweep(root: Path, cfgs: list[dict], prefix: str) -> Path:
+    return write_sweep(root, cfgs, TRAIN, eval_prompts=HELD, eval_n=8, run_prefix=prefix)
+
+
+def build(paths, out: Path) -> Path:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return build_report(paths, out).parent
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("sources")
+    one = sweep(tmp / "one", configs("fixed") + configs("resample_on_tie"), "both")
+    # the same runs, written as two sweeps (run ids as in `one`, so each run is the same run)
+    a = write_sweep(tmp / "a", configs("fixed"), TRAIN, eval_prompts=HELD, eval_n=8, run_prefix="both")
+    b = tmp / "b"
+    sweep(tmp / "b_src", configs("fixed") + configs("resample_on_tie"), "both")
+    b.mkdir()
+    for i in (3, 4, 5):  # the resample_on_tie jobs only, under their own folders
+        shutil.copytree(tmp / "b_src" / str(i), b / str(i - 3))
+    return one, a, b, build(one, tmp / "r_one"), build([a, b], tmp / "r_two")
+
+
+def test_two_sweeps_give_the_report_of_one(built):
+    one, a, b, r_one, r_two = built
+    for table in ("tests.csv", "at_k_comparisons.csv", "ties_by_difficulty.csv", "budget_by_arm.csv"):
+        want, got = pd.read_csv(r_one / "tables" / table), pd.read_csv(r_two / "tables" / table)
+        pd.testing.assert_frame_equal(got, want, check_exact=True, obj=table)
+    tests = pd.read_csv(r_two / "tables" / "tests.csv")
+    assert tests["paired"].all() and (tests["seeds_a"] == 3).all()  # paired by seed across the two sweeps
+    text = (r_two / "REPORT.md").read_text()
+    assert "- Sources (2, relative to this report; a job is named `<source>/<job>`): `../a`, `../b`" in text
+    findings = lambda t: t[t.index("## Findings"):t.index("<details>")]  # noqa: E731
+    assert findings(text) == findings((r_one / "REPORT.md").read_text())
+
+
+def test_a_run_found_twice_counts_once(built, tmp_path):
+    one, a, b, r_one, _ = built
+    copy = tmp_path / "copy"
+    shutil.copytree(one / "0", copy)  # one job of `one`, copied out
+    out = build([one, copy], tmp_path / "report")
+    tests = pd.read_csv(out / "tables" / "tests.csv")
+    pd.testing.assert_frame_equal(tests, pd.read_csv(r_one / "tables" / "tests.csv"), check_exact=True)
+    jobs = (out / "DETAILS.md").read_text()
+    assert "a copy of job one/0 (the same run id, both-0, in its run.json): each run counts once" in jobs
+
+
+def test_several_sources_need_an_out_folder_and_say_so(built):
+    _, a, b, _, _ = built
+    out = subprocess.run([sys.executable, "-m", "analysis", str(a), str(b)], cwd=ROOT, capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 2 and out.stderr.strip() == "error: 2 sources: say where their report goes with --out DIR"
