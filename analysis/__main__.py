@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from analysis.data.load import NoRunsError
+from analysis.data.select import SelectionError
 from analysis.render.writer import ReportNotWritable
 from analysis.report import build_report
 
@@ -20,6 +21,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                         "give one report over all their jobs (a run found twice counts once)")
     parser.add_argument("--out", help="where to write the report (default: <path>/report; required with several)")
     parser.add_argument("--command", help="the command that produced the runs, to quote in the report")
+    parser.add_argument("--by", help="the keys that tell arms apart, comma-separated (default: every key that "
+                        "varies but the seed)")
+    parser.add_argument("--where", action="append", default=[], metavar="KEY=VALUE",
+                        help="keep only the jobs with this value (repeat: all must hold)")
+    parser.add_argument("--baseline", metavar="KEY=VALUE", help="the arm every difference is taken against")
     args = parser.parse_args(argv)
     for path in map(Path, args.path):
         if not path.is_dir():
@@ -29,8 +35,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {len(args.path)} sources: say where their report goes with --out DIR", file=sys.stderr)
         return 2
     try:
-        print(build_report(args.path if len(args.path) > 1 else args.path[0], args.out, args.command))
-    except (NoRunsError, ReportNotWritable) as e:  # a missing or empty folder, or one it cannot write: one line
+        by = [k.strip() for k in args.by.split(",") if k.strip()] if args.by else []
+        print(build_report(args.path if len(args.path) > 1 else args.path[0], args.out, args.command, by,
+                           args.where, args.baseline))
+    except (NoRunsError, ReportNotWritable, SelectionError) as e:  # a missing or empty folder, or one it cannot write: one line
         print(f"error: {e}", file=sys.stderr)
         return 2
     return 0

@@ -20,6 +20,7 @@ from analysis.data.arms import arm_keys, arms_as_text
 from analysis.data.checkpoints import attach_samples
 from analysis.data.completions import read_completions
 from analysis.data.config import launch_command
+from analysis.data import select
 from analysis.data.load import Tables, load, source_names
 from analysis.data.records import difficulty_names
 from analysis.measures import equal_steps
@@ -41,9 +42,12 @@ COLUMNS = {
 
 
 def build_report(path: str | Path | Sequence[str | Path], out_dir: str | Path | None = None,
-                 command: str | None = None) -> Path:
+                 command: str | None = None, by: Sequence[str] = (), where: Sequence[str] = (),
+                 baseline: str | None = None) -> Path:
     """Build the report of a run or sweep directory, or of several (`path` a list: one report over all
-    their jobs, `out_dir` required); returns the path of REPORT.md.
+    their jobs, `out_dir` required); returns the path of REPORT.md. `by`, `where`, `baseline`: the arm
+    keys, the jobs kept ("KEY=VALUE", all must hold) and the arm differences are taken against
+    (`analysis.data.select`; SelectionError, one line, before anything is written).
 
     It goes to `<path>/report/` unless `out_dir` is given. `command` is quoted as the command
     that produced the runs; by default it is rebuilt from Hydra's multirun.yaml or hydra.yaml.
@@ -59,7 +63,7 @@ def build_report(path: str | Path | Sequence[str | Path], out_dir: str | Path | 
     out = Path(out_dir) if out_dir is not None else root / "report"
     building = start_build(out, root)  # before any work: an unwritable folder is one line at once
     try:
-        report = _build(sources, out, building, command)
+        report = _build(sources, out, building, command, (tuple(by), tuple(where), baseline))
         finish_build(building, out)
     except BaseException:
         shutil.rmtree(building, ignore_errors=True)
@@ -67,15 +71,20 @@ def build_report(path: str | Path | Sequence[str | Path], out_dir: str | Path | 
     return out / report.name
 
 
-def _build(sources: Sequence[Path], out: Path, building: Path, command: str | None) -> Path:
-    """The report of `sources`, as it will read from `out`, written under `building`."""
+def _build(sources: Sequence[Path], out: Path, building: Path, command: str | None,
+           choice: tuple[tuple[str, ...], tuple[str, ...], str | None] = ((), (), None)) -> Path:
+    """The report of `sources`, as it will read from `out`, written under `building`; `choice`: (by,
+    where, baseline), as `build_report` takes them."""
     root = sources[0]
+    by, where, baseline = choice
     tables = load(sources if len(sources) > 1 else root, tables=("groups", "eval", "steps"), columns=COLUMNS)
+    tables = select.baseline_first(select.keep_jobs(tables, where), baseline)
     if command is None and len(sources) > 1:
         command = "; ".join(filter(None, (launch_command(s) for s in sources))) or None
     if not tables.eval.empty:  # samples drawn at each checkpoint, from the groups where eval rows lack them
         tables = replace(tables, eval=attach_samples(tables.eval, tables.groups))
-    arm = arm_keys(tables.jobs, tables.config_columns)
+    arm = select.arm_keys_given(tables, by) if by else arm_keys(tables.jobs, tables.config_columns)
+    pooled = select.pooled_line(tables, select.unaccounted(tables, arm))
     # every arm value a label from here on (null, lists, floats as named): no section can drop or misname one
     tables = replace(tables, **{t: arms_as_text(getattr(tables, t), tables.jobs, arm, tables.own.get(t, ()))
                                 for t in ("groups", "eval", "steps")})
@@ -92,7 +101,7 @@ def _build(sources: Sequence[Path], out: Path, building: Path, command: str | No
     ranked = ranking.section(tables, ctx, family, held.scores, what_trained.per_job)
     covered = coverage.section(tables, ctx)
     budgets = budgets_per_arm(tables.groups, arm) if not tables.groups.empty else None
-    first = [line for line in (findings.budget_warning(budgets) if budgets is not None else None,
+    first = [line for line in (pooled, findings.budget_warning(budgets) if budgets is not None else None,
                                provenance.mixed_code(tables, ctx.out)) if line]
     quoted = findings.Inputs(calibration=tied.calibration if tied else None, budgets=budgets,
                              steps=steps_per_arm(tables.groups, arm).to_dict() if dynamics is not None else {},
@@ -127,8 +136,10 @@ def _heading(section: Section) -> str:
 def completions(tables: Tables) -> pd.DataFrame:
     """Every source's completions tables, their jobs named as `load` named them."""
     if len(tables.roots) <= 1:
-        return read_completions(tables.root)
-    frames = [part.assign(job=f"{name}/" + part["job"].astype(str))
-              for root, name in zip(tables.roots, source_names(tables.roots))
-              if not (part := read_completions(root)).empty]
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+        found = read_completions(tables.root)
+    else:
+        frames = [part.assign(job=f"{name}/" + part["job"].astype(str))
+                  for root, name in zip(tables.roots, source_names(tables.roots))
+                  if not (part := read_completions(root)).empty]
+        found = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    return found[found["job"].astype(str).isin(tables.jobs["job"].astype(str))] if len(found) else found

@@ -74,3 +74,58 @@ def test_several_sources_need_an_out_folder_and_say_so(built):
     out = subprocess.run([sys.executable, "-m", "analysis", str(a), str(b)], cwd=ROOT, capture_output=True,
                          text=True, timeout=300)
     assert out.returncode == 2 and out.stderr.strip() == "error: 2 sources: say where their report goes with --out DIR"
+
+
+@pytest.fixture(scope="module")
+def grid(tmp_path_factory):
+    """sampler x algo.beta, three seeds each: 12 jobs."""
+    cfgs = []
+    for beta in (0.04, 0.0):
+        for cfg in configs("fixed") + configs("resample_on_tie"):
+            cfg["algo"]["beta"] = beta
+            cfgs.append(cfg)
+    return sweep(tmp_path_factory.mktemp("grid") / "sweep", cfgs, "grid")
+
+
+def test_where_keeps_the_jobs_a_sweep_of_them_alone_would_hold(grid, built, tmp_path):
+    one, _, _, r_one, _ = built  # `one` is the beta=0.04 half of the grid, as its own sweep
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        out = build_report(grid, tmp_path / "r", where=["algo.beta=0.04"]).parent
+    pd.testing.assert_frame_equal(pd.read_csv(out / "tables" / "tests.csv"), pd.read_csv(r_one / "tables" / "tests.csv"),
+                                  check_exact=True)
+
+
+def test_by_names_the_arms_and_says_what_it_pools(grid, tmp_path):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        out = build_report(grid, tmp_path / "r", by=["sampler"]).parent
+    tests = pd.read_csv(out / "tables" / "tests.csv")
+    assert set(tests["a"]) == {"sampler=fixed"} and set(tests["b"]) == {"sampler=resample_on_tie"}
+    text = (out / "REPORT.md").read_text()
+    assert ("- **Pooled within arms**: `algo.beta` (0.0, 0.04) varies between jobs but is not an arm key (`--by`): "
+            "each arm pools its jobs over these values.") in text
+
+
+def test_baseline_is_a_in_every_difference(built, tmp_path):
+    one, _, _, r_one, _ = built
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        out = build_report(one, tmp_path / "r", baseline="sampler=resample_on_tie").parent
+    flipped, plain = pd.read_csv(out / "tables" / "tests.csv"), pd.read_csv(r_one / "tables" / "tests.csv")
+    assert set(flipped["a"]) == {"sampler=resample_on_tie"}
+    assert flipped["difference"].to_numpy() == pytest.approx(-plain["difference"].to_numpy())
+    assert flipped["p_value"].to_numpy() == pytest.approx(plain["p_value"].to_numpy())
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--where", "sampler=fixd"], "error: --where sampler=fixd: no job has it (sampler is fixed, resample_on_tie)"),
+    (["--by", "algo.nope"], "error: --by algo.nope: no job has this key (keys that vary here: seed, sampler)"),
+    (["--baseline", "sampler"], "error: --baseline 'sampler': expected KEY=VALUE (e.g. sampler=fixed)"),
+])
+def test_a_choice_that_names_nothing_is_one_line(built, tmp_path, args, message):
+    one = built[0]
+    out = subprocess.run([sys.executable, "-m", "analysis", str(one), "--out", str(tmp_path / "r"), *args], cwd=ROOT,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 2 and out.stderr.strip() == message, out.stderr[-2000:]
+    assert not (tmp_path / "r").exists()
