@@ -56,7 +56,7 @@ CASES = {  # key(s) -> (values swept, how the report names each)
     "null in one job": ({"algo.micro_batch_groups": [None, 2]}, {"algo.micro_batch_groups": ["2", "null"]}),
     "boolean": ({"algo.mask_truncated": [True, False]}, {"algo.mask_truncated": ["false", "true"]}),
     "two keys": ({"algo.lr": [1e-4, 2e-4], "sampler.name": ["fixed", "resample_on_tie"]},
-                 {"algo.lr": ["0.0001", "0.0002"], "sampler": ["fixed", "resample_on_tie"]}),
+                 {"sampler": ["fixed", "resample_on_tie"], "algo.lr": ["0.0001", "0.0002"]}),  # the choice first
 }
 
 

@@ -129,3 +129,22 @@ def test_a_choice_that_names_nothing_is_one_line(built, tmp_path, args, message)
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 2 and out.stderr.strip() == message, out.stderr[-2000:]
     assert not (tmp_path / "r").exists()
+
+
+def test_a_two_key_grid_compares_within_each_level_of_the_second_key(grid, built, tmp_path):
+    _, _, _, r_one, _ = built
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        out = build_report(grid, tmp_path / "r").parent
+    tests = pd.read_csv(out / "tables" / "tests.csv")
+    beta = lambda label: next(p for p in label.split(", ") if p.startswith("algo.beta="))  # noqa: E731
+    assert (tests["a"].map(beta) == tests["b"].map(beta)).all()  # never across learning settings
+    assert (tests.groupby("metric").size() == 2).all() and (tests["family"] == 2).all()
+    # at beta 0.04 the comparison is the one a sweep of that level alone makes (only Holm's family grows)
+    mine = tests[tests["a"].str.contains("algo.beta=0.04")].set_index("metric")
+    alone = pd.read_csv(r_one / "tables" / "tests.csv").set_index("metric")
+    for column in ("difference", "ci_low", "ci_high", "p_value"):
+        assert mine.loc[alone.index, column].to_numpy() == pytest.approx(alone[column].to_numpy(), rel=1e-12)
+    held = pd.read_csv(out / "tables" / "at_k_comparisons.csv")
+    between = held[held["checkpoint"] != "final vs base"]
+    assert (between["a"].map(beta) == between["b"].map(beta)).all()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Mapping, Sequence
+from itertools import combinations
 
 import numpy as np
 import pandas as pd
@@ -46,8 +47,11 @@ def varying_keys(jobs: pd.DataFrame, config_columns: Sequence[str]) -> list[str]
 
 
 def arm_keys(jobs: pd.DataFrame, config_columns: Sequence[str]) -> list[str]:
-    """The keys that tell arms apart: the varying keys but the seed, or [DEFAULT_ARM] if only seeds vary."""
-    return [k for k in varying_keys(jobs, config_columns) if k != REPLICATE_KEY] or [DEFAULT_ARM]
+    """The keys that tell arms apart: the varying keys but the seed, or [DEFAULT_ARM] if only seeds vary.
+    A config group's choice (`sampler`) comes first: in a two-key grid the first key's levels are the ones
+    compared (`grid_keys`: samplers at each learning rate)."""
+    keys = [k for k in varying_keys(jobs, config_columns) if k != REPLICATE_KEY] or [DEFAULT_ARM]
+    return sorted(keys, key=lambda k: k not in CHOICES)
 
 
 def job_arms(frame: pd.DataFrame, keys: Sequence[str]) -> pd.DataFrame:
@@ -107,3 +111,27 @@ def arms_as_text(frame: pd.DataFrame, jobs: pd.DataFrame, keys: Sequence[str], o
             per_job = text_per_job(jobs, key)
             replaced[key] = pd.Categorical.from_codes(per_job.codes[codes], categories=per_job.categories)
     return frame.assign(**replaced) if replaced else frame
+
+
+def grid_keys(frame: pd.DataFrame, keys: Sequence[str]) -> tuple[str, str] | None:
+    """(compared, within) when the arms are a full grid of two keys (every value of the first beside every
+    value of the second, each with two or more): the levels of the first are compared within each level of
+    the second (samplers at each learning rate), never across; None otherwise."""
+    if len(keys) != 2:
+        return None
+    values = frame[list(keys)].apply(lambda col: col.map(value_text)).drop_duplicates()
+    sizes = [values[k].nunique() for k in keys]
+    return (keys[0], keys[1]) if min(sizes) >= 2 and len(values) == sizes[0] * sizes[1] else None
+
+
+def arm_pairs(frame: pd.DataFrame, keys: Sequence[str]) -> list[tuple[tuple[str, pd.DataFrame], tuple[str, pd.DataFrame]]]:
+    """Every pair of arms of `frame` ((label, rows) each, in order of first appearance) that a report
+    compares: all pairs, or in a two-key grid (`grid_keys`) the pairs that share the second key's value."""
+    arms = list(iter_arms(frame, keys))
+    pairs = list(combinations(arms, 2))
+    grid = grid_keys(frame, keys)
+    if grid is None:
+        return pairs
+    within = grid[1]
+    level = {label: value_text(rows[within].iloc[0]) for label, rows in arms}
+    return [(a, b) for a, b in pairs if level[a[0]] == level[b[0]]]

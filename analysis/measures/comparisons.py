@@ -7,13 +7,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from itertools import combinations
 from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
 
-from analysis.data.arms import iter_arms
+from analysis.data.arms import arm_pairs, iter_arms
 from analysis.data.checkpoints import BASE, FINAL, checkpoint_labels, checkpoint_rank, steps_text
 from analysis.measures.scores import prompt_scores, smallest_n
 from analysis.stats.at_k import BudgetMismatch, per_prompt, score_column
@@ -197,7 +196,7 @@ def checkpoint_comparisons(eval: pd.DataFrame, by: Sequence[str], points: Sequen
         return selections[arm, point]
 
     pairs: list[tuple[str, str, str, str, str]] = []  # (checkpoint, arm a, point a, arm b, point b)
-    for a, b in combinations(arms, 2):
+    for (a, _), (b, _) in arm_pairs(steps, by):  # in a two-key grid, within each level of the second key
         pairs += [(BASE, a, BASE, b, BASE), (FINAL, a, FINAL, b, FINAL)]
         common = set.intersection(*job_labels[a], *job_labels[b]) - {BASE, FINAL}
         pairs += [(label, a, label, b, label) for label in sorted(common, key=checkpoint_rank)]

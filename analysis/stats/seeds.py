@@ -6,12 +6,11 @@ over a declared family of comparisons."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from itertools import combinations
 
 import numpy as np
 import pandas as pd
 
-from analysis.data.arms import iter_arms
+from analysis.data.arms import arm_pairs
 from analysis.stats.intervals import t_difference_ci
 from analysis.stats.tests import holm, min_detectable_effect, seed_test, smallest_p
 
@@ -57,10 +56,11 @@ def _spread(x: np.ndarray, y: np.ndarray, paired: bool) -> float:
 
 
 def compare_arms_by_seed(per_job: pd.DataFrame, arm: Sequence[str], metrics: Sequence[str]) -> pd.DataFrame:
-    """Every pair of arms for each metric, from one row per job (`seed` or `job`, the arm keys, and
-    a column per metric). Columns: COLUMNS."""
+    """Every pair of arms for each metric (in a two-key grid, the pairs within each level of the second
+    key: `arm_pairs`), from one row per job (`seed` or `job`, the arm keys, and a column per metric).
+    Columns: COLUMNS."""
     rows = []
-    for (name_a, a), (name_b, b) in combinations(iter_arms(per_job, arm), 2):
+    for (name_a, a), (name_b, b) in arm_pairs(per_job, arm):
         for metric in metrics:
             rows.append({"metric": metric, "a": name_a, "b": name_b,
                          **compare_values(seed_values(a, metric), seed_values(b, metric))})
