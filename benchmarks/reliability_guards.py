@@ -97,7 +97,7 @@ def input_trials(work: Path) -> list[Trial]:
         out = cli("model=local", f"model.path={folder}", *CHAT, f"hydra.run.dir={work / 'never'}")
         lines = out.stderr.strip().splitlines()
         ok = out.returncode != 0 and len(lines) == 1 and expected in lines[0]
-        results.append((f"broken model: {name}", ok,
+        results.append((f"broken model: {expected[:45]}", ok,
                         lines[0].split(": ", 1)[-1][-90:] if lines else "no message"))
     return results
 
