@@ -116,7 +116,8 @@ def tie_fractions(groups: pd.DataFrame, by: Sequence[str] = ("group_size", "samp
     all_wrong_frac, ci_low, ci_high (tie_frac's), predicted_tie_frac, predicted_groups,
     observed_minus_predicted with its interval (diff_ci_low, diff_ci_high; over the groups that have
     a prediction), the counts (ties, all_correct, all_wrong), then the intervals of the two kinds.
-    A cell of fewer than MIN_PROMPTS prompts has no intervals (NaN).
+    A cell of fewer than MIN_PROMPTS prompts has no intervals (NaN), and one whose groups with a
+    prediction come from fewer than MIN_PROMPTS prompts no prediction (`predicted_groups` still counts them).
     """
     keys = ["difficulty", *by, *(["step_window"] if window else [])]
     columns = [*keys, "groups", "prompts", "tie_frac", "all_correct_frac", "all_wrong_frac", "ci_low", "ci_high",
@@ -136,6 +137,10 @@ def tie_fractions(groups: pd.DataFrame, by: Sequence[str] = ("group_size", "samp
     prompts = np.bincount(dense_ranks(cell * width + rows.prompt, keys=True)[1] // width, minlength=n)
     few = prompts < MIN_PROMPTS  # (cells,) resampling 2 prompts gives [min, max], not a 95% interval
     low[few], high[few] = np.nan, np.nan
+    has = rows.denominators[3].astype(bool)  # (groups,) those with a prediction
+    pairs = dense_ranks(cell[has] * width + rows.prompt[has], keys=True)[1] if has.any() else np.zeros(0, np.int64)
+    predicted_prompts = np.bincount(pairs // width, minlength=n)  # (cells,) prompts with a prediction
+    unpredicted = predicted_prompts < MIN_PROMPTS  # a prediction from a prompt or two is no check of it
     ties, *kind_counts, predicted_groups = (np.bincount(cell, weights=x, minlength=n).astype(np.int64)
                                             for x in (*rows.numerators[:3], rows.denominators[3]))
     # each cell's means as numpy sums them (pairwise, in row order): the rows of a cell, contiguous
@@ -150,13 +155,15 @@ def tie_fractions(groups: pd.DataFrame, by: Sequence[str] = ("group_size", "samp
         found = predicted_groups[c]
         row |= {"groups": sizes[c], "prompts": prompts[c], "ties": ties[c],
                 **{k: kind_counts[i][c] for i, k in enumerate(KINDS)},
-                "predicted_tie_frac": pred_sum[c] / found if found else np.nan, "predicted_groups": found}
+                "predicted_tie_frac": pred_sum[c] / found if found and not unpredicted[c] else np.nan,
+                "predicted_groups": found}
         for i, (kind, count) in enumerate((("tie", "ties"), *((k, k) for k in KINDS))):
             prefix = "" if kind == "tie" else f"{kind}_"  # the tie interval keeps the short names ci_low, ci_high
             row[f"{kind}_frac"] = row[count] / sizes[c]
             row[f"{prefix}ci_low"], row[f"{prefix}ci_high"] = low[c, i], high[c, i]
-        row["observed_minus_predicted"] = gap_sum[c] / found if found else np.nan
-        row["diff_ci_low"], row["diff_ci_high"] = (low[c, 3], high[c, 3]) if found else (np.nan, np.nan)
+        ok = found and not unpredicted[c]
+        row["observed_minus_predicted"] = gap_sum[c] / found if ok else np.nan
+        row["diff_ci_low"], row["diff_ci_high"] = (low[c, 3], high[c, 3]) if ok else (np.nan, np.nan)
         out.append(row)
     return sort_naturally(pd.DataFrame(out, columns=columns), keys)
 

@@ -16,6 +16,7 @@ from analysis.measures.equal_steps import AT_EQUAL_SAMPLES
 from analysis.measures.equal_steps import METRICS as EQUAL_STEPS
 from analysis.measures.ranking import RANKED_METRICS
 from analysis.measures.spend import BUDGET_TOLERANCE, unequal_budgets
+from analysis.measures.ties import MIN_PROMPTS
 from analysis.render.markdown import cell
 from analysis.sections.section import Section
 from analysis.stats.seeds import ALPHA, detectable
@@ -178,23 +179,32 @@ def budget_text(budgets: pd.DataFrame | None) -> str:
 
 
 def calibration_text(calibration: pd.DataFrame | None) -> str | None:
-    """The tie prediction p^G + (1−p)^G against what happened, per arm (never pooled across arms)."""
+    """The tie prediction p^G + (1−p)^G against what happened, per arm (never pooled across arms); an arm
+    whose groups with a prediction come from too few prompts is counted, not compared."""
     if calibration is None or calibration.empty or not calibration["predicted_groups"].gt(0).any():
         return None
     one = len(calibration) == 1
+    name = (lambda row: "") if one else (lambda row: short_label(row["arm"]) + ": ")  # noqa: E731
+    checked = calibration[calibration["predicted_tie_frac"].notna()]
+    too_few = [f"{'' if one else short_label(row['arm']) + ' '}{int(row['predicted_groups']):,} of "
+               f"{int(row['groups']):,}" for _, row in calibration.iterrows() if pd.isna(row["predicted_tie_frac"])]
+    few = (f"too few first-round groups have a prediction to check it ({'; '.join(too_few)}; a prompt must recur "
+           f"within a step window, in at least {MIN_PROMPTS} prompts)") if too_few else ""
+    if checked.empty:
+        return f"Tie prediction p^G + (1−p)^G: {few}."
     parts = []
-    for _, row in calibration[calibration["predicted_groups"] > 0].iterrows():
+    for _, row in checked.iterrows():
         gap = (f"observed − predicted {cell(row['observed_minus_predicted'], 3)} "
                f"[{cell(row['diff_ci_low'], 3)}, {cell(row['diff_ci_high'], 3)}]")
         if row["diff_ci_low"] <= 0 <= row["diff_ci_high"]:
             gap += ", no detectable difference"
-        parts.append(f"{'' if one else short_label(row['arm']) + ': '}first-round tie fraction "
-                     f"{cell(row['tie_frac'], 3)} [{cell(row['ci_low'], 3)}, {cell(row['ci_high'], 3)}] of "
-                     f"{int(row['groups']):,} groups; over the {int(row['predicted_groups']):,} with a prediction "
-                     f"(mean {cell(row['predicted_tie_frac'], 3)}), {gap}")
+        parts.append(f"{name(row)}first-round tie fraction {cell(row['tie_frac'], 3)} [{cell(row['ci_low'], 3)}, "
+                     f"{cell(row['ci_high'], 3)}] of {int(row['groups']):,} groups; over the "
+                     f"{int(row['predicted_groups']):,} with a prediction (mean {cell(row['predicted_tie_frac'], 3)}), "
+                     f"{gap}")
     return ("Tie prediction p^G + (1−p)^G" + ("" if one else ", each arm over its own groups (all jobs, steps and "
             "difficulties, each group once)") + ": " + "; ".join(parts) + " (prompt-clustered bootstrap; the "
-            "prediction assumes pass rates constant within a step window).")
+            "prediction assumes pass rates constant within a step window)" + (f"; {few}" if few else "") + ".")
 
 
 def findings(tests: pd.DataFrame, inputs: Inputs, unit_weight: str, ranked: Sequence[str] = (),
