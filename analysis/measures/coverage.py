@@ -65,11 +65,17 @@ def coverage(eval: pd.DataFrame, by: Sequence[str] = (DEFAULT_ARM,), n_boot: int
     curve_rows, cross_rows = [], []
     for key, part in long.groupby([*by, "difficulty"], observed=True, sort=False):
         wide = part.pivot_table(index="prompt_id", columns=["model", "seed", "k"], values="pass", aggfunc="mean",
-                                observed=True).dropna()  # prompts that every job scored at both checkpoints
+                                observed=True)
         if wide.empty or not {"base", "trained"} <= set(wide.columns.get_level_values("model")):
             continue
+        # the seeds scored at both checkpoints (a job may lack one), then the prompts every one of them scored
+        both = set(wide["trained"].columns.get_level_values("seed"))
+        seeds = [s for s in wide["base"].columns.get_level_values("seed").unique() if s in both]
         ks = np.array(sorted(wide["base"].columns.get_level_values("k").unique()))
-        seeds = list(wide["base"].columns.get_level_values("seed").unique())
+        columns = pd.MultiIndex.from_product([["base", "trained"], seeds, ks])
+        wide = wide.reindex(columns=columns).dropna()
+        if wide.empty:
+            continue
         shape = (len(wide), len(seeds), len(ks))
         base, trained = (wide[m].to_numpy().reshape(shape) for m in ("base", "trained"))  # (prompts, seeds, K)
         gain = (trained - base).mean(axis=(0, 1))  # (K,)
