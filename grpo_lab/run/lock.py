@@ -100,7 +100,8 @@ class RunLock:
         try:
             return os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
         except OSError as e:
-            raise RunDirUnwritable(f"{self.path.parent}: cannot write there ({e.strerror}); use a writable "
+            why = "a read-only filesystem" if e.errno == errno.EROFS else e.strerror  # as the preflight says it
+            raise RunDirUnwritable(f"{self.path.parent}: cannot write there ({why}); use a writable "
                                    "out_dir") from None
 
     def _still_at_path(self, fd: int) -> bool:
