@@ -17,7 +17,7 @@ from hydra.core.config_store import ConfigStore
 from hydra.core.hydra_config import HydraConfig
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import OverrideType
-from omegaconf import DictConfig, OmegaConf, open_dict
+from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict
 from omegaconf.errors import MissingMandatoryValue
 
 from grpo_lab.errors import ConfigError, InputError
@@ -142,10 +142,13 @@ def compose_plan(config_name: str, args: list[str]) -> tuple[list[Any], DictConf
         base, fixed, swept = _plan(config_name, args)
         trials = _trials(fixed, swept)
         head = _without_hydra(base) if not swept else compose(config_name, overrides=trials[0][0])
-        jobs = [typed(config_name, head)]
+        choices = dict(base.hydra.runtime.choices)
+        typed_keys = {o.split("=")[0].lstrip("+~") for o in task_overrides(args)}  # not the preset's sweep
+        jobs = [typed(config_name, _choices_kept(head, trials[0][0], choices, typed_keys))]
         for overrides, moved in trials[1:]:
             cfg = _with_value(head, moved)
-            jobs.append(typed(config_name, cfg if cfg is not None else compose(config_name, overrides=overrides)))
+            cfg = cfg if cfg is not None else compose(config_name, overrides=overrides)  # a group moved
+            jobs.append(typed(config_name, _choices_kept(cfg, overrides, choices, typed_keys)))
         return jobs, base
 
 
@@ -190,6 +193,57 @@ def _with_value(cfg: DictConfig, choice: str) -> DictConfig | None:
     except Exception:  # noqa: BLE001 - a missing key or a mistyped value: compose names it
         return None
     return out
+
+
+def _option_values(group: str, option: str) -> dict[str, Any]:
+    """The leaf keys a config group's option sets, as full dotted keys of the composed config, with their values
+    (its `defaults` list and interpolations left out; {} for an option that is not a file of conf/)."""
+    path = Path(CONF_DIR) / group / f"{option}.yaml"
+    if not path.is_file():
+        return {}
+    header = re.search(r"^# @package (\S+)", path.read_text(), re.M)
+    package = header.group(1) if header else group.replace("/", ".")
+    node = OmegaConf.load(path)
+    out = {}
+    for key in _leaf_keys(node):
+        value = OmegaConf.select(node, key)
+        if key.split(".")[0] != "defaults" and not (isinstance(value, str) and "${" in value):
+            out[key if package == "_global_" else f"{package}.{key}"] = OmegaConf.to_container(value) \
+                if isinstance(value, (DictConfig, ListConfig)) else value
+    return out
+
+
+def _choices_kept(cfg: DictConfig, overrides: list[str], choices: dict[str, Any], typed_keys: set[str]) -> DictConfig:
+    """`cfg`, once every config group chosen on the command line (`eval=none`) is checked to hold in it. An
+    experiment's own keys and its sweep, and a global option later in the defaults list, are applied after the
+    groups, so they can silently undo a choice (`experiment=smollm2_ties eval=none` evaluated anyway): a
+    ConfigError names the key, both values and who set it. Keys the user typed (`typed_keys`: `eval.n=0`) win
+    and are not checked; an experiment's keys are meant to be varied by the arms it sweeps, so `experiment=`
+    is not."""
+    parsed = OverridesParser.create().parse_overrides([o for o in overrides if not o.startswith("hydra")])
+    given = [o.key_or_group for o in parsed if o.key_or_group in typed_keys and
+             not (Path(CONF_DIR) / o.key_or_group).is_dir()]
+    choices = {**choices, **{o.key_or_group: o.value() for o in parsed if (Path(CONF_DIR) / o.key_or_group).is_dir()}}
+    for o in parsed:
+        group = o.key_or_group
+        if o.package is not None or group == "experiment" or not (Path(CONF_DIR) / group).is_dir() or \
+                not isinstance(o.value(), str):
+            continue
+        for key, wanted in _option_values(group, o.value()).items():
+            if key.startswith("hydra.") or any(key == g or key.startswith(f"{g}.") for g in given):
+                continue
+            found = OmegaConf.select(cfg, key, default=_ABSENT, throw_on_missing=False)
+            found = OmegaConf.to_container(found) if isinstance(found, (DictConfig, ListConfig)) else found
+            if found is _ABSENT or found == wanted:
+                continue
+            setters = [f"{g}={c}" for g, c in choices.items() if g != group and isinstance(c, str)
+                       and _option_values(g, c).get(key, _ABSENT) == found]
+            setters += [f"the sweep's {key}" for o2 in parsed if o2.key_or_group == key]
+            by = f" (set by {', '.join(setters)}, which is applied later)" if setters else ""
+            raise ConfigError(f"{group}={o.value()} sets {key}={wanted!r}, but the composed config has "
+                              f"{key}={found!r}{by}: add {key}={wanted!r} to the command line to keep the choice, "
+                              f"or drop {group}={o.value()}")
+    return cfg
 
 
 def compose_job(config_name: str, overrides: list[str]) -> Any:

@@ -127,3 +127,40 @@ def test_a_single_run_logs_progress_to_its_job_log_and_ends_with_its_numbers(tmp
                      f"report: python -m analysis {run}"):
         assert expected in log, expected
     assert "run finished:" in out.stdout  # the console shows the same lines
+
+
+def _holds(job, values: dict) -> bool:
+    """Every key=value of an option is what the job's typed config says."""
+    def get(key):
+        obj = job
+        for part in key.split("."):
+            obj = getattr(obj, part)
+        return list(obj) if isinstance(obj, tuple) else obj
+    return all(get(k) == v for k, v in values.items() if not k.startswith("hydra."))
+
+
+@pytest.mark.parametrize("experiment,group", [("smollm2_ties", "eval"), ("smollm2_ties", "sampler"),
+                                              ("tie_learning", "sampler")])
+def test_a_group_chosen_on_the_command_line_holds_or_is_refused(experiment, group):
+    """An experiment's own keys come after the config groups: `experiment=smollm2_ties eval=none` once ran
+    with evaluation on. Every option of the group, under each experiment: either every job has the option's
+    values, or the preflight refuses in one line naming the choice and the key that undoes it."""
+    from experiments.common import _option_values
+
+    refused = 0
+    for option in sorted(p.stem for p in (ROOT / "conf" / group).glob("*.yaml")):
+        jobs, error = preflight("train", ["-m", f"experiment={experiment}", f"{group}={option}"])
+        values = _option_values(group, option)
+        if error is None:
+            assert jobs and all(_holds(job, values) for job in jobs), (experiment, group, option)
+        else:
+            assert f"{group}={option} sets " in error and "\n" not in error, error
+            key = error.split(" sets ")[1].split("=")[0]
+            assert key in values and f"add {key}=" in error
+            refused += 1
+    assert refused  # eval=none under smollm2_ties; a sampler against its sweep of sampler.name, or the arms
+
+
+def test_an_explicit_key_keeps_a_choice_the_experiment_would_undo():
+    jobs, error = preflight("train", ["experiment=smollm2_ties", "eval=none", "eval.n=0"])
+    assert error is None and jobs[0].eval.n == 0
