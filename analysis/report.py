@@ -27,6 +27,7 @@ from analysis.measures import equal_steps
 from analysis.measures.equal_steps import steps_per_arm
 from analysis.measures.spend import budgets_per_arm
 from analysis.measures.tie_learning import split_reused
+from analysis.render.paging import move_long_tables
 from analysis.render.writer import finish_build, start_build, write_report
 from analysis.sections import (at_k, coverage, equal_budget, examples, findings, group_size, header, health, heldout,
                                jobs, persistence, provenance, ranking, tests, tie_learning, ties, trained)
@@ -121,10 +122,13 @@ def _build(sources: Sequence[Path], out: Path, building: Path, command: str | No
     ]
     shown = [s for s in page if s is not None]  # a section is None where its data does not exist
     more = [s for s in details if s is not None]
+    texts, long_tables = move_long_tables([s.text for s in shown], DETAILS)
+    if long_tables:
+        more.append(Section(text=long_tables))
     title = shown[0].text.splitlines()[0].removeprefix("# ").removeprefix("Report: ")
-    shown.append(Section(text=f"More in [{DETAILS}]({DETAILS}): " + ", ".join(_heading(s) for s in more) + "."))
+    texts.append(f"More in [{DETAILS}]({DETAILS}): " + ", ".join(_heading(s) for s in more) + ".")
     more.insert(0, Section(text=f"# Details: {title}\n\nThe second page of [REPORT.md](REPORT.md)."))
-    return write_report(building, [s.text for s in shown], [s.files for s in shown + more], root, shown_at=out,
+    return write_report(building, texts, [s.files for s in shown + more], root, shown_at=out,
                         details=[s.text for s in more])
 
 

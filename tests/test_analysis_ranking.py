@@ -1,6 +1,8 @@
 """Rankings of many arms: against a sweep whose answer is known, a recount from the raw tables,
 the rule that turns tests into resolved orderings, and the coverage of each arm's interval."""
 
+import re
+
 import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
@@ -120,3 +122,38 @@ def test_an_arms_pass1_interval_covers_its_mean_on_these_prompts_about_as_stated
         row = pass1_by_arm(seed_scores(eval, ["sampler"], [("pass@k", 1)]), ["sampler"]).iloc[0]
         hits.append(row["ci_low"] <= p.mean() <= row["ci_high"])
     assert 0.92 <= np.mean(hits) <= 0.98
+
+
+def _tables(text: str) -> list[list[str]]:
+    blocks, block = [], []
+    for line in text.splitlines() + [""]:
+        if line.startswith("|"):
+            block.append(line)
+        elif block:
+            blocks, block = blocks + [block], []
+    return blocks
+
+
+def test_long_tables_move_to_the_second_page_whole(sweep):
+    """REPORT.md keeps its length at any number of arms: a table of more than MAX_ROWS rows is on DETAILS.md,
+    whole, under the heading its link names (GitHub's anchor for it), and the first page keeps a line."""
+    from analysis.render.paging import MAX_ROWS, anchor
+
+    _, report = sweep
+    text, details = report.read_text(), (report.parent / "DETAILS.md").read_text()
+    assert all(len(block) - 2 <= MAX_ROWS for block in _tables(text))
+    links = re.findall(r"A table of (\d+) rows, too long for this page: \[DETAILS\.md, ([^\]]+)\]\(DETAILS\.md#([^)]+)\)",
+                       text)
+    assert links  # 3 arms x 8 seeds: some tables are longer than the limit
+    for rows, title, link in links:
+        assert link == anchor(title)
+        moved = _tables(details.split(f"\n### {title}\n\n", 1)[1])[0]
+        assert len(moved) - 2 == int(rows) > MAX_ROWS
+
+
+def test_anchors_are_githubs():
+    from analysis.render.paging import anchor
+
+    assert anchor("Coverage after RL: table 2") == "coverage-after-rl-table-2"
+    assert anchor("held-out pass@1") == "held-out-pass1"
+    assert anchor("Arms compared at equal samples: the table") == "arms-compared-at-equal-samples-the-table"

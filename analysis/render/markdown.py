@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+MAX_LISTED = 6  # items a sentence names one by one (pairs, differences); more are counted, and the table has them
+
 
 def cell(value: object, digits: int = 4) -> str:
     """A value as table text: whole numbers in full, other floats to `digits` significant digits (one

@@ -17,12 +17,11 @@ from analysis.measures.equal_steps import METRICS as EQUAL_STEPS
 from analysis.measures.ranking import RANKED_METRICS
 from analysis.measures.spend import BUDGET_TOLERANCE, unequal_budgets
 from analysis.measures.ties import MIN_PROMPTS
-from analysis.render.markdown import cell
+from analysis.render.markdown import MAX_LISTED, cell
 from analysis.sections.section import Section
 from analysis.stats.seeds import ALPHA, detectable
 
 MAX_SENTENCES = 6  # comparisons told one by one (two arms: one per metric)
-MAX_LISTED = 6  # detectable differences listed by name after a ranking
 
 
 def verdict(row: pd.Series) -> str:

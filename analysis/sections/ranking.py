@@ -12,7 +12,7 @@ from analysis.data.arms import iter_arms, short_label
 from analysis.data.load import Tables
 from analysis.measures.ranking import INFORMATIVE, PASS1, Ranking, informative_by_arm, pass1_by_arm, rank
 from analysis.render import intervals as figures
-from analysis.render.markdown import cell
+from analysis.render.markdown import MAX_LISTED, cell
 from analysis.render.writer import Files
 from analysis.sections.section import Context, Section
 from analysis.stats.seeds import ALPHA
@@ -93,7 +93,9 @@ def resolved_text(r: Ranking) -> str:
     arms = r.table["arm"].tolist()
     open_pairs = [f"{short_label(a)} vs {short_label(b)}" for i, a in enumerate(arms) for b in arms[i + 1:]
                   if (a, b) not in done]
-    return (f"resolved: {len(r.resolved)} of {r.pairs} pairs, all but {', '.join(open_pairs) or 'none'}; "
+    listed = ", ".join(open_pairs) if len(open_pairs) <= MAX_LISTED else \
+        f"{len(open_pairs)} pairs (the `above`/`below` columns of the table)"
+    return (f"resolved: {len(r.resolved)} of {r.pairs} pairs, all but {listed or 'none'}; "
             f"in order of the means, {order_text(r)} ('>' resolved, '~' not)")
 
 
