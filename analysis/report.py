@@ -80,6 +80,7 @@ def _build(sources: Sequence[Path], out: Path, building: Path, command: str | No
     by, where, baseline = choice
     tables = load(sources if len(sources) > 1 else root, tables=("groups", "eval", "steps"), columns=COLUMNS)
     tables = select.baseline_first(select.keep_jobs(tables, where), baseline)
+    select.comparable_sources(tables, by)
     if command is None and len(sources) > 1:
         command = "; ".join(filter(None, (launch_command(s) for s in sources))) or None
     if not tables.eval.empty:  # samples drawn at each checkpoint, from the groups where eval rows lack them

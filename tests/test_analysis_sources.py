@@ -148,3 +148,27 @@ def test_a_two_key_grid_compares_within_each_level_of_the_second_key(grid, built
     held = pd.read_csv(out / "tables" / "at_k_comparisons.csv")
     between = held[held["checkpoint"] != "final vs base"]
     assert (between["a"].map(beta) == between["b"].map(beta)).all()
+
+
+@pytest.mark.parametrize("key, value", [("max_samples", 96), ("task.eval_per_level", 4), ("eval.temperature", 0.7)])
+def test_sources_that_differ_in_task_evaluation_or_budget_are_refused(built, tmp_path, key, value):
+    """A sweep of its own task, evaluation or budget beside another makes every comparison across them one of
+    that setting too: refused in one line naming the key and each source's values, nothing written; naming
+    the key as an arm (--by) accepts it."""
+    a = built[1]
+    cfgs = configs("resample_on_tie")
+    for cfg in cfgs:
+        section, _, leaf = key.rpartition(".")
+        (cfg[section] if section else cfg)[leaf] = value
+    other = sweep(tmp_path / "other", cfgs, "other")
+    out = subprocess.run([sys.executable, "-m", "analysis", str(a), str(other), "--out", str(tmp_path / "r")],
+                         cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 2, out.stderr[-2000:]
+    line = out.stderr.strip()
+    assert line.startswith(f"error: the sources differ in {key} (a: ") and f"other: {value}" in line
+    assert "\n" not in line and not (tmp_path / "r").exists()
+    if key == "max_samples":
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            accepted = build_report([a, other], tmp_path / "by", by=["sampler", "max_samples"]).parent
+        assert pd.read_csv(accepted / "tables" / "tests.csv")["a"].str.contains("max_samples").all()

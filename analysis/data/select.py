@@ -39,6 +39,8 @@ def _values(tables: Tables, key: str, option: str) -> pd.Series:
 
 def keep_jobs(tables: Tables, where: Sequence[str]) -> Tables:
     """Only the jobs whose value of each KEY is VALUE (`where`: "KEY=VALUE" texts, all must hold)."""
+    if not where:
+        return tables
     keep = np.ones(len(tables.jobs), bool)
     for text in where:
         key, value = parse_pair(text, "--where")
@@ -62,6 +64,32 @@ def baseline_first(tables: Tables, baseline: str | None) -> Tables:
     first = tables.jobs["job"][(values == value).to_numpy()].astype(str).tolist()
     order = first + [j for j in tables.jobs["job"].astype(str) if j not in first]
     return _subset(tables, order)
+
+
+# What jobs compared across sources must share: the problems and how answers are scored, the base model, how
+# held-out answers are sampled, and the budget. Within one sweep such a key varies only because it was swept.
+SHARED = ("task.", "model.name", "model.path", "model.gguf_file", "reward.accuracy", "reward.format",
+          "eval.temperature", "max_samples", "max_tokens")
+
+
+def comparable_sources(tables: Tables, by: Sequence[str] = ()) -> None:
+    """Several sources: a `SHARED` key whose value differs between them (a task, an evaluation or a budget
+    of their own) makes every comparison across them one of those settings as much as of the arms, so it is
+    refused in one line naming the key and each source's values, unless `--by` names it as an arm key (or a
+    source sweeps it itself, which makes it an arm key by default)."""
+    if len(tables.roots) <= 1 or tables.jobs.empty:
+        return
+    source = tables.jobs["job"].astype(str).str.partition("/")[0]
+    for key in tables.config_columns:
+        if not key.startswith(SHARED) or key in by:
+            continue
+        values = tables.jobs[key].map(value_text)
+        if values.nunique() > 1 and (values.groupby(source).nunique() == 1).all():  # varied inside a source: swept
+            seen = {name: ", ".join(natural_sorted(v.unique())) for name, v in values.groupby(source, sort=False)}
+            raise SelectionError(
+                f"the sources differ in {key} ({'; '.join(f'{name}: {v}' for name, v in seen.items())}): jobs that "
+                f"differ in it are not comparable; keep one value with --where {key}=VALUE, or compare it as an "
+                f"arm with --by {key},...")
 
 
 def arm_keys_given(tables: Tables, by: Sequence[str]) -> list[str]:
