@@ -11,6 +11,7 @@ import pandas as pd
 from matplotlib.artist import Artist
 from matplotlib.ticker import EngFormatter
 
+from analysis.data.arms import grid_keys, value_text
 from analysis.data.checkpoints import BASE, FINAL
 from analysis.data.labels import natural_sorted
 from analysis.measures.at_k import saturated
@@ -21,27 +22,48 @@ MIN_SPAN = 0.1  # the least y range of a held-out score panel
 
 
 
+def heldout_panels(bands: pd.DataFrame, arm: Sequence[str]) -> list[tuple[str, list[tuple[str, int, pd.DataFrame]]]]:
+    """The held-out figure's panels: (title, [(arm label, colour index, rows)]) per (metric, k), and in a
+    two-key grid (`grid_keys`) per (metric, k) and level of the second key, each panel holding the first
+    key's arms at that level only (what the report compares), coloured alike in every panel."""
+    metrics = list(dict.fromkeys(zip(bands["metric"], bands["k"])))
+    grid = grid_keys(bands, arm)
+    if grid is None:
+        arms = [(label, i, rows) for i, (label, rows) in enumerate(arm_rows(bands, arm))]
+        facets = [("", arms)]
+    else:
+        compared, within = grid
+        colour = {v: i for i, v in enumerate(dict.fromkeys(bands[compared].map(value_text)))}
+        facets = [(f", {within}={value_text(level)}",
+                   [(label, colour[value_text(rows[compared].iloc[0])], rows)
+                    for label, rows in arm_rows(part, [compared])])
+                  for level, part in bands.groupby(within, sort=False, observed=True)]
+    return [(f"held-out {metric.replace('@k', f'@{k}')}{facet}",
+             [(label, i, rows[(rows["metric"] == metric) & (rows["k"] == k)].sort_values("samples"))
+              for label, i, rows in arms])
+            for metric, k in metrics for facet, arms in facets]
+
+
 @styled
 def heldout(bands: pd.DataFrame, path: Path, arm: Sequence[str]) -> Path:
-    """Held-out scores against samples drawn, one panel per (metric, k): per arm the mean over seeds
-    at each checkpoint (points joined by lines), the band from the lowest to the highest seed."""
-    panels = list(dict.fromkeys(zip(bands["metric"], bands["k"])))
-    arms = list(arm_rows(bands, arm))
-    fig, axes = figure(len(panels), legend=[label for label, _ in arms])
+    """Held-out scores against samples drawn, one panel per (metric, k) (and in a grid, per level of its
+    second key: `heldout_panels`): per arm the mean over seeds at each checkpoint (points joined by
+    lines), the band from the lowest to the highest seed."""
+    panels = heldout_panels(bands, arm)
+    labels = list(dict.fromkeys(label for _, arms in panels for label, _, _ in arms))
+    facets = len(panels) // len(set(zip(bands["metric"], bands["k"])))
+    fig, axes = figure(len(panels), legend=labels, columns=facets if facets > 1 else 3)  # a grid: a row per metric
     entries: dict[str, Artist] = {}
-    for i, (label, rows) in enumerate(arms):
-        for ax, (metric, k) in zip(axes, panels):
-            r = rows[(rows["metric"] == metric) & (rows["k"] == k)].sort_values("samples")
+    for ax, (title, arms) in zip(axes, panels):
+        for label, i, r in arms:
             entries[label], = ax.plot(r["samples"], r["mean"], "o-", color=colour_of(i), markersize=3)
             ax.fill_between(r["samples"], r["low"], r["high"], color=colour_of(i), alpha=0.2, linewidth=0)
-    for ax, (metric, k) in zip(axes, panels):
         low, high = ax.get_ylim()
         if high - low < MIN_SPAN:  # autoscaled, a flat line's noise would fill the panel and read as a trend
             # a score lies in [0, 1]: no negative ticks (their wider labels would push the axis title off)
             bottom = min(max((low + high) / 2 - MIN_SPAN / 2, -0.005), 1.005 - MIN_SPAN)
             ax.set_ylim(bottom, bottom + MIN_SPAN)
-        ax.set(xlabel="samples drawn", ylabel="mean over prompts",
-               title=f"held-out {metric.replace('@k', f'@{k}')}")
+        ax.set(xlabel="samples drawn", ylabel="mean over prompts", title=title)
         ax.xaxis.set_major_formatter(EngFormatter(sep=""))
         ax.grid(alpha=0.3)
     legend_below(fig, entries)
