@@ -54,6 +54,12 @@ def arm_keys(jobs: pd.DataFrame, config_columns: Sequence[str]) -> list[str]:
     return sorted(keys, key=lambda k: k not in CHOICES)
 
 
+def unit_keys(frame: pd.DataFrame, arm: Sequence[str]) -> list[str]:
+    """The arm keys and the seed, where the frame has one and it is not an arm key: what names a job's
+    arm and its replicate, the unit that tests across seeds pair on."""
+    return [*arm, *(["seed"] if "seed" in frame and "seed" not in arm else [])]
+
+
 def job_arms(frame: pd.DataFrame, keys: Sequence[str]) -> pd.DataFrame:
     """Each job's values of `keys` (constant within a job), indexed by job; a null value stays null."""
     return frame.groupby("job", observed=True)[list(keys)].first(skipna=False)

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 import pandas as pd
 
 from analysis.data.arms import iter_arms, job_arms
+from analysis.measures.ties import per_job_first_rounds
 from analysis.stats.seeds import compare_arms_by_seed
 
 METRICS = {"tie_frac": "tie_frac (first rounds, equal steps)", "reward": "train reward (first rounds, equal steps)",
@@ -43,12 +44,10 @@ def comparisons(groups: pd.DataFrame, steps: pd.DataFrame, arm: Sequence[str]) -
     last = common_steps(groups)
     if last is None:
         return None
-    first = groups[(groups["round"].to_numpy() == 0) & (groups["step"].to_numpy() <= last)]
-    per_job = first.groupby("job", observed=True).agg(tie_frac=("tie", "mean"), reward=("reward_mean", "mean"))
+    per_job = per_job_first_rounds(groups, arm, last_step=last, reward=True)
     if not steps.empty and "kl" in steps:
         per_job = per_job.join(steps[steps["step"] <= last].groupby("job", observed=True)["kl"].mean())
-    seed = ["seed"] if "seed" in groups and "seed" not in arm else []
-    per_job = per_job.join(job_arms(groups, [*arm, *seed])).reset_index()
+    per_job = per_job.reset_index()
     metrics = [m for m in METRICS if m in per_job]
     rows = compare_arms_by_seed(per_job, arm, metrics)
     return rows.assign(metric=rows["metric"].map(METRICS), interval=f"seeds, steps 1–{last}")

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from analysis.data.arms import job_arms
+from analysis.data.arms import job_arms, unit_keys
 from analysis.data.checkpoints import checkpoint_labels, checkpoint_rank, complete_checkpoints
 from analysis.data.labels import sort_naturally
 from analysis.stats.at_k import METRICS, PROMPT_KEYS, per_prompt, score_column
@@ -46,7 +46,7 @@ def seed_scores(eval: pd.DataFrame, arm: Sequence[str], points: Sequence[tuple[s
     per_job = scores.groupby(["job", "step"], observed=True, sort=False).agg(
         **{c: (c, "mean") for c in columns}, checkpoint=("checkpoint", "first"), samples=("samples", "first"))
     per_job = per_job.reset_index()
-    keys = [*arm, *(["seed"] if "seed" in eval and "seed" not in arm else [])]
+    keys = unit_keys(eval, arm)
     arms = job_arms(eval, keys)
     per_job = per_job.join(arms.set_axis(arms.index.astype(str)), on="job")
     kept = complete_checkpoints(per_job, arm)

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from analysis.data.arms import iter_arms, job_arms
+from analysis.data.arms import iter_arms, job_arms, unit_keys
 from analysis.data.labels import sort_naturally
 
 RECORDED = "recorded"  # n_informative read from the groups table
@@ -107,7 +107,7 @@ def per_job_spend(groups: pd.DataFrame, arm: Sequence[str], counted: pd.DataFram
     counted = flags(groups) if counted is None else counted
     per_job = counted.groupby("job", observed=True).agg(samples=("samples", "sum"), wasted=("wasted", "sum"))
     per_job["wasted_frac"] = per_job["wasted"] / per_job["samples"]
-    keys = [*arm, *(["seed"] if "seed" in groups and "seed" not in arm else [])]
+    keys = unit_keys(groups, arm)
     return per_job.join(job_arms(groups, keys)).reset_index()
 
 

@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike
 
+from analysis.data.arms import job_arms, unit_keys
 from analysis.data.labels import sort_naturally
 from analysis.stats.binomial import comb_ratio
 from analysis.data.codes import cell_codes, dense_ranks, stable_order
@@ -176,3 +177,15 @@ def samples_by_window(groups: pd.DataFrame, by: Sequence[str], window: int) -> p
     out = per_job.groupby([*by, "step_window"], observed=True)["samples_total"].mean().rename("samples_drawn")
     return out.reset_index()
 
+
+def per_job_first_rounds(groups: pd.DataFrame, arm: Sequence[str], last_step: int | None = None,
+                         reward: bool = False) -> pd.DataFrame:
+    """Each job's first-round (round 0) tie fraction (`tie_frac`; with `reward`, also its mean train reward,
+    `reward`) over its steps up to `last_step` (None: all), beside its arm keys and seed: one row a job, what
+    `compare_arms_by_seed` compares."""
+    keep = groups["round"].to_numpy() == 0
+    if last_step is not None:
+        keep &= groups["step"].to_numpy() <= last_step
+    first = groups[keep]
+    aggs = {"tie_frac": ("tie", "mean"), **({"reward": ("reward_mean", "mean")} if reward else {})}
+    return first.groupby("job", observed=True).agg(**aggs).join(job_arms(first, unit_keys(first, arm)))

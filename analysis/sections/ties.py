@@ -9,10 +9,11 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from analysis.data.arms import iter_arms, job_arms
+from analysis.data.arms import iter_arms, unit_keys
 from analysis.data.config import ALIASES
 from analysis.data.load import Tables
-from analysis.measures.ties import ASSUMPTION, MIN_PROMPTS, predict_ties, samples_by_window, tie_fractions, tie_rows
+from analysis.measures.ties import (ASSUMPTION, MIN_PROMPTS, per_job_first_rounds, predict_ties, samples_by_window,
+                                    tie_fractions, tie_rows)
 from analysis.render import ties as figures
 from analysis.render.writer import Files
 from analysis.sections.section import Context, Section
@@ -57,9 +58,8 @@ def section(tables: Tables, ctx: Context) -> Ties | None:
     split = ("group_size", "sampler", *ALIASES["group_size"], *ALIASES["sampler"])  # the first two columns say these
     by = ["group_size", "sampler", *(k for k in arm if k not in split)]
     window = max(1, math.ceil((int(groups["step"].max()) + 1) / STEP_WINDOWS))
-    seed = ["seed"] if "seed" in groups and "seed" not in arm else []
     used = ["job", "prompt_id", "difficulty", "step", "round", "group_size", "n_correct", "tie", "tie_kind",
-            "samples_total", *by, *arm, *seed]
+            "samples_total", *by, *unit_keys(groups, arm)]
     groups = groups[list(dict.fromkeys(used))]  # the columns read here: the copies below stay small
     predicted = predict_ties(groups, window=window)
     first = groups["round"].to_numpy() == 0
@@ -78,9 +78,7 @@ def section(tables: Tables, ctx: Context) -> Ties | None:
         pooled = (" Arms that draw first-round groups of several sizes (knapsack's allocations, Reinforce-Ada's "
                   "rounds) are pooled over their sizes in the figures (the prediction is per group, so it pools "
                   "alike); the tables split them by `group_size`.")
-    per_job = round0.groupby("job", observed=True).agg(tie_frac=("tie", "mean")).join(
-        job_arms(round0, [*arm, *seed])).reset_index()
-    comparisons = (compare_arms_by_seed(per_job, arm, ["tie_frac"])
+    comparisons = (compare_arms_by_seed(per_job_first_rounds(groups, arm).reset_index(), arm, ["tie_frac"])
                    .assign(metric="tie_frac (first rounds)", interval="seeds"))
     overall = tie_fractions(round0[["difficulty", "prompt_id", *arm]].assign(difficulty="all"), arm, rows=rows)
     calibration = pd.concat([part.assign(arm=label) for label, part in iter_arms(overall, arm)], ignore_index=True) \

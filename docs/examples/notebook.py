@@ -30,11 +30,8 @@ def reproduce(sweep: str) -> dict[str, pd.DataFrame]:
     # each job's wasted fraction, then the arms compared across seeds (paired by seed: an exact sign-flip test)
     wasted = api.compare_arms_by_seed(api.per_job_spend(groups, arm), arm, ["wasted_frac"])
 
-    # each job's first-round tie fraction, compared the same way
-    seed = ["seed"] if "seed" in groups and "seed" not in arm else []
-    per_job = first.groupby("job", observed=True).agg(tie_frac=("tie", "mean")).join(
-        first.groupby("job", observed=True)[[*arm, *seed]].first()).reset_index()
-    tied = api.compare_arms_by_seed(per_job, arm, ["tie_frac"])
+    # each job's first-round tie fraction (beside its arm and seed), compared the same way
+    tied = api.compare_arms_by_seed(api.per_job_first_rounds(groups, arm).reset_index(), arm, ["tie_frac"])
     return {"ties_by_difficulty": ties, "wasted_frac": wasted, "tie_frac": tied}
 
 
