@@ -1,5 +1,8 @@
 """Plain references the tests compare fast paths against (shared by several test files)."""
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import torch
@@ -73,3 +76,23 @@ def both_pages(report) -> str:
     report = Path(report)
     details = report.parent / "DETAILS.md"
     return report.read_text() + "\n" + (details.read_text() if details.exists() else "")
+
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def train_sweep(root: Path, args: list[str], timeout: int = 900) -> Path:
+    """`python -m experiments.train -m ARGS` into `root` (one thread a job), asserting it ends well."""
+    out = subprocess.run([sys.executable, "-m", "experiments.train", "-m", *args, f"hydra.sweep.dir={root}"], cwd=ROOT,
+                         text=True, capture_output=True, timeout=timeout, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert out.returncode == 0, out.stderr[-3000:]
+    return root
+
+
+def raw(root: Path, table: str):
+    """One table of every job of a sweep, read part by part with pandas (never through `analysis.load`), with
+    the job's folder name as `job`."""
+    import pandas as pd
+
+    frames = [pd.read_parquet(p).assign(job=p.parent.parent.name) for p in sorted(root.glob(f"*/{table}/part-*.parquet"))]
+    return pd.concat(frames, ignore_index=True)

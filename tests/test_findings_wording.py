@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
+from reference import raw
 
 from analysis.render.markdown import cell
 from analysis.report import build_report
@@ -39,12 +40,6 @@ def findings(text: str) -> list[str]:
 
 def line_of(lines: list[str], metric: str) -> str:
     return next(line for line in lines if line.startswith(f"{metric}:"))
-
-
-def raw(root: Path, table: str) -> pd.DataFrame:
-    """Every job's rows of one table, read back from the parquet parts, with the job's folder name."""
-    return pd.concat([pd.read_parquet(job / table).assign(job=job.name)
-                      for job in sorted(root.iterdir()) if (job / table).is_dir()], ignore_index=True)
 
 
 @pytest.fixture(scope="module")

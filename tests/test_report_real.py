@@ -2,7 +2,6 @@
 pool=all, evaluated at equal samples drawn. Its numbers are recounted from the raw tables."""
 
 import json
-import os
 import re
 import subprocess
 import sys
@@ -11,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from reference import both_pages
+from reference import both_pages, raw, train_sweep
 
 ROOT = Path(__file__).resolve().parent.parent
 BUDGET = 4 * 4 * 6  # six fixed steps of 4 prompts x 4 samples
@@ -20,22 +19,11 @@ EVERY = 32  # eval.every_samples: two fixed steps
 
 @pytest.fixture(scope="module")
 def sweep(tmp_path_factory):
-    root = tmp_path_factory.mktemp("real") / "sweep"
-    args = ["-m", "experiment=fixed_vs_adaptive", f"max_samples={BUDGET}", "prompts_per_step=4",
-            "sampler.group_size=4", "sampler.resample_on_tie.max_rounds=3", "sampler.resample_on_tie.pool=all", "task.levels=[2,3]",
-            "task.train_per_level=8", "task.eval_per_level=2", "eval.n=4", f"eval.every_samples={EVERY}", "seed=0",
-            "log_completions=4",
-            f"hydra.sweep.dir={root}"]
-    out = subprocess.run([sys.executable, "-m", "experiments.train", *args], cwd=ROOT, text=True, capture_output=True,
-                         timeout=600, env={**os.environ, "OMP_NUM_THREADS": "1"})
-    assert out.returncode == 0, out.stderr[-3000:]
-    return root
-
-
-def raw(root, table):
-    """One table of every job, read part by part with pandas (not through analysis.load)."""
-    frames = [pd.read_parquet(p).assign(job=p.parent.parent.name) for p in sorted(root.glob(f"*/{table}/part-*.parquet"))]
-    return pd.concat(frames, ignore_index=True)
+    return train_sweep(tmp_path_factory.mktemp("real") / "sweep", [
+        "experiment=fixed_vs_adaptive", f"max_samples={BUDGET}", "prompts_per_step=4", "sampler.group_size=4",
+        "sampler.resample_on_tie.max_rounds=3", "sampler.resample_on_tie.pool=all", "task.levels=[2,3]",
+        "task.train_per_level=8", "task.eval_per_level=2", "eval.n=4", f"eval.every_samples={EVERY}", "seed=0",
+        "log_completions=4"], timeout=600)
 
 
 def sampler_of(root):

@@ -3,14 +3,12 @@ steps): every number it shows is recounted from the raw parquet tables with plai
 is never counted as a draw anywhere in the report."""
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+from reference import raw, train_sweep
 
 ROOT = Path(__file__).resolve().parent.parent
 BUDGET = 8 * 4 * 6  # six grpo steps of 8 prompts x 4 samples
@@ -18,20 +16,10 @@ BUDGET = 8 * 4 * 6  # six grpo steps of 8 prompts x 4 samples
 
 @pytest.fixture(scope="module")
 def sweep(tmp_path_factory):
-    root = tmp_path_factory.mktemp("ties") / "sweep"
-    args = ["-m", "experiment=tie_learning", "arm=grpo,rl_zvp,replay", "seed=0,1", f"max_samples={BUDGET}",
-            "prompts_per_step=8", "sampler.group_size=4", "sampler.replay.size=8", "task.levels=[1,2,4]",
-            "task.train_per_level=8", "task.eval_per_level=4", "eval.n=4", f"eval.every_samples={BUDGET // 2}",
-            "threads=1", f"hydra.sweep.dir={root}"]
-    out = subprocess.run([sys.executable, "-m", "experiments.train", *args], cwd=ROOT, text=True, capture_output=True,
-                         timeout=900, env={**os.environ, "OMP_NUM_THREADS": "1"})
-    assert out.returncode == 0, out.stderr[-3000:]
-    return root
-
-
-def raw(root, table):
-    frames = [pd.read_parquet(p).assign(job=p.parent.parent.name) for p in sorted(root.glob(f"*/{table}/part-*.parquet"))]
-    return pd.concat(frames, ignore_index=True)
+    return train_sweep(tmp_path_factory.mktemp("ties") / "sweep", [
+        "experiment=tie_learning", "arm=grpo,rl_zvp,replay", "seed=0,1", f"max_samples={BUDGET}", "prompts_per_step=8",
+        "sampler.group_size=4", "sampler.replay.size=8", "task.levels=[1,2,4]", "task.train_per_level=8",
+        "task.eval_per_level=4", "eval.n=4", f"eval.every_samples={BUDGET // 2}", "threads=1"])
 
 
 def arms(root):
