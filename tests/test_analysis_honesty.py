@@ -37,9 +37,10 @@ def test_unequal_budgets_are_said_first_with_the_numbers(tmp_path):
     per_job = groups.groupby("job")["group_size"].sum()  # samples drawn, recounted from the rows
     fixed, resample = per_job[["0", "1"]].mean(), per_job[["2", "3"]].mean()
     assert resample > 1.05 * fixed
-    assert first.startswith(f"**Unequal budgets**: the arms drew different amounts, samples per job fixed {fixed:g}, "
-                            f"resample_on_tie {resample:g} ({resample / fixed:.2f}x)"), first
-    assert "not at an equal budget" in first and "aligned checkpoints" in first
+    amount = lambda v: f"{v:,.0f}" if float(v).is_integer() else f"{v:,.1f}"  # noqa: E731
+    assert first.startswith(f"**Unequal budgets**: the arms drew different amounts, samples per job fixed "
+                            f"{amount(fixed)}, resample_on_tie {amount(resample)} ({resample / fixed:.2f}x)"), first
+    assert "not at an equal budget" in first and "aligned checkpoints" in first and "`max_samples` ends" in first
 
 
 def test_equal_budgets_say_nothing(tmp_path):

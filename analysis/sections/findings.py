@@ -153,12 +153,20 @@ def budget_warning(budgets: pd.DataFrame) -> str | None:
     ratios = unequal_budgets(budgets)
     if not ratios:
         return None
-    parts = [f"{unit} per job {', '.join(f'{short_label(a)} {cell(v, 4)}' for a, v in zip(budgets['arm'], budgets[unit]))}"
+    parts = [f"{unit} per job {', '.join(f'{short_label(a)} {_amount(v)}' for a, v in zip(budgets['arm'], budgets[unit]))}"
              f" ({ratios[unit]:.2f}x)" for unit in ("samples", "tokens") if unit in ratios]
+    # samples alike but tokens not (an arm that draws longer answers): a token budget is the equal one then
+    fix = "`max_samples` ends every job at one budget" if "samples" in ratios else \
+        "`max_tokens` ends every job at one token budget, if tokens are the cost that matters"
     return (f"**Unequal budgets**: the arms drew different amounts, {'; '.join(parts)}, more than "
             f"{BUDGET_TOLERANCE:.0%} apart. The comparisons below made at the end of each job's budget (wasted_frac, "
             "tie_frac, held-out at final) are therefore not at an equal budget; the held-out comparisons at aligned "
-            "checkpoints (Held-out results, aligned by samples drawn) are. `max_samples` ends every job at one budget.")
+            f"checkpoints (Held-out results, aligned by samples drawn) are. {fix}.")
+
+
+def _amount(value: float) -> str:
+    """A mean amount drawn per job: 65,589.3; a whole one without decimals."""
+    return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.1f}"
 
 
 def budget_text(budgets: pd.DataFrame | None) -> str:
