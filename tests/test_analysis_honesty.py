@@ -115,3 +115,22 @@ def test_a_tiny_run_says_too_little_data_instead_of_printing_numbers(tmp_path):
     tokens = pd.read_csv(out / "tables" / "common_budget_tokens.csv")
     assert not any(c.endswith(("_low", "_high")) for c in tokens.columns)
     assert "One seed per arm: no spread across seeds to show." in details
+
+
+@pytest.mark.parametrize("report, predicted", [("smollm2", False), ("main", True)])
+def test_the_ties_figure_names_a_prediction_only_where_one_is_drawn(report, predicted, tmp_path, monkeypatch):
+    """The committed SmolLM2 study has no first-round group with a prediction (no prompt recurs within a step
+    window): its ties figure once had a 'predicted' legend entry beside nothing. The real figure is drawn
+    from each committed report's table; its legend is read as it is handed to matplotlib."""
+    from analysis.render import ties as figures
+
+    shown = {}
+    real = figures.legend_below
+    monkeypatch.setattr(figures, "legend_below", lambda fig, entries, **kw: (shown.update(entries),
+                                                                               real(fig, entries, **kw)))
+    table = pd.read_csv(ROOT / "reports" / report / "tables" / "ties_by_step.csv")
+    assert table["predicted_tie_frac"].notna().any() == predicted
+    figures.ties_over_samples(table, tmp_path / "ties.png", ["group_size", "sampler"])
+    assert any(label.startswith("predicted") for label in shown) == predicted
+    assert {label for label in shown if not label.startswith("predicted")} == \
+        {f"sampler={s}" for s in table["sampler"].unique()}

@@ -81,7 +81,7 @@ def ties_over_samples(ties: pd.DataFrame, path: Path, by: Sequence[str], names: 
                                           markersize=3)
                 ax.fill_between(part["samples_drawn"], part[f"{ci}_low"], part[f"{ci}_high"], color=colour_of(i),
                                 alpha=0.15, linewidth=0)
-                if column == "tie_frac":
+                if column == "tie_frac" and part["predicted_tie_frac"].notna().any():  # no legend entry for nothing
                     ax.plot(part["samples_drawn"], part["predicted_tie_frac"], "D", color=colour_of(i),
                             markerfacecolor="white", markersize=5, linestyle="none")
                     entries[labels[-1]] = Line2D([], [], marker="D", color="k", markerfacecolor="white",
