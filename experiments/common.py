@@ -183,7 +183,7 @@ def _with_value(cfg: DictConfig, choice: str) -> DictConfig | None:
     o = OverridesParser.create().parse_overrides([choice])[0]
     key, value = o.key_or_group, o.value()
     if (o.type != OverrideType.CHANGE or o.package is not None or key.startswith("hydra") or
-            (Path(CONF_DIR) / key.replace(".", "/")).is_dir() or isinstance(value, dict) or "${" in str(value)):
+            _is_group(key) or isinstance(value, dict) or "${" in str(value)):
         return None
     if OmegaConf.select(cfg, key, default=_ABSENT) is _ABSENT:
         return None
@@ -195,6 +195,12 @@ def _with_value(cfg: DictConfig, choice: str) -> DictConfig | None:
     return out
 
 
+def _is_group(key: str) -> bool:
+    """Whether an override's key names a config group (`eval`, `hydra/launcher`): a folder of conf/."""
+    return (Path(CONF_DIR) / key.replace(".", "/")).is_dir()
+
+
+@functools.lru_cache(maxsize=None)
 def _option_values(group: str, option: str) -> dict[str, Any]:
     """The leaf keys a config group's option sets, as full dotted keys of the composed config, with their values
     (its `defaults` list and interpolations left out; {} for an option that is not a file of conf/)."""
@@ -221,13 +227,11 @@ def _choices_kept(cfg: DictConfig, overrides: list[str], choices: dict[str, Any]
     and are not checked; an experiment's keys are meant to be varied by the arms it sweeps, so `experiment=`
     is not."""
     parsed = OverridesParser.create().parse_overrides([o for o in overrides if not o.startswith("hydra")])
-    given = [o.key_or_group for o in parsed if o.key_or_group in typed_keys and
-             not (Path(CONF_DIR) / o.key_or_group).is_dir()]
-    choices = {**choices, **{o.key_or_group: o.value() for o in parsed if (Path(CONF_DIR) / o.key_or_group).is_dir()}}
+    given = [o.key_or_group for o in parsed if o.key_or_group in typed_keys and not _is_group(o.key_or_group)]
+    choices = {**choices, **{o.key_or_group: o.value() for o in parsed if _is_group(o.key_or_group)}}
     for o in parsed:
         group = o.key_or_group
-        if o.package is not None or group == "experiment" or not (Path(CONF_DIR) / group).is_dir() or \
-                not isinstance(o.value(), str):
+        if o.package is not None or group == "experiment" or not _is_group(group) or not isinstance(o.value(), str):
             continue
         for key, wanted in _option_values(group, o.value()).items():
             if key.startswith("hydra.") or any(key == g or key.startswith(f"{g}.") for g in given):
