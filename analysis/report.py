@@ -27,6 +27,7 @@ from analysis.measures import equal_steps
 from analysis.measures.equal_steps import steps_per_arm
 from analysis.measures.spend import budgets_per_arm
 from analysis.measures.tie_learning import split_reused
+from analysis.render.drawing import drawing
 from analysis.render.paging import move_long_tables
 from analysis.render.writer import finish_build, start_build, write_report
 from analysis.sections import (at_k, coverage, equal_budget, examples, findings, group_size, header, health, heldout,
@@ -64,7 +65,8 @@ def build_report(path: str | Path | Sequence[str | Path], out_dir: str | Path | 
     out = Path(out_dir) if out_dir is not None else root / "report"
     building = start_build(out, root)  # before any work: an unwritable folder is one line at once
     try:
-        report = _build(sources, out, building, command, (tuple(by), tuple(where), baseline))
+        with drawing(building / "figures"):  # figures drawn in a second process as sections record them
+            report = _build(sources, out, building, command, (tuple(by), tuple(where), baseline))
         finish_build(building, out)
     except BaseException:
         shutil.rmtree(building, ignore_errors=True)

@@ -5,6 +5,7 @@ import os
 if os.environ.get("PYTEST_XDIST_WORKER"):
     THREADS = 1
     os.environ["OMP_NUM_THREADS"] = "1"
+    os.environ["GRPO_LAB_REPORT_PROCESSES"] = "1"  # a report's figures drawn in its own process, not a second one
 else:
     THREADS = 2
     os.environ.setdefault("OMP_NUM_THREADS", "2")
@@ -51,8 +52,23 @@ SLOW = {
 }
 
 
+# Tests of several seconds to a minute each (real command lines and sweeps in subprocesses, torchrun, the
+# SmolLM2 model, report rebuilds), by file or by test, are marked heavy: the README's `python -m pytest -q`
+# leaves them out, so a newcomer's first run ends in minutes; CI (.ci/run) runs them all the same, with
+# `-m 'not slow'`. Chosen from one idle run's durations (`--durations=0`): the heaviest files whole (their
+# module fixtures are paid once a file), then the heaviest tests of the rest.
+HEAVY: set[str] = set()
+
+
+def _listed(nodeid: str, names: set[str]) -> bool:
+    """Whether a test is named in `names`: by its id, its id without parameters, or its file."""
+    return nodeid in names or nodeid.split("[")[0] in names or nodeid.split("::")[0] in names
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        if item.nodeid in SLOW or item.nodeid.split("[")[0] in SLOW:
+        if _listed(item.nodeid, SLOW):
             item.add_marker(pytest.mark.slow)
+        elif _listed(item.nodeid, HEAVY):
+            item.add_marker(pytest.mark.heavy)

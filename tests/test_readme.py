@@ -8,6 +8,7 @@ import re
 import shlex
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pandas as pd
@@ -58,7 +59,7 @@ def test_your_own_study_runs_as_the_readme_prints_it(tmp_path):
 
 def test_the_readme_test_command_installs_what_ci_installs():
     """A new user runs the tests CI runs: every `pip install` of .ci/run is in the README's test command, in the
-    same order, and the command ends in the same pytest invocation."""
+    same order, and the command ends in the same pytest invocation, which CI widens to the heavy tests only."""
     text = (ROOT / "README.md").read_text()
     command = next(line for line in re.findall(r"```bash\n(.*?)```", text, re.S)[1].splitlines() if "pytest" in line)
     readme_installs = [part.strip() for part in command.split("&&") if part.strip().startswith("pip install")]
@@ -66,4 +67,8 @@ def test_the_readme_test_command_installs_what_ci_installs():
     ci_installs = [line.replace(" --quiet", "").strip() for line in ci
                    if line.startswith("pip install") and "--upgrade pip" not in line]
     assert readme_installs == ci_installs
-    assert command.rstrip().endswith("python -m pytest -q") and "python -m pytest -q" in ci
+    assert command.rstrip().endswith("python -m pytest -q")
+    pytest_lines = [line.strip() for line in ci if "pytest" in line and not line.startswith("#")]
+    assert pytest_lines == ["python -m pytest -q -m 'not slow'"]  # the README's run and the tests marked heavy
+    addopts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]["addopts"]
+    assert "-m 'not slow and not heavy'" in addopts

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Sequence
+from functools import wraps
 from pathlib import Path
 
 import pandas as pd
@@ -92,10 +93,10 @@ def save(fig: Figure, path: Path) -> Path:
 
 def styled(draw):
     """Draw under STYLE (fonts are fixed when artists are made, so the whole function runs inside it)."""
+    @wraps(draw)  # its module and name too: a figure handed to the drawing process pickles by name
     def wrapped(*args, **kwargs):
         with rc_context(STYLE):
             return draw(*args, **kwargs)
-    wrapped.__doc__, wrapped.__name__ = draw.__doc__, draw.__name__
     return wrapped
 
 

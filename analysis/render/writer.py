@@ -10,11 +10,12 @@ import re
 import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 import pandas as pd
 
-from analysis.render import markdown
+from analysis.render import drawing, markdown
 
 Draw = Callable[[Path], Path]  # draws one figure to the given path
 REPORT = "REPORT.md"  # the page a reader opens: the findings, the figures that carry them, short tables
@@ -38,9 +39,14 @@ class Files:
         """Record the CSV; return the frame (its `shown` columns) as markdown, with the link."""
         return f"{markdown.table(frame if shown is None else frame[list(shown)])}\n\nAs CSV: {self.csv(name, frame)}"
 
-    def figure(self, name: str, draw: Draw) -> str:
-        """Record `figures/<name>.png`, drawn by `draw(path)`; return the image link."""
-        self.figures[name] = draw
+    def figure(self, name: str, draw: Callable[..., Path], data: object, **options: object) -> str:
+        """Record `figures/<name>.png`, drawn by `draw(data, path, **options)` (a module-level function:
+        where the build draws in a second process, `render.drawing`, it starts there now); return the
+        image link."""
+        self.figures[name] = partial(draw, data, **options)
+        worker = drawing.active()
+        if worker is not None:
+            worker.start(name, self.figures[name])
         return f"![{name}](figures/{name}.png)"
 
 
@@ -125,14 +131,19 @@ def write_report(out: Path, texts: Sequence[str], files: Sequence[Files], root: 
                  details: Sequence[str] = ()) -> Path:
     """Write every CSV and figure of `files`, REPORT.md (the texts, in order) and, where there are `details`,
     DETAILS.md (the second page, linked from the first), with `root`'s absolute path made relative to
-    `shown_at`, where the report will be read (`out` by default), under `out`; returns REPORT.md's path."""
+    `shown_at`, where the report will be read (`out` by default), under `out`; returns REPORT.md's path.
+    Figures a drawing process has started (`render.drawing`) are waited for, not drawn again."""
+    worker = drawing.active()
     for found in files:
         for name, frame in found.csvs.items():
             path = out / "tables" / f"{name}.csv"
             path.parent.mkdir(parents=True, exist_ok=True)
             frame.to_csv(path, index=False)
         for name, draw in found.figures.items():
-            draw(out / "figures" / f"{name}.png")
+            if worker is None or name not in worker.started:
+                draw(out / "figures" / f"{name}.png")
+    if worker is not None:
+        worker.wait()
     out.mkdir(parents=True, exist_ok=True)
     pages = {REPORT: texts, **({DETAILS: details} if details else {})}
     for name, page in pages.items():

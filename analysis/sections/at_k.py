@@ -58,7 +58,7 @@ def section(tables: Tables, ctx: Context, scores: pd.DataFrame | None) -> Sectio
         "when every arm's base scores the same (one base model); bands: the finals' 95% intervals. Arm "
         "differences at equal k, with intervals, are in the tables below and the forest plot under the tests.", "",
         saturated_note(curves, ctx.names),
-        files.figure("at_k", lambda p: figures.at_k(curves, p, arm, dict(ctx.names))), "",
+        files.figure("at_k", figures.at_k, curves, by=arm, names=dict(ctx.names)), "",
         "All difficulties pooled:", "",
         markdown.table(by_k(pooled, arm)), "",
         f"As CSV: {files.csv('at_k', curves)}, per difficulty and pooled (`all`).",

@@ -26,5 +26,5 @@ def section(tables: Tables, ctx: Context) -> Section | None:
            if many else "one line per job.")
         + (" The clip fraction is left out: it is 0 at every step of every job (with mu = 1 a step's one pass has "
            "ratio exactly 1, so nothing is clipped)." if flat else ""), "",
-        files.figure("health", lambda p: figures.health(curves, p)),
+        files.figure("health", figures.health, curves),
     ]), files=files)

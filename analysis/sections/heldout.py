@@ -56,7 +56,7 @@ def section(tables: Tables, ctx: Context) -> HeldOut:
         f"**base** (0 samples), **final** (each job's last evaluated step, the end of its budget) and intermediate "
         f"points, aligned {aligned}; a point is shown for an arm only where every job of it was evaluated there. "
         "Lines: mean over seeds; bands: lowest to highest seed.", "",
-        files.figure("heldout", lambda p: figures.heldout(bands, p, arm)), "",
+        files.figure("heldout", figures.heldout, bands, arm=arm), "",
         f"Per job: {files.csv('heldout_by_seed', scores)}; per arm: {files.csv('heldout', bands)}", "",
         "### Arms compared at equal samples", "",
         f"b − a at base, at each aligned point both arms have, at final, and each arm's final against its base; "

@@ -54,7 +54,7 @@ def section(tables: Tables, ctx: Context, tests: pd.DataFrame, scores: pd.DataFr
         "`ranks` is the range of places an arm can hold given the resolved orderings alone (1–n: none involves "
         "it); `above` lists the arms it is resolved above, `below` those resolved above it. A place in the "
         f"order of the means that no resolved ordering backs is not a finding. Power: {power(rankings[0])}", "",
-        files.figure("ranking", lambda p: figures.ranking(rankings, p)), ""]
+        files.figure("ranking", figures.ranking, rankings), ""]
     for r in rankings:
         name = "ranking_" + ("pass1" if r.measure == PASS1 else "informative")
         text = resolved_text(r)

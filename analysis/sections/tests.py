@@ -55,6 +55,6 @@ def section(tests: pd.DataFrame) -> Section:
         "call it a detectable difference" + (", one panel per metric (each on its own scale)" if len(pairs) > 1 else "")
         + ". Signs differ in meaning: higher is better for held-out scores, lower for "
         f"wasted_frac.{shown_note}", "",
-        files.figure("differences", lambda p: figures.forest(forest, p, filled)),
+        files.figure("differences", figures.forest, forest, detectable=filled),
     ])
     return Section(text=text, files=files)

@@ -54,7 +54,7 @@ def section(tables: Tables, ctx: Context) -> Section | None:
         lines += [f"Over training ({WINDOWS} equal spans of samples drawn, up to the most every job drew): the "
                   "share of drawn groups tied all correct (prompts the policy has mastered, or collapsed onto) and "
                   "all wrong (prompts it cannot yet solve). Bands: 95% t intervals over seeds.", "",
-                  files.figure("tie_learning_shares", lambda p: figures.unanimous_over_training(shares, p, arm)),
+                  files.figure("tie_learning_shares", figures.unanimous_over_training, shares, by=arm),
                   "", f"As CSV: {files.csv('tie_learning_shares', shares)}", ""]
     if not started.empty:
         lines += ["Held-out prompts by how they started: at each job's first checkpoint, prompts whose samples were "

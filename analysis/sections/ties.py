@@ -101,7 +101,7 @@ def section(tables: Tables, ctx: Context) -> Ties | None:
         "(solid) under all-wrong ties (hatched); the black bar is the 95% interval of their sum (the tie fraction) "
         "and the hollow diamond the prediction p^G + (1−p)^G. Pooled over training, a level whose pass rate moves "
         "shows its average; the next figure follows it over samples drawn.", "",
-        files.figure("ties_by_difficulty", lambda p: figures.ties_by_difficulty(shown_difficulty, p, shown_by, names)),
+        files.figure("ties_by_difficulty", figures.ties_by_difficulty, shown_difficulty, by=shown_by, names=names),
         "",
         files.table("ties_by_difficulty", by_difficulty, [*TIE_COLUMNS, *by[2:]]), "",
         "### Redraws (rounds after a tie), apart", "",
@@ -112,7 +112,7 @@ def section(tables: Tables, ctx: Context) -> Ties | None:
         "different rates line up. Columns: difficulties; rows: all-correct ties, all-wrong ties (learning moves "
         "groups from the second to the first; collapse fills the second) and all ties with the prediction "
         "(diamonds). Bands: 95% intervals clustered by prompt.", "",
-        files.figure("ties_over_samples", lambda p: figures.ties_over_samples(shown_step, p, shown_by, names)), "",
+        files.figure("ties_over_samples", figures.ties_over_samples, shown_step, by=shown_by, names=names), "",
         # a row per window, difficulty and arm: the figure carries it, the CSV holds it
         f"As CSV, with observed − predicted and its interval per window: {files.csv('ties_by_step', by_step)}",
     ])
