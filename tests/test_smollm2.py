@@ -57,7 +57,7 @@ def test_experiment_preset_composes():
     assert cfg.model.gguf_file and cfg.model.lora.rank == 16 and cfg.model.fast_math and cfg.algo.lr == 1e-4
     assert cfg.task.answer_format == "last_number" and len(cfg.task.shots) == 2 and cfg.task.levels == [1, 2, 3, 4]
     assert cfg.max_samples == 2400 and cfg.prompts_per_step * cfg.sampler.group_size == 16  # 150 fixed steps
-    assert len(cfg.task.levels) * cfg.task.eval_per_level >= 48 and cfg.eval.n >= 8
+    assert len(cfg.task.levels) * cfg.task.eval_per_level >= 48 and cfg.eval.n >= 16
 
 
 @pytest.mark.slow
