@@ -57,7 +57,51 @@ SLOW = {
 # leaves them out, so a newcomer's first run ends in minutes; CI (.ci/run) runs them all the same, with
 # `-m 'not slow'`. Chosen from one idle run's durations (`--durations=0`): the heaviest files whole (their
 # module fixtures are paid once a file), then the heaviest tests of the rest.
-HEAVY: set[str] = set()
+HEAVY = {
+    # whole files: sweeps, torchrun, real command lines, or module fixtures of 10-45 s
+    "tests/test_analysis_arms.py",
+    "tests/test_analysis_rebuild.py",
+    "tests/test_analysis_sources.py",
+    "tests/test_benchmarks.py",
+    "tests/test_distributed.py",
+    "tests/test_experiments.py",
+    "tests/test_faults.py",
+    "tests/test_refused_start.py",
+    "tests/test_report_real.py",
+    "tests/test_report_sweep_keys.py",
+    "tests/test_smollm2.py",
+    "tests/test_tracking.py",
+    "tests/test_report_tie_learning.py",
+    "tests/test_analysis_ranking.py",
+    "tests/test_findings_wording.py",
+    # single tests of 5-40 s each in files that are otherwise quick
+    "tests/test_readme.py::test_your_own_study_runs_as_the_readme_prints_it",
+    "tests/test_accumulation.py::test_micro_batches_of_shaped_and_reused_rows_train_to_the_whole_batchs_weights",
+    "tests/test_accumulation.py::test_micro_batches_train_to_the_whole_batchs_weights[limits1]",
+    "tests/test_analysis_budget.py::test_pass_at_k_intervals_cover_the_truth_and_match_a_prompt_clustered_bootstrap",
+    "tests/test_analysis_corruption.py::test_missing_or_empty_folder_is_one_line_and_a_nonzero_exit",
+    "tests/test_analysis_corruption.py::test_the_report_is_written_for_the_good_jobs",
+    "tests/test_analysis_honesty.py::test_a_sweep_of_two_code_versions_says_which_jobs_ran_which_and_what_changed",
+    "tests/test_analysis_honesty.py::test_equal_budgets_say_nothing",
+    "tests/test_analysis_honesty.py::test_unequal_budgets_are_said_first_with_the_numbers",
+    "tests/test_analysis_report.py::test_report_flags_a_job_whose_final_checkpoint_is_not_the_end_of_its_budget",
+    "tests/test_chat.py::test_local_chat_model_end_to_end",
+    "tests/test_cli_messages.py::test_a_group_chosen_on_the_command_line_holds_or_is_refused[smollm2_ties-sampler]",
+    "tests/test_cli_messages.py::test_a_group_chosen_on_the_command_line_holds_or_is_refused[tie_learning-sampler]",
+    "tests/test_cli_messages.py::test_a_single_run_logs_progress_to_its_job_log_and_ends_with_its_numbers",
+    "tests/test_cli_messages.py::test_analysis_refuses_missing_and_empty_directories",
+    "tests/test_cli_messages.py::test_evaluate_refuses_a_missing_run_dir_without_creating_it",
+    "tests/test_committed_reports.py::test_a_committed_report_rebuilds_from_its_data_the_same",
+    "tests/test_config_limits.py::test_the_named_cases_through_the_command_line",
+    "tests/test_guards.py::test_a_write_fault_is_shown_recorded_and_cleaned_up",
+    "tests/test_guards.py::test_the_command_line_says_it_in_one_line",
+    "tests/test_learning.py::test_grpo_raises_held_out_accuracy_on_a_middle_level",
+    "tests/test_lock.py::test_holders_releasing_under_churn_never_overlap",
+    "tests/test_lora.py::test_a_lora_run_trains_only_adapters_resumes_exactly_and_evaluates_from_its_checkpoints",
+    "tests/test_report_drawing.py::test_a_report_drawn_in_two_processes_is_the_one_drawn_in_one",
+    "tests/test_report_drawing.py::test_a_figure_that_fails_in_the_drawing_process_raises_in_the_build",
+    "tests/test_rewards_fuzz.py::test_latex_scoring_of_hostile_batches_returns_within_the_budget",
+}
 
 
 def _listed(nodeid: str, names: set[str]) -> bool:

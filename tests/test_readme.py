@@ -72,3 +72,14 @@ def test_the_readme_test_command_installs_what_ci_installs():
     assert pytest_lines == ["python -m pytest -q -m 'not slow'"]  # the README's run and the tests marked heavy
     addopts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]["addopts"]
     assert "-m 'not slow and not heavy'" in addopts
+
+
+def test_every_test_marked_heavy_or_slow_by_name_exists():
+    """A renamed test or file would leave its entry naming nothing (and the test in the quick run unseen)."""
+    from conftest import HEAVY, SLOW
+
+    for entry in sorted(SLOW | HEAVY):
+        path, _, test = entry.partition("::")
+        assert (ROOT / path).is_file(), entry
+        if test:
+            assert re.search(rf"^def {re.escape(test.split('[')[0])}\(", (ROOT / path).read_text(), re.M), entry
