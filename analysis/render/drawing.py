@@ -2,7 +2,8 @@
 
 A third of a report's time is matplotlib (axes, ticks, text, PNG encoding), and no section waits for a
 figure: so each figure is handed, as soon as its section records it, to one worker process that draws
-it into the build folder, while this process goes on to the next section. The worker is started (and
+it into the build folder, while this process goes on to the next section; once the sections are done,
+this process draws the figures the worker has not begun (`Drawing.finish`). The worker is started (and
 imports matplotlib and pandas) while the tables load. A figure is `draw(data, path, **options)` with
 `draw` a module-level function: it crosses to the worker by pickle, so it draws there exactly as it
 would here (same code, same data, same style; the PNGs are byte for byte the same).
@@ -30,17 +31,25 @@ class Drawing:
     def __init__(self, folder: Path):
         self.folder = folder
         self.started: dict[str, Future] = {}
+        self.draws: dict[str, Callable[[Path], Path]] = {}
         # spawn, not fork: the building process has arrow's threads running, and a fork copies their locks
         self.pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
         self.pool.submit(_warm_up)  # the worker's imports overlap the loading of the tables
 
     def start(self, name: str, draw: Callable[[Path], Path]) -> None:
         self.started[name] = self.pool.submit(draw, self.folder / f"{name}.png")
+        self.draws[name] = draw
 
-    def wait(self) -> None:
-        """Every figure handed over drawn; a figure that failed raises its error here."""
+    def finish(self) -> None:
+        """Every figure handed over drawn: those the worker has not begun are drawn here, from the last one
+        back (the worker takes them from the front), so neither process waits while the other has a queue;
+        a figure that failed in the worker raises its error here."""
+        for name in reversed(list(self.started)):
+            if self.started[name].cancel():
+                self.draws[name](self.folder / f"{name}.png")
         for future in self.started.values():
-            future.result()
+            if not future.cancelled():
+                future.result()
 
 
 _ACTIVE: ContextVar[Drawing | None] = ContextVar("drawing", default=None)

@@ -143,7 +143,7 @@ def write_report(out: Path, texts: Sequence[str], files: Sequence[Files], root: 
             if worker is None or name not in worker.started:
                 draw(out / "figures" / f"{name}.png")
     if worker is not None:
-        worker.wait()
+        worker.finish()
     out.mkdir(parents=True, exist_ok=True)
     pages = {REPORT: texts, **({DETAILS: details} if details else {})}
     for name, page in pages.items():
