@@ -20,6 +20,7 @@ from reference import raw
 
 from analysis.render.markdown import cell
 from analysis.report import build_report
+from analysis.sections.findings import calibration_text
 from analysis.stats.tests import holm
 from fixtures.synthetic import eval_table, job_config, prompt_pool, write_sweep
 
@@ -179,3 +180,16 @@ def test_three_arms_adjust_over_the_pairs_on_each_metric(tmp_path):
     for metric, rows in tests.groupby("metric"):
         assert (rows["family"] == 3).all(), metric
         assert np.allclose(rows["p_holm"], holm(rows["p_value"].to_numpy()))
+
+
+def test_a_prediction_check_that_cannot_fail_is_not_called_passed():
+    """Prompts seen at exactly two steps of a window predict each other: observed − predicted is 0 in every
+    resample. That is no evidence of calibration, and the Findings must not word it as a check passed."""
+    row = {"arm": "sampler=fixed", "groups": 1200, "prompts": 64, "tie_frac": 0.5, "ci_low": 0.4, "ci_high": 0.6,
+           "predicted_tie_frac": 0.5, "predicted_groups": 240, "observed_minus_predicted": 0.0, "diff_ci_low": 0.0,
+           "diff_ci_high": 0.0}
+    text = calibration_text(pd.DataFrame([row]))
+    assert "no detectable difference" not in text and "has no power here" in text
+    moved = calibration_text(pd.DataFrame([{**row, "observed_minus_predicted": 0.01, "diff_ci_low": -0.002,
+                                            "diff_ci_high": 0.02}]))
+    assert "no detectable difference" in moved and "no power" not in moved
