@@ -42,7 +42,7 @@ def test_a_figure_that_fails_in_the_drawing_process_raises_in_the_build(tmp_path
         with pytest.raises(Exception, match="str"):  # the worker's own error, carried back
             worker.started["health"].result(timeout=120)
         with pytest.raises(Exception, match="str"):  # and the build's finish raises it
-            worker.finish()
+            worker.finish({"health": partial(curves.health, "not a table")})
     finally:
         worker.pool.shutdown()
     monkeypatch.setenv(PROCESSES, "two")

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future, ProcessPoolExecutor
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -31,22 +31,20 @@ class Drawing:
     def __init__(self, folder: Path):
         self.folder = folder
         self.started: dict[str, Future] = {}
-        self.draws: dict[str, Callable[[Path], Path]] = {}
         # spawn, not fork: the building process has arrow's threads running, and a fork copies their locks
         self.pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
         self.pool.submit(_warm_up)  # the worker's imports overlap the loading of the tables
 
     def start(self, name: str, draw: Callable[[Path], Path]) -> None:
         self.started[name] = self.pool.submit(draw, self.folder / f"{name}.png")
-        self.draws[name] = draw
 
-    def finish(self) -> None:
-        """Every figure handed over drawn: those the worker has not begun are drawn here, from the last one
-        back (the worker takes them from the front), so neither process waits while the other has a queue;
-        a figure that failed in the worker raises its error here."""
-        for name in reversed(list(self.started)):
-            if self.started[name].cancel():
-                self.draws[name](self.folder / f"{name}.png")
+    def finish(self, figures: Mapping[str, Callable[[Path], Path]]) -> None:
+        """Every figure of `figures` (name: draw) drawn: those the worker has not begun (or was never handed)
+        are drawn here, from the last one back (the worker takes them from the front), so neither process
+        waits while the other has a queue; a figure that failed in the worker raises its error here."""
+        for name in reversed(list(figures)):
+            if name not in self.started or self.started[name].cancel():
+                figures[name](self.folder / f"{name}.png")
         for future in self.started.values():
             if not future.cancelled():
                 future.result()

@@ -132,18 +132,19 @@ def write_report(out: Path, texts: Sequence[str], files: Sequence[Files], root: 
     """Write every CSV and figure of `files`, REPORT.md (the texts, in order) and, where there are `details`,
     DETAILS.md (the second page, linked from the first), with `root`'s absolute path made relative to
     `shown_at`, where the report will be read (`out` by default), under `out`; returns REPORT.md's path.
-    Figures a drawing process has started (`render.drawing`) are waited for, not drawn again."""
+    Figures a drawing process has begun (`render.drawing`) are waited for, not drawn again."""
     worker = drawing.active()
     for found in files:
         for name, frame in found.csvs.items():
             path = out / "tables" / f"{name}.csv"
             path.parent.mkdir(parents=True, exist_ok=True)
             frame.to_csv(path, index=False)
-        for name, draw in found.figures.items():
-            if worker is None or name not in worker.started:
-                draw(out / "figures" / f"{name}.png")
-    if worker is not None:
-        worker.finish()
+    figures = {name: draw for found in files for name, draw in found.figures.items()}
+    if worker is None:
+        for name, draw in figures.items():
+            draw(out / "figures" / f"{name}.png")
+    else:
+        worker.finish(figures)
     out.mkdir(parents=True, exist_ok=True)
     pages = {REPORT: texts, **({DETAILS: details} if details else {})}
     for name, page in pages.items():
