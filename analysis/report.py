@@ -27,7 +27,7 @@ from analysis.measures import equal_steps
 from analysis.measures.equal_steps import steps_per_arm
 from analysis.measures.spend import budgets_per_arm
 from analysis.measures.tie_learning import split_reused
-from analysis.render.drawing import drawing
+from analysis import helper
 from analysis.render.paging import move_long_tables
 from analysis.render.writer import finish_build, start_build, write_report
 from analysis.sections import (at_k, coverage, equal_budget, examples, findings, group_size, header, health, heldout,
@@ -65,7 +65,7 @@ def build_report(path: str | Path | Sequence[str | Path], out_dir: str | Path | 
     out = Path(out_dir) if out_dir is not None else root / "report"
     building = start_build(out, root)  # before any work: an unwritable folder is one line at once
     try:
-        with drawing(building / "figures"):  # figures drawn in a second process as sections record them
+        with helper.helping(building / "figures"):  # a second process computes and draws beside this one
             report = _build(sources, out, building, command, (tuple(by), tuple(where), baseline))
         finish_build(building, out)
     except BaseException:
@@ -97,13 +97,19 @@ def _build(sources: Sequence[Path], out: Path, building: Path, command: str | No
     # a replayed group was drawn (and counted) at an earlier step: every other section counts draws only
     tables = replace(tables, groups=split_reused(tables.groups)[0])
 
-    held = heldout.section(tables, ctx)
+    # the held-out sections read only the eval rows: the second process, where there is one, computes them
+    # while this one computes those of the groups
+    evaluated = helper.begin(held_out_sections, replace(tables, groups=tables.groups.iloc[:0],
+                                                        steps=tables.steps.iloc[:0]), ctx)
     what_trained = trained.section(tables, ctx)
     tied = ties.section(tables, ctx)
     dynamics = equal_steps.comparisons(tables.groups, tables.steps, arm) if not tables.groups.empty else None
+    persisted, sizes = persistence.section(tables, ctx), group_size.section(tables, ctx)
+    budget, healthy = equal_budget.section(tables, ctx, what_trained.counted), health.section(tables, ctx)
+    held, covered = evaluated()
+    helper.hand_over((name, draw) for s in (held, covered) if s is not None for name, draw in s.files.figures.items())
     family = tests.family([held.comparisons, what_trained.comparisons, tied.comparisons if tied else None, dynamics])
     ranked = ranking.section(tables, ctx, family, held.scores, what_trained.per_job)
-    covered = coverage.section(tables, ctx)
     budgets = budgets_per_arm(tables.groups, arm) if not tables.groups.empty else None
     first = [line for line in (pooled, findings.budget_warning(budgets) if budgets is not None else None,
                                provenance.mixed_code(tables, ctx.out)) if line]
@@ -119,9 +125,8 @@ def _build(sources: Sequence[Path], out: Path, building: Path, command: str | No
     ]
     # the second page: what a reader may want once the findings are read (every test, the longer sections)
     details = [
-        provenance.details(tables, ctx), tests.section(family), persistence.section(tables, ctx),
-        group_size.section(tables, ctx), equal_budget.section(tables, ctx, what_trained.counted),
-        health.section(tables, ctx), examples.section(completions(tables), ctx), jobs.section(tables),
+        provenance.details(tables, ctx), tests.section(family), persisted, sizes, budget, healthy,
+        examples.section(completions(tables), ctx), jobs.section(tables),
     ]
     shown = [s for s in page if s is not None]  # a section is None where its data does not exist
     more = [s for s in details if s is not None]
@@ -133,6 +138,12 @@ def _build(sources: Sequence[Path], out: Path, building: Path, command: str | No
     more.insert(0, Section(text=f"# Details: {title}\n\nThe second page of [REPORT.md](REPORT.md)."))
     return write_report(building, texts, [s.files for s in shown + more], root, shown_at=out,
                         details=[s.text for s in more])
+
+
+def held_out_sections(tables: Tables, ctx: Context) -> tuple[heldout.HeldOut, coverage.Coverage | None]:
+    """The sections of the eval rows: held-out scores and comparisons, and coverage."""
+    return heldout.section(tables, ctx), coverage.section(tables, ctx)
+    return heldout.section(tables, ctx), coverage.section(tables, ctx)
 
 
 def _heading(section: Section) -> str:

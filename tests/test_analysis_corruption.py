@@ -5,6 +5,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -12,6 +13,7 @@ import pytest
 
 from analysis.data.load import NoRunsError, SkippedWarning, load
 from analysis.data.schema import CONTRACT, NO_NAN, value_problems
+from analysis.helper import PROCESSES, readers
 from analysis.report import build_report
 from fixtures.synthetic import job_config as make_config
 from fixtures.synthetic import prompt_pool, write_sweep
@@ -71,6 +73,24 @@ def test_every_corruption_is_named_and_the_good_jobs_load(corrupted):
     assert g["tie"].notna().all() and g["reward_mean"].notna().all()
     assert g["tie"].mean() >= (g["tie_kind"] == "all_correct").mean()  # tie_frac can no longer fall below it
     assert set(g.loc[g["job"] == "3", "step"]) == {1, 3, 4, 5}  # steps count from 1, as the trainer's; part 2 went
+
+
+def test_two_reading_threads_load_and_skip_what_one_does(corrupted, monkeypatch):
+    """`load` reads jobs on `readers()` threads: the tables, the skipped and the warnings (in job and part
+    order) are those of one thread, however the threads finish."""
+    _rewrite(corrupted / "3" / "steps" / "part-000001.parquet", lambda t: t.drop_columns(["step"]))  # 2 in a job
+    loaded = {}
+    for n in ("1", "2"):
+        monkeypatch.setenv(PROCESSES, n)
+        assert readers() == int(n)
+        with pytest.warns(SkippedWarning) as warned:
+            tables = load(corrupted)
+        loaded[n] = (tables, [str(w.message) for w in warned])
+    (one, one_warned), (two, two_warned) = loaded["1"], loaded["2"]
+    assert [s.name for s in one.skipped][:4] == ["1", "2", "3/groups/part-000002.parquet", "3/steps/part-000001.parquet"]
+    assert two.skipped == one.skipped and two_warned == one_warned
+    for table in ("jobs", "groups", "steps", "eval"):
+        pd.testing.assert_frame_equal(getattr(two, table), getattr(one, table))
 
 
 def test_the_report_is_written_for_the_good_jobs(corrupted):

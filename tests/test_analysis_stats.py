@@ -132,3 +132,29 @@ def test_seeded_counts_are_a_fresh_generators_resamples():
     counts = seeded_counts(37, 200, 4)
     np.testing.assert_array_equal(counts, bootstrap_counts(37, 200, np.random.default_rng(4)))
     assert (counts.sum(axis=1) == 37).all() and not counts.flags.writeable
+
+
+def test_quantiles_from_scipy_special_are_scipy_stats_own():
+    """The analysis takes its Beta and Student's t quantiles from scipy.special (scipy.stats costs a second
+    to import, in the report's second process too): they must be scipy.stats' values exactly, every edge
+    (no success, every success, no trial) included."""
+    from scipy.stats import beta, t
+
+    from analysis.stats.binomial import binom_ci
+    from analysis.stats.intervals import t_mean_ci
+
+    n = np.repeat(np.arange(0, 60), 61)
+    k = np.tile(np.arange(0, 61), 60)
+    k, n = k[k <= n], n[k <= n]
+    for level in (0.95, 0.9, 0.99):
+        low, high = binom_ci(k, n, level)
+        tail = (1 - level) / 2
+        with np.errstate(invalid="ignore", divide="ignore"):
+            want_low = np.where(k > 0, beta.ppf(tail, k, n - k + 1), 0.0)
+            want_high = np.where(k < n, beta.ppf(1 - tail, k + 1, n - k), 1.0)
+        np.testing.assert_array_equal(low, np.where(n == 0, np.nan, want_low))
+        np.testing.assert_array_equal(high, np.where(n == 0, np.nan, want_high))
+    x = np.random.default_rng(0).random(7)
+    half = t.ppf(0.975, 6) * x.std(ddof=1) / np.sqrt(7)
+    assert t_mean_ci(x) == (float(x.mean() - half), float(x.mean() + half))
+    assert min_detectable_effect(1.0, 6, 6, True) == float((t.ppf(0.975, 5) + t.ppf(0.8, 5)) / np.sqrt(6))

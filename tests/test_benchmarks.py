@@ -1,5 +1,6 @@
 """The benchmark scripts run (their numbers live in benchmarks/RESULTS.md, not in tests)."""
 
+import importlib.util
 import os
 import subprocess
 import sys
@@ -50,15 +51,26 @@ def test_speed_regression_benchmark_smoke():
 
 def test_analysis_speed_benchmark_smoke_and_its_guard(tmp_path):
     args = ("benchmarks/analysis_speed.py", "--smoke", "--dir", str(tmp_path), "--repeats", "1")
-    met = _run(*args, "--sizes", "1", "2", "--goal", "1e9")
+    met = _run(*args, "--sizes", "1", "2", "--reference", "2", "--goal", "1e9")  # nothing above 2 to compare
     assert met.returncode == 0, met.stderr[-2000:]
     table = [line.split() for line in met.stdout.splitlines() if line.strip()[:1].isdigit()]
     assert [row[0] for row in table] == ["1", "2"]
     groups = [int(row[1].replace(",", "")) for row in table]
     assert groups[1] == 2 * groups[0]  # size 2 is the sweep run twice as long
     assert met.stdout.strip().splitlines()[-1].startswith("goal met")
-    missed = _run(*args, "--sizes", "1", "--goal", "1e-6")  # no report is that fast: the guard must fail the run
+    missed = _run(*args, "--sizes", "1", "--reference", "1", "--goal", "1e-6")  # no report is that fast
     assert missed.returncode == 1 and "goal missed: size 1: report / read = " in missed.stdout
+
+
+def test_the_analysis_speed_goal_is_held_at_the_reference_size_and_above():
+    spec = importlib.util.spec_from_file_location("analysis_speed", ROOT / "benchmarks" / "analysis_speed.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    assert bench.goal_missed({1: 8.0, 4: 2.9, 16: 2.5}, 3, 4) == []  # the small sweep's fixed costs are not held
+    assert bench.goal_missed({1: 2.0, 4: 3.2, 16: 2.5}, 3, 4) == ["size 4: report / read = 3.20 > 3"]
+    assert bench.goal_missed({4: 2.0, 16: 2.3}, 3, 4) == ["size 16: report / read = 2.30, worse than 2.00 at size 4"]
+    assert bench.goal_missed({4: 2.0, 16: 2.15}, 3, 4) == []  # within the spread between runs
+    assert bench.goal_missed({1: 1.0}, 3, 4) == ["size 4 was not timed (--sizes): the goal is held there"]
 
 
 def test_preflight_benchmark_smoke():

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import warnings
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -25,6 +26,7 @@ from yaml import YAMLError
 from analysis.data.config import config_source, flat_config, shape_conflicts, with_aliases
 from analysis.data.labels import natural_key
 from analysis.data.schema import schema_problem, value_problems
+from analysis.helper import readers
 
 TABLES = ("groups", "steps", "eval")
 # `rewards` and `correct` (lists) are most of a groups part's bytes, and no analysis needs them
@@ -143,25 +145,30 @@ def load(
                     for entry, reason in other_entries(root, found)]
     root = roots[0]
     records = _job_records(found_jobs, names)
-    for run_dir, name, record in zip(found_jobs, names, records):
-        if isinstance(record, str):
-            _skip(skipped, name, record)
-            continue
-        try:
-            found = {t: _read_parts(run_dir / t, wanted[t], f"{name}/{t}", skipped) for t in tables}
-        except Exception as err:  # noqa: BLE001 - one bad job must not stop the report for the others
-            _skip(skipped, name, f"unreadable ({type(err).__name__}: {err})")
-            continue
-        if all(table is None for table in found.values()):
-            _skip(skipped, name, f"no readable {'/'.join(tables)} parts")
-            continue
-        if config_source(run_dir) is None:  # never an arm of its own with every config column empty
-            _skip(skipped, name, "no config (.hydra/config.yaml or config.json): its arm cannot be told")
-            continue
-        jobs.append(record)
-        for t, table in found.items():
-            if table is not None:
-                pieces[t].append(_tag(table, len(jobs) - 1))
+    with ThreadPoolExecutor(readers()) as pool:  # a job's parts read while the next job's are
+        reads = [None if isinstance(record, str) else pool.submit(_read_job, run_dir, name, tables, wanted)
+                 for run_dir, name, record in zip(found_jobs, names, records)]
+        for run_dir, name, record, read in zip(found_jobs, names, records, reads):
+            if isinstance(record, str):
+                _skip(skipped, name, record)
+                continue
+            try:
+                found, problems = read.result()
+            except Exception as err:  # noqa: BLE001 - one bad job must not stop the report for the others
+                _skip(skipped, name, f"unreadable ({type(err).__name__}: {err})")
+                continue
+            for part, problem in problems:  # in part order, whichever thread read them
+                _skip(skipped, part, problem)
+            if all(table is None for table in found.values()):
+                _skip(skipped, name, f"no readable {'/'.join(tables)} parts")
+                continue
+            if config_source(run_dir) is None:  # never an arm of its own with every config column empty
+                _skip(skipped, name, "no config (.hydra/config.yaml or config.json): its arm cannot be told")
+                continue
+            jobs.append(record)
+            for t, table in found.items():
+                if table is not None:
+                    pieces[t].append(_tag(table, len(jobs) - 1))
     for entry, reason in entries:
         _skip(skipped, entry, reason)
     if not jobs:
@@ -246,9 +253,18 @@ def _read_status(run_dir: Path) -> dict:
     return {}
 
 
-def _read_parts(folder: Path, columns: Sequence[str] | None, name: str, skipped: list[Skipped]) -> pa.Table | None:
+def _read_job(run_dir: Path, name: str, tables: Sequence[str], wanted: Mapping[str, Sequence[str] | None]
+              ) -> tuple[dict[str, pa.Table | None], list[tuple[str, str]]]:
+    """One job's tables (None where it has no readable part), and the parts that cannot be used, each
+    (name, why), in table and part order."""
+    problems: list[tuple[str, str]] = []
+    return {t: _read_parts(run_dir / t, wanted[t], f"{name}/{t}", problems) for t in tables}, problems
+
+
+def _read_parts(folder: Path, columns: Sequence[str] | None, name: str, skipped: list[tuple[str, str]]
+                ) -> pa.Table | None:
     """All readable parts of one table of one job, or None if there are none. Parts that cannot be
-    used are named in `skipped` in part order."""
+    used are added to `skipped` as (name, why), in part order."""
     dictionary = [c for c in DICTIONARY_COLUMNS[folder.name] if columns is None or c in columns]
     paths = sorted(folder.glob("part-*.parquet"))
     problems: dict[int, str] = {}
@@ -263,8 +279,7 @@ def _read_parts(folder: Path, columns: Sequence[str] | None, name: str, skipped:
             problems[i] = str(err)
     found = value_problems(folder.name, list(read.values()))
     problems |= {i: problem for i, problem in zip(read, found) if problem}
-    for i in sorted(problems):
-        _skip(skipped, f"{name}/{paths[i].name}", problems[i], stacklevel=4)
+    skipped += [(f"{name}/{paths[i].name}", problems[i]) for i in sorted(problems)]
     parts = [table for i, table in read.items() if i not in problems]
     # "permissive": a part written by an older version may lack a column or use a narrower int
     return pa.concat_tables(parts, promote_options="permissive") if parts else None

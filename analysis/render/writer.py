@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis.render import drawing, markdown
+from analysis import helper
+from analysis.render import markdown
 
 Draw = Callable[[Path], Path]  # draws one figure to the given path
 REPORT = "REPORT.md"  # the page a reader opens: the findings, the figures that carry them, short tables
@@ -41,12 +42,12 @@ class Files:
 
     def figure(self, name: str, draw: Callable[..., Path], data: object, **options: object) -> str:
         """Record `figures/<name>.png`, drawn by `draw(data, path, **options)` (a module-level function:
-        where the build draws in a second process, `render.drawing`, it starts there now); return the
+        where the build has a second process, `analysis.helper`, it starts drawing there now); return the
         image link."""
         self.figures[name] = partial(draw, data, **options)
-        worker = drawing.active()
-        if worker is not None:
-            worker.start(name, self.figures[name])
+        second = helper.active()
+        if second is not None:
+            second.start(name, self.figures[name])
         return f"![{name}](figures/{name}.png)"
 
 
@@ -132,19 +133,19 @@ def write_report(out: Path, texts: Sequence[str], files: Sequence[Files], root: 
     """Write every CSV and figure of `files`, REPORT.md (the texts, in order) and, where there are `details`,
     DETAILS.md (the second page, linked from the first), with `root`'s absolute path made relative to
     `shown_at`, where the report will be read (`out` by default), under `out`; returns REPORT.md's path.
-    Figures a drawing process has begun (`render.drawing`) are waited for, not drawn again."""
-    worker = drawing.active()
+    Figures the build's second process has begun (`analysis.helper`) are waited for, not drawn again."""
+    second = helper.active()
     for found in files:
         for name, frame in found.csvs.items():
             path = out / "tables" / f"{name}.csv"
             path.parent.mkdir(parents=True, exist_ok=True)
             frame.to_csv(path, index=False)
     figures = {name: draw for found in files for name, draw in found.figures.items()}
-    if worker is None:
+    if second is None:
         for name, draw in figures.items():
             draw(out / "figures" / f"{name}.png")
     else:
-        worker.finish(figures)
+        second.finish(figures)
     out.mkdir(parents=True, exist_ok=True)
     pages = {REPORT: texts, **({DETAILS: details} if details else {})}
     for name, page in pages.items():

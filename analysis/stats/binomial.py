@@ -6,17 +6,16 @@ from __future__ import annotations
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy.special import gammaln
-from scipy.stats import beta
+from scipy.special import betaincinv, gammaln
 
 def binom_ci(successes: ArrayLike, trials: ArrayLike, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
     """Clopper–Pearson (exact) interval for a binomial proportion; NaN where there are no trials."""
     k = np.asarray(successes, dtype=float)
     n = np.asarray(trials, dtype=float)
     tail = (1 - level) / 2
-    with np.errstate(invalid="ignore", divide="ignore"):
-        low = np.where(k > 0, beta.ppf(tail, k, n - k + 1), 0.0)
-        high = np.where(k < n, beta.ppf(1 - tail, k + 1, n - k), 1.0)
+    with np.errstate(invalid="ignore", divide="ignore"):  # the quantiles of Beta(k, n-k+1) and Beta(k+1, n-k)
+        low = np.where(k > 0, betaincinv(k, n - k + 1, tail), 0.0)
+        high = np.where(k < n, betaincinv(k + 1, n - k, 1 - tail), 1.0)
     empty = n <= 0
     return np.where(empty, np.nan, low), np.where(empty, np.nan, high)
 

@@ -13,7 +13,7 @@ from functools import lru_cache
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy.stats import t as student_t
+from scipy.special import stdtrit  # stdtrit(df, p): Student's t quantile
 
 from analysis.data.codes import dense_ranks
 
@@ -125,12 +125,24 @@ def bootstrap_differences(a: np.ndarray, b: np.ndarray, paired: bool, n_boot: in
     """(n_boot, K) resampled mean(b) - mean(a) of (prompts, seeds, K) scores, every one of the K columns
     (e.g. pass@k for k = 1..K) under the same resamples of prompts and seeds, drawn as
     `bootstrap_difference_ci` draws them: its interval is this one's column."""
-    rng = np.random.default_rng(seed)
-    prompts = bootstrap_counts(len(a), n_boot, rng)  # (n_boot, prompts)
     if paired:
-        return _grid_means(b - a, prompts, bootstrap_counts(a.shape[1], n_boot, rng))
-    return (_grid_means(b, prompts, bootstrap_counts(b.shape[1], n_boot, rng))
-            - _grid_means(a, prompts, bootstrap_counts(a.shape[1], n_boot, rng)))
+        prompts, seeds = _difference_counts(len(a), a.shape[1], None, n_boot, seed)
+        return _grid_means(b - a, prompts, seeds)
+    prompts, seeds_b, seeds_a = _difference_counts(len(a), b.shape[1], a.shape[1], n_boot, seed)
+    return _grid_means(b, prompts, seeds_b) - _grid_means(a, prompts, seeds_a)
+
+
+@lru_cache(maxsize=16)
+def _difference_counts(prompts: int, seeds: int, other_seeds: int | None, n_boot: int, seed: int) -> tuple[np.ndarray, ...]:
+    """The resample counts of `bootstrap_differences`, in the order it draws them from one generator
+    seeded `seed`: prompts, then seeds (b's when unpaired), then a's seeds (`other_seeds`, None when paired).
+    A report compares many pairs of arms over the same prompts and seeds: each shape is drawn once
+    (read-only)."""
+    rng = np.random.default_rng(seed)
+    counts = tuple(bootstrap_counts(units, n_boot, rng) for units in (prompts, seeds, other_seeds) if units is not None)
+    for array in counts:
+        array.flags.writeable = False
+    return counts
 
 
 def _grid_means(scores: np.ndarray, prompts: np.ndarray, seeds: np.ndarray) -> np.ndarray:
@@ -146,7 +158,7 @@ def t_mean_ci(values: ArrayLike, level: float = 0.95) -> tuple[float, float]:
     x = np.asarray(values, dtype=float)
     if len(x) < 2:
         return float("nan"), float("nan")
-    half = float(student_t.ppf((1 + level) / 2, len(x) - 1) * x.std(ddof=1) / np.sqrt(len(x)))
+    half = float(stdtrit(len(x) - 1, (1 + level) / 2) * x.std(ddof=1) / np.sqrt(len(x)))
     return float(x.mean() - half), float(x.mean() + half)
 
 
@@ -163,5 +175,5 @@ def t_difference_ci(a: ArrayLike, b: ArrayLike, paired: bool, level: float = 0.9
     va, vb = a.var(ddof=1) / len(a), b.var(ddof=1) / len(b)
     centre, se = b.mean() - a.mean(), np.sqrt(va + vb)
     df = (va + vb) ** 2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1)) if se > 0 else 1.0
-    half = float(student_t.ppf((1 + level) / 2, df) * se)
+    half = float(stdtrit(df, (1 + level) / 2) * se)
     return float(centre - half), float(centre + half)

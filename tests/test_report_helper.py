@@ -1,0 +1,92 @@
+"""The report's second process (analysis/helper.py): the report is the same, byte for byte, as the one built
+in one process; a figure that fails fails the build; a worker that dies leaves its work to the build; a
+script without a main guard builds once."""
+
+import multiprocessing
+import os
+import signal
+import subprocess
+import sys
+from functools import partial
+from pathlib import Path
+
+import pytest
+
+from analysis import load
+from analysis.measures.health import health_curves
+from analysis.render import curves
+from analysis.render.curves import health
+from analysis.helper import PROCESSES, Helper, processes
+from analysis.report import build_report
+from fixtures.synthetic import job_config, prompt_pool, write_sweep
+
+
+def sweep(root):
+    prompts = prompt_pool(per_level=6)
+    configs = [job_config(sampler, seed=seed, max_steps=12, prompts_per_step=10)
+               for sampler in ("fixed", "resample_on_tie") for seed in (0, 1)]
+    write_sweep(root, configs, prompts, overrides=["sampler=fixed,resample_on_tie", "seed=0,1"],
+                eval_prompts=prompts, eval_n=8, eval_every=6)
+    return root
+
+
+def files(folder):
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_a_report_drawn_in_two_processes_is_the_one_drawn_in_one(tmp_path, monkeypatch):
+    root = sweep(tmp_path / "sweep")
+    built = {}
+    for n in ("1", "2"):  # a worker is spawned for "2" on any machine
+        monkeypatch.setenv(PROCESSES, n)
+        assert processes() == int(n)
+        built[n] = files(build_report(root, tmp_path / f"report-{n}").parent)
+    assert sum(name.endswith(".png") for name in built["1"]) >= 5  # the figures of a sweep with eval and ties
+    assert built["2"] == built["1"]
+
+
+def test_a_figure_that_fails_in_the_second_process_raises_in_the_build(tmp_path, monkeypatch):
+    worker = Helper(tmp_path)
+    try:
+        worker.start("health", partial(curves.health, "not a table"))
+        with pytest.raises(Exception, match="str"):  # the worker's own error, carried back
+            worker.started["health"].result(timeout=120)
+        with pytest.raises(Exception, match="str"):  # and the build's finish raises it
+            worker.finish({"health": partial(curves.health, "not a table")})
+    finally:
+        worker.pool.shutdown()
+    monkeypatch.setenv(PROCESSES, "two")
+    with pytest.raises(ValueError, match=f"^{PROCESSES}='two': expected a whole number"):
+        processes()
+
+
+def test_a_script_without_a_main_guard_builds_its_report_once(tmp_path):
+    """spawn runs the caller's `__main__` again in the worker unless the worker is started without it: a
+    plain script calling build_report would start a second build there (and fail, a traceback on stderr)."""
+    root = sweep(tmp_path / "sweep")
+    script = tmp_path / "make_report.py"
+    script.write_text("from analysis.report import build_report\n"
+                      f"print('built', build_report({str(root)!r}, {str(tmp_path / 'report')!r}))\n")
+    env = {**os.environ, PROCESSES: "2", "OMP_NUM_THREADS": "1",
+           "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parent.parent), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.count("built") == 1
+    assert "Traceback" not in done.stderr and "Error" not in done.stderr, done.stderr[-3000:]
+    assert len(list((tmp_path / "report" / "figures").glob("*.png"))) >= 5
+
+
+def test_the_figures_of_a_worker_that_died_are_drawn_in_the_build(tmp_path):
+    curves = health_curves(load(sweep(tmp_path / "sweep")).steps, ["sampler"])
+    worker = Helper(tmp_path / "figures")
+    try:
+        (child,) = multiprocessing.active_children()
+        os.kill(child.pid, signal.SIGKILL)
+        child.join(60)
+        draw = partial(health, curves)
+        worker.start("health", draw)  # handed to a dead worker (or refused at once: the pool knows it is broken)
+        worker.finish({"health": draw, "never_handed": draw})
+        assert worker.begin(sum, [1, 2])() == 3  # a computation handed to a dead worker is made here
+    finally:
+        worker.pool.shutdown()
+    assert sorted(p.name for p in (tmp_path / "figures").glob("*.png")) == ["health.png", "never_handed.png"]
