@@ -27,6 +27,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import sys
+import threading
 import types
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -38,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 PROCESSES = "GRPO_LAB_REPORT_PROCESSES"  # 1: this process alone; unset: a second one where 2+ cores
+_SPAWNING = threading.Lock()
 
 
 class Helper:
@@ -48,12 +50,13 @@ class Helper:
         self.started: dict[str, Future] = {}
         # spawn, not fork: the building process has arrow's threads running, and a fork copies their locks
         self.pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
-        main = sys.modules["__main__"]
-        sys.modules["__main__"] = types.ModuleType("__main__")  # what spawn finds: no script to run again
-        try:  # the worker is spawned here, by the first submit; its imports overlap the loading of the tables
-            self.pool.submit(_warm_up)
-        finally:
-            sys.modules["__main__"] = main
+        with _SPAWNING:  # builds started at once in two threads: each puts back the real __main__
+            main = sys.modules["__main__"]
+            sys.modules["__main__"] = types.ModuleType("__main__")  # what spawn finds: no script to run again
+            try:  # the worker is spawned here, by the first submit; its imports overlap the loading of the tables
+                self.pool.submit(_warm_up)
+            finally:
+                sys.modules["__main__"] = main
 
     def begin(self, function: Callable[..., Any], *args: Any) -> Callable[[], Any]:
         """`function(*args)` begun in the worker; call what this returns for its value (computed here

@@ -102,6 +102,7 @@ HEAVY = {
     "tests/test_report_helper.py::test_a_report_drawn_in_two_processes_is_the_one_drawn_in_one",
     "tests/test_report_helper.py::test_a_figure_that_fails_in_the_second_process_raises_in_the_build",
     "tests/test_report_helper.py::test_a_script_without_a_main_guard_builds_its_report_once",
+    "tests/test_report_helper.py::test_two_builds_at_once_in_two_threads_each_use_their_own_second_process",
     "tests/test_rewards_fuzz.py::test_latex_scoring_of_hostile_batches_returns_within_the_budget",
     # 3-5 s each: out of the quick run so that it ends within 6 minutes of a fresh clone, install included
     "tests/test_rewards_fuzz.py::test_the_step_budget_ends_a_stuck_check_and_the_pool_recovers",

@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
 
@@ -90,3 +91,29 @@ def test_the_figures_of_a_worker_that_died_are_drawn_in_the_build(tmp_path):
     finally:
         worker.pool.shutdown()
     assert sorted(p.name for p in (tmp_path / "figures").glob("*.png")) == ["health.png", "never_handed.png"]
+
+
+def test_two_builds_at_once_in_two_threads_each_use_their_own_second_process(tmp_path, monkeypatch):
+    """Each build's figures go to its own worker and folder (the helper is per thread), and `__main__`,
+    swapped while a worker spawns, is the real one after both."""
+    monkeypatch.setenv(PROCESSES, "2")
+    root = sweep(tmp_path / "sweep")
+    alone = files(build_report(root, tmp_path / "alone").parent)
+    main = sys.modules["__main__"]
+    with ThreadPoolExecutor(2) as pool:
+        built = list(pool.map(lambda name: files(build_report(root, tmp_path / name).parent), ("a", "b")))
+    assert built == [alone, alone]
+    assert sys.modules["__main__"] is main
+
+
+def test_a_figure_must_be_styled_to_be_recorded():
+    """An unstyled figure draws in whatever fonts its process has (at_k once drew in matplotlib's defaults,
+    and in another figure's mid-way when two reports were built at once): Files refuses it."""
+    from analysis.render.writer import Files
+
+    def plain(data, path):
+        return path
+
+    with pytest.raises(TypeError, match="figure x: .*plain is not @styled"):
+        Files().figure("x", plain, None)
+    assert Files().figure("health", health, None) == "![health](figures/health.png)"

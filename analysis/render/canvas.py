@@ -9,6 +9,7 @@ colour in every panel; labels name only the keys that vary within the figure.
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Iterator, Sequence
 from functools import wraps
 from pathlib import Path
@@ -91,12 +92,18 @@ def save(fig: Figure, path: Path) -> Path:
     return path
 
 
+_STYLING = threading.RLock()  # matplotlib's rcParams are one global: two threads' figures take turns
+
+
 def styled(draw):
-    """Draw under STYLE (fonts are fixed when artists are made, so the whole function runs inside it)."""
-    @wraps(draw)  # its module and name too: a figure handed to the drawing process pickles by name
+    """Draw under STYLE (fonts are fixed when artists are made, so the whole function runs inside it).
+    One figure at a time in a process: rc_context sets and restores the global rcParams, so a figure
+    drawn by another thread meanwhile (two reports built at once) would take the other's fonts."""
+    @wraps(draw)  # its module and name too: a figure handed to the second process pickles by name
     def wrapped(*args, **kwargs):
-        with rc_context(STYLE):
+        with _STYLING, rc_context(STYLE):
             return draw(*args, **kwargs)
+    wrapped.styled = True  # what `Files.figure` asks of every figure it records
     return wrapped
 
 

@@ -83,6 +83,7 @@ def _same_curves(a: pd.DataFrame, b: pd.DataFrame) -> bool:
     return a.index.equals(b.index) and np.allclose(a.to_numpy(), b.to_numpy(), rtol=0, atol=1e-9)  # summed in another order
 
 
+@styled
 def at_k(curves: pd.DataFrame, path: Path, by: Sequence[str], names: dict[str, str] | None = None) -> Path:
     """pass@k (top row) and cons@k (bottom row) against k, one column of panels per difficulty and one
     for all prompts pooled ("all"); a colour per arm, dashed at base and solid at final, with their

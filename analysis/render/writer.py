@@ -43,7 +43,10 @@ class Files:
     def figure(self, name: str, draw: Callable[..., Path], data: object, **options: object) -> str:
         """Record `figures/<name>.png`, drawn by `draw(data, path, **options)` (a module-level function:
         where the build has a second process, `analysis.helper`, it starts drawing there now); return the
-        image link."""
+        image link. `draw` must be `canvas.styled`: unstyled, it would draw in whatever fonts the process
+        happens to have (matplotlib's defaults in the second process, another figure's mid-way in a thread)."""
+        if not getattr(draw, "styled", False):
+            raise TypeError(f"figure {name}: {getattr(draw, '__qualname__', draw)} is not @styled (render.canvas)")
         self.figures[name] = partial(draw, data, **options)
         second = helper.active()
         if second is not None:
