@@ -120,7 +120,10 @@ def hand_over(figures: Iterable[tuple[str, Callable[[Path], Path]]]) -> None:
 
 
 def processes() -> int:
-    """How many processes a report may use: GRPO_LAB_REPORT_PROCESSES, else 2 where two cores are usable."""
+    """How many processes a report may use: GRPO_LAB_REPORT_PROCESSES, else 2 where two cores are usable;
+    1 in a daemonic process (a multiprocessing.Pool's worker), which may not start one."""
+    if multiprocessing.current_process().daemon:
+        return 1
     value = os.environ.get(PROCESSES, "").strip()
     if value:
         try:

@@ -117,3 +117,15 @@ def test_a_figure_must_be_styled_to_be_recorded():
     with pytest.raises(TypeError, match="figure x: .*plain is not @styled"):
         Files().figure("x", plain, None)
     assert Files().figure("health", health, None) == "![health](figures/health.png)"
+
+
+def _build_in_a_pool_worker(root, out):
+    os.environ[PROCESSES] = "2"  # asked for, but a daemonic process may not start one
+    return processes(), str(build_report(root, out))
+
+
+def test_a_build_in_a_daemonic_pool_worker_stays_in_its_process(tmp_path):
+    root = sweep(tmp_path / "sweep")
+    with multiprocessing.get_context("spawn").Pool(1) as pool:
+        used, report = pool.apply(_build_in_a_pool_worker, (root, tmp_path / "report"))
+    assert used == 1 and Path(report).is_file()
