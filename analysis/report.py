@@ -27,7 +27,7 @@ from analysis.measures import equal_steps
 from analysis.measures.equal_steps import steps_per_arm
 from analysis.measures.spend import budgets_per_arm
 from analysis.measures.tie_learning import split_reused
-from analysis import helper
+from analysis.render import helper
 from analysis.render.paging import move_long_tables
 from analysis.render.writer import finish_build, start_build, write_report
 from analysis.sections import (at_k, coverage, equal_budget, examples, findings, group_size, header, health, heldout,

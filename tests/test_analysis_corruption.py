@@ -13,7 +13,7 @@ import pytest
 
 from analysis.data.load import NoRunsError, SkippedWarning, load
 from analysis.data.schema import CONTRACT, NO_NAN, value_problems
-from analysis.helper import PROCESSES, readers
+from analysis.data.cores import PROCESSES, readers
 from analysis.report import build_report
 from fixtures.synthetic import job_config as make_config
 from fixtures.synthetic import prompt_pool, write_sweep

@@ -1,4 +1,4 @@
-"""The report's second process (analysis/helper.py): the report is the same, byte for byte, as the one built
+"""The report's second process (analysis/render/helper.py): the report is the same, byte for byte, as the one built
 in one process; a figure that fails fails the build; a worker that dies leaves its work to the build; a
 script without a main guard builds once."""
 
@@ -17,7 +17,8 @@ from analysis import load
 from analysis.measures.health import health_curves
 from analysis.render import curves
 from analysis.render.curves import health
-from analysis.helper import PROCESSES, Helper, processes
+from analysis.data.cores import PROCESSES, processes
+from analysis.render.helper import Helper
 from analysis.report import build_report
 from fixtures.synthetic import job_config, prompt_pool, write_sweep
 

@@ -26,7 +26,7 @@ from yaml import YAMLError
 from analysis.data.config import config_source, flat_config, shape_conflicts, with_aliases
 from analysis.data.labels import natural_key
 from analysis.data.schema import schema_problem, value_problems
-from analysis.helper import readers
+from analysis.data.cores import readers
 
 TABLES = ("groups", "steps", "eval")
 # `rewards` and `correct` (lists) are most of a groups part's bytes, and no analysis needs them

@@ -15,8 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis import helper
-from analysis.render import markdown
+from analysis.render import helper, markdown
 
 Draw = Callable[[Path], Path]  # draws one figure to the given path
 REPORT = "REPORT.md"  # the page a reader opens: the findings, the figures that carry them, short tables
@@ -42,7 +41,7 @@ class Files:
 
     def figure(self, name: str, draw: Callable[..., Path], data: object, **options: object) -> str:
         """Record `figures/<name>.png`, drawn by `draw(data, path, **options)` (a module-level function:
-        where the build has a second process, `analysis.helper`, it starts drawing there now); return the
+        where the build has a second process, `render.helper`, it starts drawing there now); return the
         image link. `draw` must be `canvas.styled`: unstyled, it would draw in whatever fonts the process
         happens to have (matplotlib's defaults in the second process, another figure's mid-way in a thread)."""
         if not getattr(draw, "styled", False):
@@ -136,7 +135,7 @@ def write_report(out: Path, texts: Sequence[str], files: Sequence[Files], root: 
     """Write every CSV and figure of `files`, REPORT.md (the texts, in order) and, where there are `details`,
     DETAILS.md (the second page, linked from the first), with `root`'s absolute path made relative to
     `shown_at`, where the report will be read (`out` by default), under `out`; returns REPORT.md's path.
-    Figures the build's second process has begun (`analysis.helper`) are waited for, not drawn again."""
+    Figures the build's second process has begun (`render.helper`) are waited for, not drawn again."""
     second = helper.active()
     for found in files:
         for name, frame in found.csvs.items():

@@ -1,21 +1,21 @@
 """The report's second process: where two cores are usable, a build shares its work with one spawned worker.
 
-The worker computes the sections of the eval rows (held-out scores and coverage: `report.held_out_sections`,
-handed over with `begin`) while this process computes those of the groups, and draws each figure as soon
+The worker computes what `report` hands it with `begin` (the sections of the eval rows, held-out scores and
+coverage: `report.held_out_sections`; this module knows no section) while this process computes those of
+the groups, and draws each figure as soon
 as its section records it (`Helper.start`, from `Files.figure`), while this process goes on to the next
 section; once the sections are done, this process draws the figures the worker has not begun
 (`Helper.finish`). Nothing waits for a figure, and the held-out sections read only the eval rows, small
 to send. The worker is started, and imports matplotlib and pandas, while the tables load (`load` reads
-with `readers()` threads meanwhile).
+with `data.cores.readers()` threads meanwhile).
 
 What crosses to the worker is pickled: a figure is `draw(data, path, **options)` with `draw` a
 module-level function, a computation a module-level function and its arguments. Each runs there exactly
 as it would here (same code, same data, same style): the report is byte for byte the one built in one
 process (tests/test_report_helper.py).
 
-One core, or `GRPO_LAB_REPORT_PROCESSES=1` (the tests' workers set it: two pytest workers already fill
-two cores), builds the report in this process alone; so does a worker that dies (killed, out of memory):
-what it had is computed and drawn here.
+One core, `GRPO_LAB_REPORT_PROCESSES=1` or a daemonic process (`data.cores.processes`) builds the report in
+this process alone; a worker that dies (killed, out of memory) leaves what it had to this process.
 
 The worker is started without the caller's `__main__`: it needs only this package, and spawn would
 otherwise run the caller's script again in it (a script that calls `build_report` without an
@@ -25,7 +25,6 @@ otherwise run the caller's script again in it (a script that calls `build_report
 from __future__ import annotations
 
 import multiprocessing
-import os
 import sys
 import threading
 import types
@@ -38,7 +37,8 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-PROCESSES = "GRPO_LAB_REPORT_PROCESSES"  # 1: this process alone; unset: a second one where 2+ cores
+from analysis.data.cores import processes
+
 _SPAWNING = threading.Lock()
 
 
@@ -117,26 +117,6 @@ def hand_over(figures: Iterable[tuple[str, Callable[[Path], Path]]]) -> None:
     if helper is not None:
         for name, draw in figures:
             helper.start(name, draw)
-
-
-def processes() -> int:
-    """How many processes a report may use: GRPO_LAB_REPORT_PROCESSES, else 2 where two cores are usable;
-    1 in a daemonic process (a multiprocessing.Pool's worker), which may not start one."""
-    if multiprocessing.current_process().daemon:
-        return 1
-    value = os.environ.get(PROCESSES, "").strip()
-    if value:
-        try:
-            return max(1, int(value))
-        except ValueError:
-            raise ValueError(f"{PROCESSES}={value!r}: expected a whole number of processes (1 or 2)") from None
-    return min(2, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
-
-
-def readers() -> int:
-    """How many threads read a sweep's table parts: a part's decoding lets go of the GIL, so two cores read
-    two parts at once (1 where the report may use one process)."""
-    return min(2, processes())
 
 
 @contextmanager
