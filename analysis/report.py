@@ -107,7 +107,7 @@ def _build(sources: Sequence[Path], out: Path, building: Path, command: str | No
     persisted, sizes = persistence.section(tables, ctx), group_size.section(tables, ctx)
     budget, healthy = equal_budget.section(tables, ctx, what_trained.counted), health.section(tables, ctx)
     held, covered = evaluated()
-    helper.hand_over((name, draw) for s in (held, covered) if s is not None for name, draw in s.files.figures.items())
+    helper.hand_over(section.files for section in (held, covered) if section is not None)
     family = tests.family([held.comparisons, what_trained.comparisons, tied.comparisons if tied else None, dynamics])
     ranked = ranking.section(tables, ctx, family, held.scores, what_trained.per_job)
     budgets = budgets_per_arm(tables.groups, arm) if not tables.groups.empty else None

@@ -2,10 +2,9 @@
 
 The worker computes what `report` hands it with `begin` (the sections of the eval rows, held-out scores and
 coverage: `report.held_out_sections`; this module knows no section) while this process computes those of
-the groups, and draws each figure as soon
-as its section records it (`Helper.start`, from `Files.figure`), while this process goes on to the next
-section; once the sections are done, this process draws the figures the worker has not begun
-(`Helper.finish`). Nothing waits for a figure, and the held-out sections read only the eval rows, small
+the groups, and draws each figure as soon as its section records it (`Helper.start`, from `Files.figure`),
+while this process goes on to the next section; once the sections are done, this process draws the
+figures the worker has not begun (`Helper.finish`). Nothing waits for a figure, and the held-out sections read only the eval rows, small
 to send. The worker is started, and imports matplotlib and pandas, while the tables load (`load` reads
 with `data.cores.readers()` threads meanwhile).
 
@@ -111,12 +110,14 @@ def begin(function: Callable[..., Any], *args: Any) -> Callable[[], Any]:
     return helper.begin(function, *args) if helper is not None else partial(function, *args)
 
 
-def hand_over(figures: Iterable[tuple[str, Callable[[Path], Path]]]) -> None:
-    """Figures recorded in the worker (by a computation `begin` handed it) handed back to it to draw."""
+def hand_over(files: Iterable[Any]) -> None:
+    """The figures of `files` (each a section's `Files`), recorded in the worker by a computation `begin`
+    handed it, handed back to it to draw."""
     helper = active()
     if helper is not None:
-        for name, draw in figures:
-            helper.start(name, draw)
+        for found in files:
+            for name, draw in found.figures.items():
+                helper.start(name, draw)
 
 
 @contextmanager
