@@ -9,8 +9,10 @@ order a reader wants them.
 
 from __future__ import annotations
 
+import gc
 import shutil
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
@@ -65,7 +67,8 @@ def build_report(path: str | Path | Sequence[str | Path], out_dir: str | Path | 
     out = Path(out_dir) if out_dir is not None else root / "report"
     building = start_build(out, root)  # before any work: an unwritable folder is one line at once
     try:
-        with helper.helping(building / "figures"):  # a second process computes and draws beside this one
+        # a second process computes and draws beside this one
+        with helper.helping(building / "figures"), _old_objects_frozen():
             report = _build(sources, out, building, command, (tuple(by), tuple(where), baseline))
         finish_build(building, out)
     except BaseException:
@@ -74,40 +77,76 @@ def build_report(path: str | Path | Sequence[str | Path], out_dir: str | Path | 
     return out / report.name
 
 
+@contextmanager
+def _old_objects_frozen() -> Iterator[None]:
+    """The objects made before the build (modules, the caller's) out of the garbage collector's way while it
+    runs, handed back after: each full collection would scan them again (0.1-0.15 s each, three a build,
+    set off by the figures' many short-lived objects)."""
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+
+
 def _build(sources: Sequence[Path], out: Path, building: Path, command: str | None,
            choice: tuple[tuple[str, ...], tuple[str, ...], str | None] = ((), (), None)) -> Path:
     """The report of `sources`, as it will read from `out`, written under `building`; `choice`: (by,
     where, baseline), as `build_report` takes them."""
     root = sources[0]
-    by, where, baseline = choice
-    tables = load(sources if len(sources) > 1 else root, tables=("groups", "eval", "steps"), columns=COLUMNS)
-    tables = select.baseline_first(select.keep_jobs(tables, where), baseline)
-    select.comparable_sources(tables, by)
+    early: list[tuple[pd.DataFrame, helper.Later]] = []  # (jobs, held-out sections begun from their eval rows)
+
+    def begin_held_out(loaded: Tables) -> None:
+        """Where the build has a second process: the held-out sections begun there from the eval rows, read
+        first, while this process reads the groups; kept if the jobs loaded in the end are these."""
+        try:
+            tables, arm = _prepared(loaded, choice)
+        except Exception:  # noqa: BLE001 - the whole tables will say it again (or not: a key only other jobs have)
+            return
+        if "samples_total" not in tables.eval or tables.eval["samples_total"].isna().any():  # from the groups
+            return
+        ctx = Context(root=root, out=out, arm=tuple(arm), names=difficulty_names(tables.jobs))
+        early.append((loaded.jobs, helper.begin(held_out_sections, tables, ctx)))
+
+    tables = load(sources if len(sources) > 1 else root, tables=("groups", "eval", "steps"), columns=COLUMNS,
+                  first=("eval",), on_first=begin_held_out if helper.active() else None)
+    loaded_jobs = tables.jobs
     if command is None and len(sources) > 1:
         command = "; ".join(filter(None, (launch_command(s) for s in sources))) or None
-    if not tables.eval.empty:  # samples drawn at each checkpoint, from the groups where eval rows lack them
-        tables = replace(tables, eval=attach_samples(tables.eval, tables.groups))
-    arm = select.arm_keys_given(tables, by) if by else arm_keys(tables.jobs, tables.config_columns)
+    tables, arm = _prepared(tables, choice)
     pooled = select.pooled_line(tables, select.unaccounted(tables, arm))
-    # every arm value a label from here on (null, lists, floats as named): no section can drop or misname one
-    tables = replace(tables, **{t: arms_as_text(getattr(tables, t), tables.jobs, arm, tables.own.get(t, ()))
-                                for t in ("groups", "eval", "steps")})
     ctx = Context(root=root, out=out, arm=tuple(arm), names=difficulty_names(tables.jobs))
     learning = tie_learning.section(tables, ctx)
     # a replayed group was drawn (and counted) at an earlier step: every other section counts draws only
     tables = replace(tables, groups=split_reused(tables.groups)[0])
 
-    # the held-out sections read only the eval rows: the second process, where there is one, computes them
-    # while this one computes those of the groups
-    evaluated = helper.begin(held_out_sections, replace(tables, groups=tables.groups.iloc[:0],
-                                                        steps=tables.steps.iloc[:0]), ctx)
+    # the held-out sections read only the eval rows: begun in the second process while the groups loaded
+    # (kept where the jobs are the same in the end: the same rows), else begun now; taken as soon as they are
+    # done, between the sections of the groups, so their figures and at_k's are drawn there meanwhile
+    evaluated = early[0][1] if early and early[0][0].equals(loaded_jobs) else helper.begin(
+        held_out_sections, replace(tables, groups=tables.groups.iloc[:0], steps=tables.steps.iloc[:0]), ctx)
+    held_out: list[Section | None] = []  # held, covered and at_k, once taken
+
+    def take_held_out(wait: bool = False) -> None:
+        if not held_out and (wait or evaluated.done()):
+            held, covered = evaluated()
+            helper.hand_over(section.files for section in (held, covered) if section is not None)
+            held_out.extend([held, covered, at_k.section(tables, ctx, held.prompt_scores)])
+
+    take_held_out()
+    # persistence reads a few columns of the groups: small enough to send to the second process, which has
+    # the time (its figures come later); computed here where there is none
+    persisted = helper.begin(persistence.section, _only(tables, groups=persistence.COLUMNS_READ, arm=arm), ctx)
     what_trained = trained.section(tables, ctx)
+    take_held_out()
     tied = ties.section(tables, ctx)
+    take_held_out()
     dynamics = equal_steps.comparisons(tables.groups, tables.steps, arm) if not tables.groups.empty else None
-    persisted, sizes = persistence.section(tables, ctx), group_size.section(tables, ctx)
+    sizes = group_size.section(tables, ctx)
     budget, healthy = equal_budget.section(tables, ctx, what_trained.counted), health.section(tables, ctx)
-    held, covered = evaluated()
-    helper.hand_over(section.files for section in (held, covered) if section is not None)
+    take_held_out(wait=True)
+    held, covered, scores_at_k = held_out
+    persisted = persisted()
     family = tests.family([held.comparisons, what_trained.comparisons, tied.comparisons if tied else None, dynamics])
     ranked = ranking.section(tables, ctx, family, held.scores, what_trained.per_job)
     budgets = budgets_per_arm(tables.groups, arm) if not tables.groups.empty else None
@@ -121,7 +160,7 @@ def _build(sources: Sequence[Path], out: Path, building: Path, command: str | No
 
     page = [
         header.section(tables, ctx), found, provenance.section(tables, ctx, command or launch_command(root)),
-        ranked, held, at_k.section(tables, ctx, held.prompt_scores), covered, what_trained, tied, learning,
+        ranked, held, scores_at_k, covered, what_trained, tied, learning,
     ]
     # the second page: what a reader may want once the findings are read (every test, the longer sections)
     details = [
@@ -140,9 +179,29 @@ def _build(sources: Sequence[Path], out: Path, building: Path, command: str | No
                         details=[s.text for s in more])
 
 
+def _prepared(tables: Tables, choice: tuple[tuple[str, ...], tuple[str, ...], str | None]) -> tuple[Tables, list[str]]:
+    """(tables, arm keys): the loaded tables as every section reads them, the jobs `choice` keeps in its
+    order (`select`), samples drawn attached to each checkpoint, every arm value a label (null, lists,
+    floats as named: no section can drop or misname one)."""
+    by, where, baseline = choice
+    tables = select.baseline_first(select.keep_jobs(tables, where), baseline)
+    select.comparable_sources(tables, by)
+    if not tables.eval.empty:  # samples drawn at each checkpoint, from the groups where eval rows lack them
+        tables = replace(tables, eval=attach_samples(tables.eval, tables.groups))
+    arm = select.arm_keys_given(tables, by) if by else arm_keys(tables.jobs, tables.config_columns)
+    return replace(tables, **{t: arms_as_text(getattr(tables, t), tables.jobs, arm, tables.own.get(t, ()))
+                              for t in ("groups", "eval", "steps")}), arm
+
+
+def _only(tables: Tables, groups: Sequence[str], arm: Sequence[str]) -> Tables:
+    """`tables` with only the `groups` columns (and the arm keys) of the groups, and no eval or steps rows:
+    what a section that reads only those needs, small to send to the second process."""
+    return replace(tables, groups=tables.groups[[c for c in dict.fromkeys([*groups, *arm]) if c in tables.groups]],
+                   eval=tables.eval.iloc[:0], steps=tables.steps.iloc[:0])
+
+
 def held_out_sections(tables: Tables, ctx: Context) -> tuple[heldout.HeldOut, coverage.Coverage | None]:
     """The sections of the eval rows: held-out scores and comparisons, and coverage."""
-    return heldout.section(tables, ctx), coverage.section(tables, ctx)
     return heldout.section(tables, ctx), coverage.section(tables, ctx)
 
 

@@ -8,9 +8,10 @@ from analysis.data.arms import value_text
 from analysis.data.codes import cell_codes, dense_ranks, stable_order, text_codes
 
 
-@pytest.mark.parametrize("high", [5, 3000, 10**12])  # the counting table, and the sort past it
-def test_dense_ranks_are_numpys_unique_inverse(high):
-    values = np.random.default_rng(high % 97).integers(0, high, 5000)
+@pytest.mark.parametrize("negative", [False, True])  # negative: never codes, always hashed
+@pytest.mark.parametrize("high", [5, 3000, 10**12])  # the counting table, and the hashing past it
+def test_dense_ranks_are_numpys_unique_inverse(high, negative):
+    values = np.random.default_rng(high % 97).integers(0, high, 5000) - (high // 2 if negative else 0)
     distinct, inverse = np.unique(values, return_inverse=True)
     ranks, keys = dense_ranks(values, keys=True)
     np.testing.assert_array_equal(ranks, inverse)

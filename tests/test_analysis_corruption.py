@@ -13,7 +13,6 @@ import pytest
 
 from analysis.data.load import NoRunsError, SkippedWarning, load
 from analysis.data.schema import CONTRACT, NO_NAN, value_problems
-from analysis.data.cores import PROCESSES, readers
 from analysis.report import build_report
 from fixtures.synthetic import job_config as make_config
 from fixtures.synthetic import prompt_pool, write_sweep
@@ -75,22 +74,30 @@ def test_every_corruption_is_named_and_the_good_jobs_load(corrupted):
     assert set(g.loc[g["job"] == "3", "step"]) == {1, 3, 4, 5}  # steps count from 1, as the trainer's; part 2 went
 
 
-def test_two_reading_threads_load_and_skip_what_one_does(corrupted, monkeypatch):
-    """`load` reads jobs on `readers()` threads: the tables, the skipped and the warnings (in job and part
-    order) are those of one thread, however the threads finish."""
+def test_tables_read_first_load_and_skip_what_one_pass_does(corrupted):
+    """`load(first=..., on_first=...)` reads the eval parts before the others and hands what they hold over
+    meanwhile (the report's held-out sections begin there): the tables, the skipped and the warnings (in
+    job, table and part order) are those of one pass, and nothing is warned of twice."""
     _rewrite(corrupted / "3" / "steps" / "part-000001.parquet", lambda t: t.drop_columns(["step"]))  # 2 in a job
-    loaded = {}
-    for n in ("1", "2"):
-        monkeypatch.setenv(PROCESSES, n)
-        assert readers() == int(n)
-        with pytest.warns(SkippedWarning) as warned:
-            tables = load(corrupted)
-        loaded[n] = (tables, [str(w.message) for w in warned])
-    (one, one_warned), (two, two_warned) = loaded["1"], loaded["2"]
+    for part in (corrupted / "4" / "eval").glob("part-*.parquet"):  # every eval part of job 4 broken
+        _rewrite(part, lambda t: t.drop_columns(["correct"]))
+    with pytest.warns(SkippedWarning) as warned:
+        one = load(corrupted)
+    early = []
+    with pytest.warns(SkippedWarning) as warned_staged:
+        staged = load(corrupted, first=("eval",), on_first=early.append)
     assert [s.name for s in one.skipped][:4] == ["1", "2", "3/groups/part-000002.parquet", "3/steps/part-000001.parquet"]
-    assert two.skipped == one.skipped and two_warned == one_warned
+    assert staged.skipped == one.skipped
+    assert [str(w.message) for w in warned_staged] == [str(w.message) for w in warned]
     for table in ("jobs", "groups", "steps", "eval"):
-        pd.testing.assert_frame_equal(getattr(two, table), getattr(one, table))
+        pd.testing.assert_frame_equal(getattr(staged, table), getattr(one, table))
+    (first,) = early  # the eval rows alone, of the jobs that have readable ones (4's are broken)
+    assert first.groups.empty and first.steps.empty and not first.skipped
+    with_eval = sorted(set(one.eval["job"].astype(str)))
+    assert list(first.jobs["job"]) == with_eval and "4" not in with_eval and "4" in set(one.jobs["job"])
+    own = list(one.own["eval"])  # the table's columns (the config's categories differ: one job fewer)
+    assert list(first.own["eval"]) == own
+    pd.testing.assert_frame_equal(first.eval[own], one.eval[own])
 
 
 def test_the_report_is_written_for_the_good_jobs(corrupted):

@@ -19,7 +19,7 @@ from analysis.render import curves
 from analysis.render.curves import health
 from analysis.data.cores import PROCESSES, processes
 from analysis.render.helper import Helper
-from analysis.report import build_report
+from analysis.report import build_report, held_out_sections
 from fixtures.synthetic import job_config, prompt_pool, write_sweep
 
 
@@ -56,7 +56,7 @@ def test_a_figure_that_fails_in_the_second_process_raises_in_the_build(tmp_path,
         with pytest.raises(Exception, match="str"):  # and the build's finish raises it
             worker.finish({"health": partial(curves.health, "not a table")})
     finally:
-        worker.pool.shutdown()
+        worker.close(wait=True)
     monkeypatch.setenv(PROCESSES, "two")
     with pytest.raises(ValueError, match=f"^{PROCESSES}='two': expected a whole number"):
         processes()
@@ -90,7 +90,7 @@ def test_the_figures_of_a_worker_that_died_are_drawn_in_the_build(tmp_path):
         worker.finish({"health": draw, "never_handed": draw})
         assert worker.begin(sum, [1, 2])() == 3  # a computation handed to a dead worker is made here
     finally:
-        worker.pool.shutdown()
+        worker.close(wait=True)
     assert sorted(p.name for p in (tmp_path / "figures").glob("*.png")) == ["health.png", "never_handed.png"]
 
 
@@ -130,3 +130,96 @@ def test_a_build_in_a_daemonic_pool_worker_stays_in_its_process(tmp_path):
     with multiprocessing.get_context("spawn").Pool(1) as pool:
         used, report = pool.apply(_build_in_a_pool_worker, (root, tmp_path / "report"))
     assert used == 1 and Path(report).is_file()
+
+
+def _mark(log, seconds, path):
+    """A figure for the tests below: waits `seconds`, then says which process drew `path` and writes it."""
+    import time
+
+    time.sleep(seconds)
+    with open(log, "a") as out:
+        out.write(f"{os.getpid()} {path.stem}\n")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(path.stem)
+    return path
+
+
+def _drawn(log):
+    return [line.split() for line in Path(log).read_text().splitlines()]
+
+
+def test_the_build_takes_back_the_figures_the_worker_has_not_claimed(tmp_path):
+    """The worker draws from the front of its queue; `finish` takes back from the end every figure it has not
+    claimed, even those already passed to its process (they were once left to it: the build waited ~1 s)."""
+    log, worker = tmp_path / "log", Helper(tmp_path / "figures")
+    claims = worker.claims
+    try:
+        worker.start("a", partial(_mark, log, 0))
+        worker.started["a"].result(timeout=120)  # the worker is up and has drawn one
+        worker.start("b", partial(_mark, log, 3))  # the worker is busy with this one ...
+        for name in "cde":
+            worker.start(name, partial(_mark, log, 0))
+        while not (claims / "b").exists():
+            pass
+        worker.finish({name: partial(_mark, log, 0) for name in "abcde"})  # ... while the build draws c, d, e
+    finally:
+        worker.close(wait=True)
+    drawn = _drawn(log)
+    assert [name for _, name in drawn] == ["a", "e", "d", "c", "b"]  # the build's three before b's 3 s are up
+    by = {name: pid for pid, name in drawn}
+    assert by["a"] == by["b"] != str(os.getpid()) and by["c"] == by["d"] == by["e"] == str(os.getpid())
+    assert not claims.exists()
+
+
+def test_every_figure_is_drawn_once_however_the_two_processes_race(tmp_path):
+    """Many quick figures handed over and taken back at once, the two processes meeting mid-queue: each
+    drawn by exactly one of them."""
+    log, worker = tmp_path / "log", Helper(tmp_path / "figures")
+    names = [f"f{i:02d}" for i in range(40)]
+    try:
+        worker.start(names[0], partial(_mark, log, 0))
+        worker.started[names[0]].result(timeout=120)  # the worker is up: it takes the next at once
+        for name in names[1:]:
+            worker.start(name, partial(_mark, log, 0.05))
+        worker.finish({name: partial(_mark, log, 0.05) for name in names})
+    finally:
+        worker.close(wait=True)
+    drawn = _drawn(log)
+    assert sorted(name for _, name in drawn) == names
+    assert len({pid for pid, _ in drawn}) == 2  # both drew: the claims were raced for
+    assert sorted(p.stem for p in (tmp_path / "figures").glob("*.png")) == names
+
+
+def _held_out_counted(tables, ctx):
+    """`report.held_out_sections`, saying where it ran and on how many jobs (in the file $HELD_OUT_LOG)."""
+    with open(os.environ["HELD_OUT_LOG"], "a") as log:
+        log.write(f"{os.getpid()} {len(tables.jobs)}\n")
+    return held_out_sections(tables, ctx)
+
+
+@pytest.mark.parametrize("eval_of_every_job", [True, False])
+def test_held_out_sections_begun_while_the_groups_load_are_kept_only_for_the_same_jobs(tmp_path, monkeypatch,
+                                                                                        eval_of_every_job):
+    """The second process computes the held-out sections from the eval rows, read before the groups; a job
+    with groups but no eval rows joins the jobs only once the groups are read (it may change the arms, the
+    labels): those sections are then computed again, from the whole tables. Either way the report is the
+    one built in one process."""
+    import shutil
+
+    import analysis.report
+
+    root = sweep(tmp_path / "sweep")
+    if not eval_of_every_job:
+        shutil.rmtree(root / "3" / "eval")
+    monkeypatch.setattr(analysis.report, "held_out_sections", _held_out_counted)
+    log = tmp_path / "held_out.log"
+    monkeypatch.setenv("HELD_OUT_LOG", str(log))
+    monkeypatch.setenv(PROCESSES, "1")
+    alone = files(build_report(root, tmp_path / "alone").parent)
+    assert log.read_text().split() == [str(os.getpid()), "4"]
+    log.unlink()
+    monkeypatch.setenv(PROCESSES, "2")
+    assert files(build_report(root, tmp_path / "two").parent) == alone
+    calls = [line.split() for line in log.read_text().splitlines()]
+    assert all(pid != str(os.getpid()) for pid, _ in calls)  # in the second process
+    assert [jobs for _, jobs in calls] == (["4"] if eval_of_every_job else ["3", "4"])  # begun early; again if need be

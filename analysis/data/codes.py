@@ -15,12 +15,19 @@ from analysis.data.arms import value_text
 def dense_ranks(values: np.ndarray, keys: bool = False):
     """Each value's rank among the distinct values (0..distinct-1, in sorted order), as
     `np.unique(values, return_inverse=True)[1]`; with `keys`, (ranks, the distinct values). Counted in a
-    table instead of sorted where the values are small non-negative integers (codes)."""
+    table where the values are small non-negative integers (codes); other integers are hashed, and only the
+    distinct ones sorted."""
     values = values.reshape(-1)
     if values.dtype.kind in "iu" and len(values) and values.min() >= 0 and values.max() < 4 * len(values) + 1024:
         present = np.bincount(values) > 0
         rank = np.cumsum(present) - 1
         return (rank[values], np.flatnonzero(present)) if keys else rank[values]
+    if values.dtype.kind in "iub":  # hashed, then only the distinct values sorted: linear in the rows
+        found, distinct = pd.factorize(values)
+        order = np.argsort(distinct, kind="stable")
+        rank = np.empty(len(order), np.int64)
+        rank[order] = np.arange(len(order))
+        return (rank[found], distinct[order]) if keys else rank[found]
     distinct, rank = np.unique(values, return_inverse=True)
     return (rank.reshape(-1), distinct) if keys else rank.reshape(-1)
 
@@ -62,7 +69,7 @@ def cell_codes(frame: pd.DataFrame, keys: Sequence[str]) -> tuple[np.ndarray, li
     group-by with observed=True and dropna=False finds them; missing values form a cell of their
     own), numbered in the sorted order of their codes, and each cell's values of `keys`, read from its
     first row."""
-    codes = [_codes(frame[k]) for k in keys]
+    codes = [column_codes(frame[k]) for k in keys]
     combined = np.ravel_multi_index(codes, [int(c.max(initial=0)) + 1 for c in codes]) if keys else \
         np.zeros(len(frame), np.int64)
     cell, distinct = dense_ranks(combined, keys=True)
@@ -72,8 +79,8 @@ def cell_codes(frame: pd.DataFrame, keys: Sequence[str]) -> tuple[np.ndarray, li
     return cell, list(zip(*values)) if keys else [()] * len(distinct)
 
 
-def _codes(column: pd.Series) -> np.ndarray:
-    """Non-negative codes of a column's values (missing ones included)."""
+def column_codes(column: pd.Series) -> np.ndarray:
+    """Non-negative codes of a column's values (missing ones included): equal values, equal codes."""
     if isinstance(column.dtype, pd.CategoricalDtype):
         return column.cat.codes.to_numpy().astype(np.int64) + 1  # -1 (missing) becomes 0
     values = column.to_numpy()

@@ -1,8 +1,8 @@
 """How many cores a report may use: `GRPO_LAB_REPORT_PROCESSES`, else two where two are usable.
 
-The build reads table parts on `readers()` threads and, with two, shares its work with a second process
-(`render.helper`). 1 keeps a build to one thread and one process (the tests' workers set it: two pytest
-workers already fill two cores); a daemonic process (a `multiprocessing.Pool`'s worker) may start no process.
+With two, a build shares its work with a second process (`render.helper`). 1 keeps a build to one process
+(the tests' workers set it: two pytest workers already fill two cores); a daemonic process (a
+`multiprocessing.Pool`'s worker) may start no process.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 
-PROCESSES = "GRPO_LAB_REPORT_PROCESSES"  # 1: one process, one reading thread; unset: two where 2+ cores
+PROCESSES = "GRPO_LAB_REPORT_PROCESSES"  # 1: one process; unset: two where 2+ cores
 
 
 def processes() -> int:
@@ -26,8 +26,3 @@ def processes() -> int:
             raise ValueError(f"{PROCESSES}={value!r}: expected a whole number of processes (1 or 2)") from None
     return min(2, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
 
-
-def readers() -> int:
-    """How many threads read a sweep's table parts: a part's decoding lets go of the GIL, so two cores read
-    two parts at once (1 where the report may use one process)."""
-    return min(2, processes())

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import json
 import warnings
-from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -26,7 +27,6 @@ from yaml import YAMLError
 from analysis.data.config import config_source, flat_config, shape_conflicts, with_aliases
 from analysis.data.labels import natural_key
 from analysis.data.schema import schema_problem, value_problems
-from analysis.data.cores import readers
 
 TABLES = ("groups", "steps", "eval")
 # `rewards` and `correct` (lists) are most of a groups part's bytes, and no analysis needs them
@@ -107,6 +107,9 @@ def load(
     path: str | Path | Sequence[str | Path],
     tables: Sequence[str] = TABLES,
     columns: Mapping[str, Sequence[str] | None] | None = None,
+    *,
+    first: Sequence[str] = (),
+    on_first: Callable[[Tables], object] | None = None,
 ) -> Tables:
     """Load a run or sweep directory, or several (`path` a list): one table of every source's jobs,
     each job named `<source>/<job>` when there are several, a run found twice (the same run id in its
@@ -117,6 +120,11 @@ def load(
     Each table gains a `job` column (the job's folder, relative to `path`) and the job's config
     columns, all categorical (cast before arithmetic: `df.temperature.astype(float)`); where a
     config column shares a table column's name (groups' `group_size`) the table's column wins.
+
+    `first`: tables read before the others; `on_first` is then called, while the others are read, with
+    what those hold: the other tables empty, the jobs those with a readable part of them (fewer than in
+    the end where a job has parts of the other tables only; nothing is warned of yet). The report begins
+    its held-out sections there while the groups load.
 
     >>> tables = load("multirun/2025-01-01/12-00-00")  # doctest: +SKIP
     >>> tables.groups.groupby(["sampler", "difficulty"], observed=True).tie.mean()  # doctest: +SKIP
@@ -130,9 +138,6 @@ def load(
     if unknown := set(tables) - set(TABLES):
         raise ValueError(f"tables {sorted(unknown)}: must be among {', '.join(TABLES)}")
     wanted = {**DEFAULT_COLUMNS, **(columns or {})}
-    skipped: list[Skipped] = []
-    jobs: list[dict] = []
-    pieces: dict[str, list[pa.Table]] = {t: [] for t in tables}
     found_jobs, names, entries = [], [], []
     for root, source in zip(roots, source_names(roots)):
         found = find_jobs(root)
@@ -143,45 +148,71 @@ def load(
         names += here if len(roots) == 1 else [f"{source}/{name}" for name in here]
         entries += [(entry if len(roots) == 1 else f"{source}/{entry}", reason)
                     for entry, reason in other_entries(root, found)]
-    root = roots[0]
     records = _job_records(found_jobs, names)
-    with ThreadPoolExecutor(readers()) as pool:  # a job's parts read while the next job's are
-        reads = [None if isinstance(record, str) else pool.submit(_read_job, run_dir, name, tables, wanted)
-                 for run_dir, name, record in zip(found_jobs, names, records)]
-        for run_dir, name, record, read in zip(found_jobs, names, records, reads):
-            if isinstance(record, str):
-                _skip(skipped, name, record)
-                continue
-            try:
-                found, problems = read.result()
-            except Exception as err:  # noqa: BLE001 - one bad job must not stop the report for the others
-                _skip(skipped, name, f"unreadable ({type(err).__name__}: {err})")
-                continue
-            for part, problem in problems:  # in part order, whichever thread read them
-                _skip(skipped, part, problem)
-            if all(table is None for table in found.values()):
-                _skip(skipped, name, f"no readable {'/'.join(tables)} parts")
-                continue
-            if config_source(run_dir) is None:  # never an arm of its own with every config column empty
-                _skip(skipped, name, "no config (.hydra/config.yaml or config.json): its arm cannot be told")
-                continue
-            jobs.append(record)
-            for t, table in found.items():
-                if table is not None:
-                    pieces[t].append(_tag(table, len(jobs) - 1))
+    stages = [stage for stage in ([t for t in tables if t in first], [t for t in tables if t not in first]) if stage]
+    # one reading thread: a part is decoded mostly under the GIL, so a second bought no time (and took the
+    # core the report's second process works on meanwhile); this one gathers the first tables meanwhile
+    with ThreadPoolExecutor(1) as pool:
+        reads = [[None if isinstance(record, str) else pool.submit(_read_job, run_dir, name, stage, wanted)
+                  for run_dir, name, record in zip(found_jobs, names, records)] for stage in stages]
+        if on_first is not None and len(stages) > 1:
+            early = _gather(found_jobs, names, records, reads[:1], stages[0], lambda *skip: None)
+            if early[0]:
+                on_first(_tables(roots, *early, wanted, []))
+        skipped: list[Skipped] = []
+        jobs, pieces = _gather(found_jobs, names, records, reads, tables, partial(_skip, skipped, stacklevel=4))
     for entry, reason in entries:
         _skip(skipped, entry, reason)
     if not jobs:
         reasons = "; ".join(f"{s.name}: {s.reason}" for s in skipped[:3])
-        where = root if len(roots) == 1 else ", ".join(map(str, roots))
+        where = roots[0] if len(roots) == 1 else ", ".join(map(str, roots))
         raise NoRunsError(f"no usable job in {where}: {len(found_jobs)} found, every one skipped ({reasons})")
+    return _tables(roots, jobs, pieces, wanted, skipped)
+
+
+def _gather(run_dirs: Sequence[Path], names: Sequence[str], records: Sequence[dict | str],
+            reads: Sequence[Sequence[Future | None]], tables: Sequence[str], skip: Callable[[str, str], None]
+            ) -> tuple[list[dict], dict[str, list[pa.Table]]]:
+    """(jobs, pieces): the usable jobs' records and their tables (tagged with the job's index), from each
+    job's reads (one per stage of `load`), in job order; what cannot be used is passed to `skip` (name,
+    why), a job's parts in table and part order, whichever thread read them."""
+    jobs: list[dict] = []
+    pieces: dict[str, list[pa.Table]] = {t: [] for t in tables}
+    for i, (run_dir, name, record) in enumerate(zip(run_dirs, names, records)):
+        if isinstance(record, str):
+            skip(name, record)
+            continue
+        try:
+            read = {t: found for stage in reads for t, found in stage[i].result().items()}
+        except Exception as err:  # noqa: BLE001 - one bad job must not stop the report for the others
+            skip(name, f"unreadable ({type(err).__name__}: {err})")
+            continue
+        for t in tables:
+            for part, problem in read[t][1]:
+                skip(part, problem)
+        if all(read[t][0] is None for t in tables):
+            skip(name, f"no readable {'/'.join(tables)} parts")
+            continue
+        if config_source(run_dir) is None:  # never an arm of its own with every config column empty
+            skip(name, "no config (.hydra/config.yaml or config.json): its arm cannot be told")
+            continue
+        jobs.append(record)
+        for t in tables:
+            if read[t][0] is not None:
+                pieces[t].append(_tag(read[t][0], len(jobs) - 1))
+    return jobs, pieces
+
+
+def _tables(roots: Sequence[Path], jobs: list[dict], pieces: Mapping[str, list[pa.Table]],
+            wanted: Mapping[str, Sequence[str] | None], skipped: list[Skipped]) -> Tables:
+    """The Tables of the usable jobs' records and tagged pieces (tables not read come back empty)."""
     # object columns: a config value keeps its type (max_steps 8, not 8.0 beside a job that lacks it)
     jobs_frame = pd.DataFrame(jobs, dtype=object)
     jobs_frame = jobs_frame[[*JOB_META, *(c for c in jobs_frame.columns if c not in JOB_META)]]
     frames = {t: _to_frame(pieces.get(t, []), wanted[t], jobs_frame) for t in TABLES}
     own = {t: tuple(c for c in frame.columns if c != "job" and (c not in jobs_frame or c in _read_columns(pieces[t])))
            for t, frame in frames.items() if t in pieces}
-    return Tables(root=root, jobs=jobs_frame, skipped=skipped, own=own, roots=tuple(roots), **frames)
+    return Tables(root=roots[0], jobs=jobs_frame, skipped=skipped, own=own, roots=tuple(roots), **frames)
 
 
 def _skip(skipped: list[Skipped], name: str, reason: str, stacklevel: int = 3) -> None:
@@ -254,11 +285,14 @@ def _read_status(run_dir: Path) -> dict:
 
 
 def _read_job(run_dir: Path, name: str, tables: Sequence[str], wanted: Mapping[str, Sequence[str] | None]
-              ) -> tuple[dict[str, pa.Table | None], list[tuple[str, str]]]:
-    """One job's tables (None where it has no readable part), and the parts that cannot be used, each
-    (name, why), in table and part order."""
-    problems: list[tuple[str, str]] = []
-    return {t: _read_parts(run_dir / t, wanted[t], f"{name}/{t}", problems) for t in tables}, problems
+              ) -> dict[str, tuple[pa.Table | None, list[tuple[str, str]]]]:
+    """Each of one job's tables (None where it has no readable part), with the parts that cannot be used,
+    each (name, why), in part order."""
+    read = {}
+    for t in tables:
+        problems: list[tuple[str, str]] = []
+        read[t] = _read_parts(run_dir / t, wanted[t], f"{name}/{t}", problems), problems
+    return read
 
 
 def _read_parts(folder: Path, columns: Sequence[str] | None, name: str, skipped: list[tuple[str, str]]

@@ -33,6 +33,8 @@ def split_reused(groups: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     if "reused" not in groups:
         return groups, groups.iloc[:0]
     reused = groups["reused"].fillna(False).astype(bool).to_numpy()
+    if not reused.any():  # no copy of every row (and config column) where nothing was replayed
+        return groups, groups.iloc[:0]
     return groups[~reused], groups[reused]
 
 

@@ -20,7 +20,7 @@ from numpy.typing import ArrayLike
 from analysis.data.arms import job_arms, unit_keys
 from analysis.data.labels import sort_naturally
 from analysis.stats.binomial import comb_ratio
-from analysis.data.codes import cell_codes, dense_ranks, stable_order
+from analysis.data.codes import cell_codes, column_codes, dense_ranks, stable_order
 from analysis.stats.intervals import cluster_ratio_cis
 
 KINDS = ("all_correct", "all_wrong")
@@ -59,8 +59,7 @@ def predict_ties(groups: pd.DataFrame, window: int | None = None, pool: Sequence
 
 def _group_ids(*columns: ArrayLike) -> np.ndarray:
     """Dense int codes (0..groups-1) for the rows' combinations of values of `columns`."""
-    codes = [dense_ranks(col) if isinstance(col, np.ndarray) and col.dtype.kind in "iu"
-             else pd.factorize(col, use_na_sentinel=False)[0] for col in columns]
+    codes = [dense_ranks(col) if isinstance(col, np.ndarray) else column_codes(col) for col in columns]
     return dense_ranks(np.ravel_multi_index(codes, [c.max() + 1 for c in codes]))
 
 

@@ -1,12 +1,12 @@
 """The report's second process: where two cores are usable, a build shares its work with one spawned worker.
 
-The worker computes what `report` hands it with `begin` (the sections of the eval rows, held-out scores and
-coverage: `report.held_out_sections`; this module knows no section) while this process computes those of
-the groups, and draws each figure as soon as its section records it (`Helper.start`, from `Files.figure`),
-while this process goes on to the next section; once the sections are done, this process draws the
-figures the worker has not begun (`Helper.finish`). Nothing waits for a figure, and the held-out sections read only the eval rows, small
-to send. The worker is started, and imports matplotlib and pandas, while the tables load (`load` reads
-with `data.cores.readers()` threads meanwhile).
+The worker is started, and imports matplotlib and pandas, as the build begins. It computes what `report`
+hands it with `begin` (this module knows no section): the sections of the eval rows, held-out scores and
+coverage, from the eval rows that `load` reads first, while this process reads the groups; tie persistence,
+from a few columns of the groups, while this process computes the other sections of the groups. It draws
+each figure as soon as its section records it (`Helper.start`, from `Files.figure`); once the sections are
+done, this process takes back the figures the worker has not claimed, the last handed over first, and draws
+them too (`Helper.finish`). Nothing waits for a figure, and what crosses is small.
 
 What crosses to the worker is pickled: a figure is `draw(data, path, **options)` with `draw` a
 module-level function, a computation a module-level function and its arguments. Each runs there exactly
@@ -23,8 +23,12 @@ otherwise run the caller's script again in it (a script that calls `build_report
 
 from __future__ import annotations
 
+import gc
 import multiprocessing
+import os
+import shutil
 import sys
+import tempfile
 import threading
 import types
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -41,12 +45,35 @@ from analysis.data.cores import processes
 _SPAWNING = threading.Lock()
 
 
+class Later:
+    """A value begun in the worker (`future`), or computed here when asked for (`compute`; also where the
+    worker died before it was done)."""
+
+    def __init__(self, compute: Callable[[], Any], future: Future | None = None):
+        self.compute, self.future = compute, future
+
+    def done(self) -> bool:
+        """Whether asking for the value now returns at once (the worker has it; False for one computed here)."""
+        return self.future is not None and self.future.done()
+
+    def __call__(self) -> Any:
+        if self.future is None:
+            return self.compute()
+        try:
+            return self.future.result()
+        except BrokenProcessPool:
+            return self.compute()
+
+
 class Helper:
     """One worker process: computations and figures (drawn into `folder`) in the order they are handed over."""
 
     def __init__(self, folder: Path):
         self.folder = folder
-        self.started: dict[str, Future] = {}
+        self.started: dict[str, Future] = {}  # in the order handed over: the order the worker takes them
+        # a figure is drawn by whichever process first claims it (a file made with O_EXCL): this one takes
+        # them back from the end of the worker's queue, even those already passed to the worker's process
+        self.claims = Path(tempfile.mkdtemp(prefix="grpo-lab-figures-"))
         # spawn, not fork: the building process has arrow's threads running, and a fork copies their locks
         self.pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
         with _SPAWNING:  # builds started at once in two threads: each puts back the real __main__
@@ -57,42 +84,40 @@ class Helper:
             finally:
                 sys.modules["__main__"] = main
 
-    def begin(self, function: Callable[..., Any], *args: Any) -> Callable[[], Any]:
-        """`function(*args)` begun in the worker; call what this returns for its value (computed here
-        instead when the worker has died)."""
+    def begin(self, function: Callable[..., Any], *args: Any) -> Later:
+        """`function(*args)` begun in the worker (computed here instead when the worker has died)."""
         try:
-            future = self.pool.submit(function, *args)
+            return Later(partial(function, *args), self.pool.submit(function, *args))
         except BrokenProcessPool:
-            return partial(function, *args)
-
-        def result() -> Any:
-            try:
-                return future.result()
-            except BrokenProcessPool:
-                return function(*args)
-        return result
+            return Later(partial(function, *args))
 
     def start(self, name: str, draw: Callable[[Path], Path]) -> None:
         try:
-            self.started[name] = self.pool.submit(draw, self.folder / f"{name}.png")
+            self.started[name] = self.pool.submit(_draw_claimed, draw, self.folder / f"{name}.png", self.claims / name)
         except BrokenProcessPool:  # the worker has died: `finish` draws this one here
             pass
 
     def finish(self, figures: Mapping[str, Callable[[Path], Path]]) -> None:
-        """Every figure of `figures` (name: draw) drawn: those the worker has not begun (or was never handed)
-        are drawn here, from the last one back (the worker takes them from the front), so neither process
-        waits while the other has a queue, and so are those of a worker that died; a figure that failed in
-        the worker raises its error here."""
-        for name in reversed(list(figures)):
-            if name not in self.started or self.started[name].cancel():
+        """Every figure of `figures` (name: draw) drawn: those never handed to the worker, then those it has
+        not claimed, from the last handed back (it takes them from the front), so neither process waits while
+        the other has a queue; those of a worker that died are drawn here too. A figure that failed in the
+        worker raises its error here."""
+        here = [name for name in figures if name not in self.started]
+        for name in here:
+            figures[name](self.folder / f"{name}.png")
+        for name in reversed(self.started):
+            if name in figures and _claim(self.claims / name):
                 figures[name](self.folder / f"{name}.png")
         for name, future in self.started.items():
-            if future.cancelled():
-                continue
             try:
                 future.result()
-            except BrokenProcessPool:
+            except BrokenProcessPool:  # it may have died mid-way through this one: drawn again, whole
                 figures[name](self.folder / f"{name}.png")
+
+    def close(self, wait: bool) -> None:
+        """Stop the worker (`wait`: until it has exited, its queue cancelled) and remove the claims."""
+        self.pool.shutdown(wait=wait, cancel_futures=wait)
+        shutil.rmtree(self.claims, ignore_errors=True)
 
 
 _ACTIVE: ContextVar[Helper | None] = ContextVar("helper", default=None)
@@ -103,11 +128,11 @@ def active() -> Helper | None:
     return _ACTIVE.get()
 
 
-def begin(function: Callable[..., Any], *args: Any) -> Callable[[], Any]:
+def begin(function: Callable[..., Any], *args: Any) -> Later:
     """`function(*args)` begun in the build's second process where there is one; call what this returns
     for its value (where there is none, the call computes it here)."""
     helper = active()
-    return helper.begin(function, *args) if helper is not None else partial(function, *args)
+    return helper.begin(function, *args) if helper is not None else Later(partial(function, *args))
 
 
 def hand_over(files: Iterable[Any]) -> None:
@@ -132,17 +157,35 @@ def helping(folder: Path) -> Iterator[Helper | None]:
     try:
         yield helper
     except BaseException:
-        helper.pool.shutdown(wait=True, cancel_futures=True)  # a failed build leaves nothing running
+        helper.close(wait=True)  # a failed build leaves nothing running
         raise
     else:  # every figure is drawn (`finish` waited for them): the worker exits on its own, unwaited
-        helper.pool.shutdown(wait=False)
+        helper.close(wait=False)
     finally:
         _ACTIVE.reset(token)
 
 
+def _claim(claim: Path) -> bool:
+    """Whether this call made `claim` (so this process draws its figure); False when another did first."""
+    try:
+        os.close(os.open(claim, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+    except FileExistsError:
+        return False
+    return True
+
+
+def _draw_claimed(draw: Callable[[Path], Path], path: Path, claim: Path) -> None:
+    """In the worker: `draw(path)` unless the building process has claimed the figure first."""
+    if _claim(claim):
+        draw(path)
+
+
 def _warm_up() -> None:
+    """In the worker, first: what every figure imports, then frozen for the garbage collector (its full
+    passes would scan every module's objects again while the figures make and drop many)."""
     import analysis.render.curves  # noqa: F401 - every figure module, with matplotlib and pandas
     import analysis.render.intervals  # noqa: F401
     import analysis.render.scores  # noqa: F401
     import analysis.render.tie_learning  # noqa: F401
     import analysis.render.ties  # noqa: F401
+    gc.freeze()

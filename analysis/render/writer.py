@@ -135,7 +135,7 @@ def write_report(out: Path, texts: Sequence[str], files: Sequence[Files], root: 
     """Write every CSV and figure of `files`, REPORT.md (the texts, in order) and, where there are `details`,
     DETAILS.md (the second page, linked from the first), with `root`'s absolute path made relative to
     `shown_at`, where the report will be read (`out` by default), under `out`; returns REPORT.md's path.
-    Figures the build's second process has begun (`render.helper`) are waited for, not drawn again."""
+    Figures the build's second process has claimed (`render.helper`) are waited for, not drawn again."""
     second = helper.active()
     for found in files:
         for name, frame in found.csvs.items():

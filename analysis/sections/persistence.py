@@ -14,6 +14,9 @@ from analysis.render.writer import Files
 from analysis.sections.section import Context, Section
 
 
+COLUMNS_READ = ("job", "prompt_id", "step", "group_size", "n_correct", "difficulty")  # of the groups, with the arm keys
+
+
 def section(tables: Tables, ctx: Context) -> Section | None:
     """The persistence section; None when no prompt was visited twice in a job (or no group tables)."""
     groups, arm = tables.groups, list(ctx.arm)

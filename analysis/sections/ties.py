@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+import numpy as np
 import pandas as pd
 
 from analysis.data.arms import iter_arms, unit_keys
@@ -80,7 +81,8 @@ def section(tables: Tables, ctx: Context) -> Ties | None:
                   "alike); the tables split them by `group_size`.")
     comparisons = (compare_arms_by_seed(per_job_first_rounds(groups, arm).reset_index(), arm, ["tie_frac"])
                    .assign(metric="tie_frac (first rounds)", interval="seeds"))
-    overall = tie_fractions(round0[["difficulty", "prompt_id", *arm]].assign(difficulty="all"), arm, rows=rows)
+    every = pd.Categorical.from_codes(np.zeros(len(round0), np.int8), ["all"])  # not a column of 1M strings
+    overall = tie_fractions(round0[["difficulty", "prompt_id", *arm]].assign(difficulty=every), arm, rows=rows)
     calibration = pd.concat([part.assign(arm=label) for label, part in iter_arms(overall, arm)], ignore_index=True) \
         if len(overall) else pd.DataFrame()
     few = int(by_difficulty["ci_low"].isna().sum())
