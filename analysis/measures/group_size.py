@@ -135,9 +135,11 @@ def observed_vs_predicted(groups: pd.DataFrame) -> pd.DataFrame:
     difficulty and G beside its prediction from each prompt's pass rate measured on *all* jobs' other
     steps (`predict_ties` pooled across jobs, so sizes borrow each other's measurements). Empty when
     one size was used."""
-    first = groups[groups["round"] == 0].reset_index(drop=True)
-    if first["group_size"].nunique() < 2:
+    round0 = groups["round"].to_numpy() == 0
+    if groups["group_size"][round0].nunique() < 2:
         return pd.DataFrame()
+    read = ["difficulty", "prompt_id", "step", "round", "group_size", "n_correct", "tie", "tie_kind"]
+    first = groups.loc[round0, read].reset_index(drop=True)  # the columns read, not every config column
     predicted = predict_ties(first, pool=())
     return tie_fractions(first, by=("group_size",), predicted=predicted)
 

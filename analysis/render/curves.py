@@ -45,8 +45,9 @@ def health(curves: pd.DataFrame, path: Path, points: int = HEALTH_POINTS) -> Pat
     """The training-health figure from `analysis.health.health_curves`: a panel per metric (but
     `flat_metrics`), a colour per arm; a line per job, or with `many_jobs` each arm's mean and
     lowest-to-highest band on a common samples grid."""
-    metrics = [m for m in HEALTH_PANELS if m in set(curves["metric"]) and m not in flat_metrics(curves)]
-    arms = list(dict.fromkeys(curves["arm"]))
+    present = set(curves["metric"].unique())  # not a set of every row's string
+    metrics = [m for m in HEALTH_PANELS if m in present and m not in flat_metrics(curves)]
+    arms = list(curves["arm"].unique())  # in order of appearance
     jobs = curves.groupby("arm", sort=False)["job"].nunique()
     banded = many_jobs(curves)
     bands = health_bands(curves) if banded else None

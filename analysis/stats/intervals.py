@@ -19,9 +19,9 @@ from analysis.data.codes import dense_ranks
 
 def bootstrap_counts(units: int, n_boot: int, rng: np.random.Generator) -> np.ndarray:
     """(n_boot, units): how often each unit is drawn in each resample with replacement."""
-    draws = rng.integers(0, units, size=(n_boot, units))
-    cells = (np.arange(n_boot)[:, None] * units + draws).ravel()
-    return np.bincount(cells, minlength=n_boot * units).reshape(n_boot, units)
+    cells = rng.integers(0, units, size=(n_boot, units))
+    cells += np.arange(0, n_boot * units, units)[:, None]  # each resample's own range of cells, in place
+    return np.bincount(cells.ravel(), minlength=n_boot * units).reshape(n_boot, units)
 
 
 @lru_cache(maxsize=8)
