@@ -158,3 +158,17 @@ def test_value_problems_of_many_parts_equal_each_part_checked_alone(tmp_path):
     assert value_problems("groups", parts) == expected
     assert [e is not None for e in expected] == [False, True, True, True, True, False, False, False]
     assert expected[4] == "9 NaN values in column rewards" and expected[3] == "1 null in column reward_mean"
+
+
+def test_value_problems_of_parts_that_cannot_be_put_together_check_each_alone(tmp_path):
+    """A part whose column arrow cannot merge with the others' (a dictionary beside plain strings): every
+    part is still checked, each as if alone."""
+    sweep = write_sweep(tmp_path / "sweep", [make_config(max_steps=4, prompts_per_step=4)], prompt_pool(per_level=4))
+    parts = [pq.read_table(p) for p in sorted((sweep / "0" / "groups").glob("part-*.parquet"))]
+    parts[0] = _set(parts[0], "prompt_id", pc.dictionary_encode(parts[0]["prompt_id"]))
+    parts[2] = _set(parts[2], "reward_std", pa.array([float("nan")] * parts[2].num_rows, pa.float32()))
+    with pytest.raises(pa.ArrowException):
+        pa.concat_tables(parts, promote_options="permissive")
+    expected = [plain_value_problem("groups", part) for part in parts]
+    assert value_problems("groups", parts) == expected
+    assert expected[2] == f"{parts[2].num_rows} NaN values in column reward_std" and expected.count(None) == 3

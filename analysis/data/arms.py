@@ -61,8 +61,19 @@ def unit_keys(frame: pd.DataFrame, arm: Sequence[str]) -> list[str]:
 
 
 def job_arms(frame: pd.DataFrame, keys: Sequence[str]) -> pd.DataFrame:
-    """Each job's values of `keys` (constant within a job), indexed by job; a null value stays null."""
-    return frame.groupby("job", observed=True)[list(keys)].first(skipna=False)
+    """Each job's values of `keys` (constant within a job), indexed by job; a null value stays null.
+    What `frame.groupby("job", observed=True)[keys].first(skipna=False)` gives, read from each job's first
+    row alone (a group-by would take every row of the keys: 50 ms on a million groups, several times a report)."""
+    job = frame["job"]
+    if not isinstance(job.dtype, pd.CategoricalDtype) or frame.empty:
+        return frame.groupby("job", observed=True)[list(keys)].first(skipna=False)
+    codes = job.cat.codes.to_numpy()
+    starts = np.flatnonzero(np.r_[True, codes[1:] != codes[:-1]])  # where a run of one job's rows begins
+    found, at = np.unique(codes[starts], return_index=True)  # each job in category order, its first run
+    rows = starts[at[found >= 0]]  # a row without a job (a missing code) is in no group
+    out = frame.iloc[rows, [frame.columns.get_loc(k) for k in keys]]
+    out.index = pd.CategoricalIndex(job.iloc[rows], name="job")
+    return out
 
 
 def arm_label(values: Mapping[str, object]) -> str:
@@ -115,7 +126,8 @@ def arms_as_text(frame: pd.DataFrame, jobs: pd.DataFrame, keys: Sequence[str], o
     for key in keys:
         if key in jobs and key in frame and key not in own:
             per_job = text_per_job(jobs, key)
-            replaced[key] = pd.Categorical.from_codes(per_job.codes[codes], categories=per_job.categories)
+            replaced[key] = pd.Categorical.from_codes(per_job.codes[codes], categories=per_job.categories,
+                                                      validate=False)  # in range: made here
     return frame.assign(**replaced) if replaced else frame
 
 

@@ -1,5 +1,5 @@
-"""Integer codes for group-bys over many rows: the ranks of values in sorted order (`dense_ranks`), the
-cells of several key columns (`cell_codes`), and values as text (`text_codes`). A bincount over codes
+"""Integer codes for group-bys over many rows: the ranks of values in sorted order (`dense_ranks`), ids in
+any order (`group_ids`), the cells of several key columns (`cell_codes`), and values as text (`text_codes`). A bincount over codes
 replaces a group-by's hashing and sorting of every row."""
 
 from __future__ import annotations
@@ -30,6 +30,16 @@ def dense_ranks(values: np.ndarray, keys: bool = False):
         return (rank[found], distinct[order]) if keys else rank[found]
     distinct, rank = np.unique(values, return_inverse=True)
     return (rank.reshape(-1), distinct) if keys else rank.reshape(-1)
+
+
+def group_ids(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(ids, distinct): each value's id among the distinct values (0..distinct-1) and those values, in no
+    particular order, for a bincount that needs no sorted keys: counted where the values are small
+    non-negative integers (then as `dense_ranks`), else hashed, and nothing sorted."""
+    values = values.reshape(-1)
+    if values.dtype.kind in "iu" and len(values) and values.min() >= 0 and values.max() < 4 * len(values) + 1024:
+        return dense_ranks(values, keys=True)
+    return pd.factorize(values)
 
 
 def text_codes(column: pd.Series) -> tuple[np.ndarray, np.ndarray]:

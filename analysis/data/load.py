@@ -10,6 +10,7 @@ out; one bad job never stops the others from loading.
 from __future__ import annotations
 
 import json
+import os
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -209,7 +210,8 @@ def _tables(roots: Sequence[Path], jobs: list[dict], pieces: Mapping[str, list[p
     # object columns: a config value keeps its type (max_steps 8, not 8.0 beside a job that lacks it)
     jobs_frame = pd.DataFrame(jobs, dtype=object)
     jobs_frame = jobs_frame[[*JOB_META, *(c for c in jobs_frame.columns if c not in JOB_META)]]
-    frames = {t: _to_frame(pieces.get(t, []), wanted[t], jobs_frame) for t in TABLES}
+    per_job = {c: pd.Categorical(jobs_frame[c]) for c in jobs_frame.columns if c not in JOB_META}
+    frames = {t: _to_frame(pieces.get(t, []), wanted[t], jobs_frame["job"], per_job) for t in TABLES}
     own = {t: tuple(c for c in frame.columns if c != "job" and (c not in jobs_frame or c in _read_columns(pieces[t])))
            for t, frame in frames.items() if t in pieces}
     return Tables(root=roots[0], jobs=jobs_frame, skipped=skipped, own=own, roots=tuple(roots), **frames)
@@ -300,10 +302,10 @@ def _read_parts(folder: Path, columns: Sequence[str] | None, name: str, skipped:
     """All readable parts of one table of one job, or None if there are none. Parts that cannot be
     used are added to `skipped` as (name, why), in part order."""
     dictionary = [c for c in DICTIONARY_COLUMNS[folder.name] if columns is None or c in columns]
-    paths = sorted(folder.glob("part-*.parquet"))
+    paths = _part_paths(folder)
     problems: dict[int, str] = {}
     read: dict[int, pa.Table] = {}
-    checked: dict[pa.Schema, tuple[str | None, list[str] | None]] = {}  # a run's parts share one schema
+    checked: list[tuple[pa.Schema, str | None, list[str] | None]] = []  # a run's parts share one schema
     for i, part in enumerate(paths):
         try:
             read[i] = _read_part(part, columns, dictionary, checked)
@@ -319,8 +321,17 @@ def _read_parts(folder: Path, columns: Sequence[str] | None, name: str, skipped:
     return pa.concat_tables(parts, promote_options="permissive") if parts else None
 
 
+def _part_paths(folder: Path) -> list[Path]:
+    """The folder's parts (`part-*.parquet`) in name order; none where there is no folder."""
+    try:
+        names = sorted(e.name for e in os.scandir(folder) if e.name.startswith("part-") and e.name.endswith(".parquet"))
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    return [folder / name for name in names]
+
+
 def _read_part(path: Path, columns: Sequence[str] | None, dictionary: Sequence[str],
-               checked: dict[pa.Schema, tuple[str | None, list[str] | None]]) -> pa.Table:
+               checked: list[tuple[pa.Schema, str | None, list[str] | None]]) -> pa.Table:
     with pa.OSFile(str(path)) as source:  # an open file: no filesystem to resolve for each of many parts
         try:
             file = pq.ParquetFile(source, pre_buffer=False, read_dictionary=dictionary)
@@ -328,10 +339,13 @@ def _read_part(path: Path, columns: Sequence[str] | None, dictionary: Sequence[s
             present = pq.read_schema(path).names
             file = pq.ParquetFile(source, pre_buffer=False, read_dictionary=[c for c in dictionary if c in present])
         schema = file.schema_arrow
-        if schema not in checked:  # the contract and the columns to read, once per distinct schema
-            checked[schema] = (schema_problem(path.parent.name, schema),
-                               [c for c in columns if c in schema.names] if columns else None)
-        problem, present_columns = checked[schema]
+        # the contract and the columns to read, once per distinct schema (compared: hashing one costs 100x)
+        known = next((verdict for seen, *verdict in checked if schema.equals(seen)), None)
+        if known is None:
+            known = [schema_problem(path.parent.name, schema), [c for c in columns if c in schema.names] if columns
+                     else None]
+            checked.append((schema, *known))
+        problem, present_columns = known
         if problem:
             raise BrokenContract(problem)
         # a part holds one step: too small for reader threads to pay for themselves
@@ -347,16 +361,26 @@ def _tag(table: pa.Table, job_index: int) -> pa.Table:
     return table.append_column("_job", pa.array(np.full(table.num_rows, job_index, dtype=np.int32)))
 
 
-def _to_frame(pieces: list[pa.Table], columns: Sequence[str] | None, jobs: pd.DataFrame) -> pd.DataFrame:
-    """One DataFrame from every job's table: the table's columns, then `job` and the config columns."""
+def _to_frame(pieces: list[pa.Table], columns: Sequence[str] | None, jobs: pd.Series,
+              config: Mapping[str, pd.Categorical]) -> pd.DataFrame:
+    """One DataFrame from every job's table: the table's columns, then `job` (`jobs`: each job's name) and
+    the config columns (`config`: each one's value per job) it does not have itself."""
     if not pieces:
         return pd.DataFrame(columns=["job", *(columns or [])])
     frame = pa.concat_tables(pieces, promote_options="permissive").to_pandas()
     codes = frame.pop("_job").to_numpy()  # (rows,) index into `jobs`
     # config columns are categoricals (one value per job): a column of small ints however many rows
-    config = {"job": pd.Categorical.from_codes(codes, categories=jobs["job"])}
-    for col in jobs.columns:
-        if col not in JOB_META and col not in frame.columns:
-            per_job = pd.Categorical(jobs[col])
-            config[col] = pd.Categorical.from_codes(per_job.codes[codes], categories=per_job.categories)
-    return pd.concat([frame, pd.DataFrame(config, index=frame.index)], axis=1)
+    joined = {"job": pd.Categorical.from_codes(codes, categories=jobs, validate=False),
+              **{c: _per_row(per_job, codes) for c, per_job in config.items() if c not in frame.columns}}
+    return pd.concat([frame, pd.DataFrame(joined, index=frame.index, copy=False)], axis=1)
+
+
+def _per_row(per_job: pd.Categorical, codes: np.ndarray) -> pd.Categorical:
+    """A per-job categorical spread over rows, each row's job given by its index (`codes`, in range: not
+    checked again). A key with one value in every job (most keys of a sweep) is zeros, which the kernel
+    hands out untouched (no pass over the rows to write them)."""
+    if len(per_job.categories) == 1 and not (per_job.codes != 0).any():
+        row_codes = np.zeros(len(codes), per_job.codes.dtype)
+    else:
+        row_codes = per_job.codes[codes]
+    return pd.Categorical.from_codes(row_codes, dtype=per_job.dtype, validate=False)

@@ -70,20 +70,26 @@ def schema_problem(table: str, schema: pa.Schema) -> str | None:
 def value_problems(table: str, parts: Sequence[pa.Table]) -> list[str | None]:
     """What is wrong with the values of each part (of one table of one job) among the columns read: nulls in
     a required column or NaN in a reward column, the first found in column order; None where nothing is.
-    NaNs are counted over all parts in one pass."""
+    Each column is checked over all parts at once, and part by part only where something is found."""
     found: list[str | None] = [None] * len(parts)
     if not parts:
         return found
+    try:  # zero-copy where the parts share one schema (a run's do)
+        whole = pa.concat_tables(parts, promote_options="permissive")
+    except pa.ArrowException:  # parts that cannot be put together: each checked alone (one part always can)
+        return [value_problems(table, [part])[0] for part in parts]
+    ends = np.cumsum([part.num_rows for part in parts])  # (parts,) each part's last row + 1 in `whole`
     expected = CONTRACT[table]
     for column in (c for c in parts[0].column_names if c in expected):  # every part has them: its schema passed
         want = expected[column]
-        if not want.endswith("?"):
+        values = whole.column(column)
+        if not want.endswith("?") and values.null_count:  # arrow keeps the count: no pass over the values
             for i, part in enumerate(parts):
-                nulls = part.column(column).null_count  # arrow keeps the count: no pass over the values
+                nulls = part.column(column).null_count
                 if nulls and found[i] is None:
                     found[i] = f"{nulls} null{'s' * (nulls > 1)} in column {column}"
         if column in NO_NAN[table]:
-            nans = _nan_counts([part.column(column) for part in parts], want.startswith("list"))
+            nans = _nan_counts(values, ends, want.startswith("list"))
             for i in np.flatnonzero(nans):
                 if found[i] is None:
                     n = int(nans[i])
@@ -91,15 +97,13 @@ def value_problems(table: str, parts: Sequence[pa.Table]) -> list[str | None]:
     return found
 
 
-def _nan_counts(columns: Sequence[pa.ChunkedArray], lists: bool) -> np.ndarray:
-    """NaNs in each of `columns` (one per part, floats or lists of floats), counted in one pass."""
-    target = pa.list_(pa.float64()) if lists else pa.float64()  # parts may differ in width
-    values = pa.chunked_array([chunk.cast(target) for column in columns for chunk in column.chunks], type=target)
-    lengths = np.array([len(column) for column in columns])
-    if lists:  # count the parts' elements, not their rows
-        lengths = np.array([pc.sum(pc.list_value_length(column)).as_py() or 0 for column in columns])
+def _nan_counts(values: pa.ChunkedArray, ends: np.ndarray, lists: bool) -> np.ndarray:
+    """NaNs among `values` (floats or lists of floats, the parts' rows one after another) in each part,
+    the parts ending at rows `ends`, counted in one pass."""
+    if lists:  # a part's elements end where its rows' lists do
+        lengths = np.asarray(pc.fill_null(pc.list_value_length(values), 0), dtype=np.int64)
+        ends = np.r_[0, np.cumsum(lengths)][ends]
         values = pc.list_flatten(values)
     nan = np.asarray(pc.fill_null(pc.is_nan(values), False), dtype=np.int64)
     total = np.r_[0, np.cumsum(nan)]
-    ends = np.cumsum(lengths)
-    return total[ends] - total[ends - lengths]
+    return np.diff(np.r_[0, total[ends]])

@@ -63,9 +63,13 @@ def coverage(eval: pd.DataFrame, by: Sequence[str] = (DEFAULT_ARM,), n_boot: int
     long = pd.concat([long, long.assign(difficulty="all")], ignore_index=True)
     tail = (1 - level) / 2
     curve_rows, cross_rows = [], []
-    for key, part in long.groupby([*by, "difficulty"], observed=True, sort=False):
-        wide = part.pivot_table(index="prompt_id", columns=["model", "seed", "k"], values="pass", aggfunc="mean",
-                                observed=True)
+    # one pivot of every arm and difficulty (a pivot's own cost is most of one this size); each one's rows,
+    # less the columns it has no value in, are the pivot of its rows alone
+    keys = [*by, "difficulty"]
+    pivot = long.pivot_table(index=[*keys, "prompt_id"], columns=["model", "seed", "k"], values="pass",
+                             aggfunc="mean", observed=True)
+    for key, _ in long.groupby(keys, observed=True, sort=False):
+        wide = pivot.loc[key if len(keys) > 1 else (key,)].dropna(axis=1, how="all")
         if wide.empty or not {"base", "trained"} <= set(wide.columns.get_level_values("model")):
             continue
         # the seeds scored at both checkpoints (a job may lack one), then the prompts every one of them scored
@@ -73,7 +77,7 @@ def coverage(eval: pd.DataFrame, by: Sequence[str] = (DEFAULT_ARM,), n_boot: int
         seeds = [s for s in wide["base"].columns.get_level_values("seed").unique() if s in both]
         ks = np.array(sorted(wide["base"].columns.get_level_values("k").unique()))
         columns = pd.MultiIndex.from_product([["base", "trained"], seeds, ks])
-        wide = wide.reindex(columns=columns).dropna()
+        wide = (wide if wide.columns.equals(columns) else wide.reindex(columns=columns)).dropna()
         if wide.empty:
             continue
         shape = (len(wide), len(seeds), len(ks))

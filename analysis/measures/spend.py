@@ -39,15 +39,18 @@ METRICS = ("wasted_frac", "train_accuracy_round0")
 def sample_counts(groups: pd.DataFrame, tol: float = 1e-6) -> tuple[pd.DataFrame, str]:
     """Per group row: samples, informative and wasted samples; and how they were counted
     (`RECORDED`, `RECOUNTED`, or "recorded and recounted" when jobs differ)."""
+    return pd.DataFrame(_counts(groups, tol), index=groups.index, copy=False), counted_how(groups)
+
+
+def _counts(groups: pd.DataFrame, tol: float = 1e-6) -> dict[str, np.ndarray]:
+    """`sample_counts`' columns, as arrays."""
     samples = groups["group_size"].to_numpy(np.int64)
     recorded = groups["n_informative"].to_numpy(float) if "n_informative" in groups else np.full(len(groups), np.nan)
     missing = np.isnan(recorded)
     informative = np.where(missing, 0, recorded).astype(np.int64)
     if missing.any():
         informative[missing] = _recount(groups.loc[missing], tol)
-    frame = pd.DataFrame({"samples": samples, "informative": informative, "wasted": samples - informative},
-                         index=groups.index)
-    return frame, counted_how(groups)
+    return {"samples": samples, "informative": informative, "wasted": samples - informative}
 
 
 def counted_how(groups: pd.DataFrame) -> str:
@@ -72,11 +75,12 @@ def flags(groups: pd.DataFrame) -> pd.DataFrame:
     """Per group: job, samples, tokens, informative and wasted samples, and the first-round samples
     and correct samples (for train_accuracy_round0): what `spend`, `per_job_spend` and `budget_curves`
     sum. Computed once, it is passed to them."""
-    counts, _ = sample_counts(groups)
+    counts = _counts(groups)
     first = groups["round"].to_numpy() == 0
-    return counts.assign(job=groups["job"], tokens=groups["tokens"].to_numpy(np.int64),
-                         round0=np.where(first, counts["samples"], 0),
-                         round0_correct=np.where(first, groups["n_correct"].to_numpy(np.int64), 0))
+    return pd.DataFrame({**counts, "job": groups["job"].array, "tokens": groups["tokens"].to_numpy(np.int64),
+                         "round0": np.where(first, counts["samples"], 0),
+                         "round0_correct": np.where(first, groups["n_correct"].to_numpy(np.int64), 0)},
+                        index=groups.index, copy=False)  # made here: no copy, no block of every int column
 
 
 def spend(groups: pd.DataFrame, arm: Sequence[str], by_difficulty: bool = False,

@@ -20,7 +20,7 @@ from numpy.typing import ArrayLike
 from analysis.data.arms import job_arms, unit_keys
 from analysis.data.labels import sort_naturally
 from analysis.stats.binomial import comb_ratio
-from analysis.data.codes import cell_codes, column_codes, dense_ranks, stable_order
+from analysis.data.codes import cell_codes, column_codes, dense_ranks, group_ids, stable_order
 from analysis.stats.intervals import cluster_ratio_cis
 
 KINDS = ("all_correct", "all_wrong")
@@ -50,23 +50,26 @@ def predict_ties(groups: pd.DataFrame, window: int | None = None, pool: Sequence
     first = groups["round"].to_numpy() == 0
     c0 = np.where(first, groups["n_correct"].to_numpy(), 0)  # (rows,) round-0 correct samples
     m0 = np.where(first, size, 0)  # (rows,) round-0 samples
-    cell = _group_ids(*(groups[k] for k in pool), groups["prompt_id"], step_window(groups["step"], window))
-    at_step = _group_ids(cell, groups["step"].to_numpy())
+    step = groups["step"].to_numpy()
+    cell = _group_ids(*(groups[k] for k in pool), groups["prompt_id"], step_window(step, window))
+    # a cell's steps by their place in its window (a few values, where the steps themselves span the run)
+    at_step = _group_ids(cell, step - step_window(step, window))
     c = np.bincount(cell, c0)[cell] - np.bincount(at_step, c0)[at_step]
     m = np.bincount(cell, m0)[cell] - np.bincount(at_step, m0)[at_step]
     return pd.Series(_unbiased_tie(c, m, size), index=groups.index, name="predicted_tie")
 
 
 def _group_ids(*columns: ArrayLike) -> np.ndarray:
-    """Dense int codes (0..groups-1) for the rows' combinations of values of `columns`."""
+    """Dense int codes (0..groups-1) for the rows' combinations of values of `columns`, in no particular
+    order (they only index bincounts): counted or hashed, never sorted."""
     codes = [dense_ranks(col) if isinstance(col, np.ndarray) else column_codes(col) for col in columns]
-    return dense_ranks(np.ravel_multi_index(codes, [c.max() + 1 for c in codes]))
+    return group_ids(np.ravel_multi_index(codes, [c.max() + 1 for c in codes]))[0]
 
 
 def _unbiased_tie(c: np.ndarray, m: np.ndarray, size: np.ndarray) -> np.ndarray:
     """C(c,G)/C(m,G) + C(m-c,G)/C(m,G) where m >= G, else NaN; computed once per distinct (c, m, G)."""
     triple = [x.astype(np.int64) for x in (c, m, size)]
-    rank, distinct = dense_ranks(np.ravel_multi_index(triple, [int(x.max(initial=0)) + 1 for x in triple]), keys=True)
+    rank, distinct = group_ids(np.ravel_multi_index(triple, [int(x.max(initial=0)) + 1 for x in triple]))
     one = np.empty(len(distinct), np.int64)
     one[rank] = np.arange(len(rank))  # a row of each distinct triple
     return _unbiased_tie_each(c[one], m[one], size[one])[rank]

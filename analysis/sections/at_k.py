@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
+import numpy as np
 import pandas as pd
 
 from analysis.data.arms import value_text
@@ -90,12 +91,19 @@ def job_checkpoints_table(tables: Tables, arm: Sequence[str]) -> pd.DataFrame:
     groups = tables.groups
     if groups.empty:
         return out.assign(last_trained_step=math.nan, samples_at_final=math.nan, tokens_at_final=math.nan)
-    job = groups["job"].cat.rename_categories(lambda name: str(name))  # load's categorical: names as text
-    # (groups,) each group's job's final step, through the category codes; NaN: the job has no eval rows
-    final = job.cat.categories.to_series().map(per_job["final_step"]).to_numpy(float)[job.cat.codes.to_numpy()]
-    drawn = groups[["samples_total", "tokens_total"]][groups["step"].to_numpy() <= final]
-    drawn = drawn.groupby(job[drawn.index], observed=True).max()
-    trained = groups["step"].groupby(job, observed=True).max()
+    # grouped by load's categorical codes (not its million labels), each job named as text
+    names = pd.Index(groups["job"].cat.categories.map(str), name="job")
+    codes, step = groups["job"].cat.codes.to_numpy(), groups["step"].to_numpy()
+
+    def largest(values: pd.DataFrame | pd.Series, rows: np.ndarray) -> pd.DataFrame | pd.Series:
+        """Each job's largest of `values` over `rows` (a mask), indexed by the job's name."""
+        found = values[rows].groupby(codes[rows]).max()
+        return found.set_axis(names[found.index])
+
+    # (groups,) each group's job's final step; NaN: the job has no eval rows
+    final = names.to_series().map(per_job["final_step"]).to_numpy(float)[codes]
+    drawn = largest(groups[["samples_total", "tokens_total"]], step <= final)
+    trained = largest(groups["step"], np.ones(len(step), bool))
     return out.assign(last_trained_step=out["job"].map(trained), samples_at_final=out["job"].map(drawn["samples_total"]),
                       tokens_at_final=out["job"].map(drawn["tokens_total"]))
 
