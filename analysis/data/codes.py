@@ -1,6 +1,6 @@
 """Integer codes for group-bys over many rows: the ranks of values in sorted order (`dense_ranks`), ids in
-any order (`group_ids`), the cells of several key columns (`cell_codes`), and values as text (`text_codes`). A bincount over codes
-replaces a group-by's hashing and sorting of every row."""
+any order (`group_ids`), the cells of several key columns (`cell_codes`), and values as text (`text_codes`).
+A bincount over codes replaces a group-by's hashing and sorting of every row."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ def dense_ranks(values: np.ndarray, keys: bool = False):
     table where the values are small non-negative integers (codes); other integers are hashed, and only the
     distinct ones sorted."""
     values = values.reshape(-1)
-    if values.dtype.kind in "iu" and len(values) and values.min() >= 0 and values.max() < 4 * len(values) + 1024:
+    if _countable(values):
         present = np.bincount(values) > 0
         rank = np.cumsum(present) - 1
         return (rank[values], np.flatnonzero(present)) if keys else rank[values]
@@ -37,9 +37,12 @@ def group_ids(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     particular order, for a bincount that needs no sorted keys: counted where the values are small
     non-negative integers (then as `dense_ranks`), else hashed, and nothing sorted."""
     values = values.reshape(-1)
-    if values.dtype.kind in "iu" and len(values) and values.min() >= 0 and values.max() < 4 * len(values) + 1024:
-        return dense_ranks(values, keys=True)
-    return pd.factorize(values)
+    return dense_ranks(values, keys=True) if _countable(values) else pd.factorize(values)
+
+
+def _countable(values: np.ndarray) -> bool:
+    """Whether `values` (1-d) are small non-negative integers: counted in a table no larger than a few rows each."""
+    return values.dtype.kind in "iu" and len(values) > 0 and values.min() >= 0 and values.max() < 4 * len(values) + 1024
 
 
 def text_codes(column: pd.Series) -> tuple[np.ndarray, np.ndarray]:

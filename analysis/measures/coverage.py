@@ -68,8 +68,8 @@ def coverage(eval: pd.DataFrame, by: Sequence[str] = (DEFAULT_ARM,), n_boot: int
     keys = [*by, "difficulty"]
     pivot = long.pivot_table(index=[*keys, "prompt_id"], columns=["model", "seed", "k"], values="pass",
                              aggfunc="mean", observed=True)
-    for key, _ in long.groupby(keys, observed=True, sort=False):
-        wide = pivot.loc[key if len(keys) > 1 else (key,)].dropna(axis=1, how="all")
+    for key in long[keys].drop_duplicates().itertuples(index=False, name=None):  # in order of appearance
+        wide = pivot.loc[key].dropna(axis=1, how="all")
         if wide.empty or not {"base", "trained"} <= set(wide.columns.get_level_values("model")):
             continue
         # the seeds scored at both checkpoints (a job may lack one), then the prompts every one of them scored

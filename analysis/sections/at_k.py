@@ -95,15 +95,15 @@ def job_checkpoints_table(tables: Tables, arm: Sequence[str]) -> pd.DataFrame:
     names = pd.Index(groups["job"].cat.categories.map(str), name="job")
     codes, step = groups["job"].cat.codes.to_numpy(), groups["step"].to_numpy()
 
-    def largest(values: pd.DataFrame | pd.Series, rows: np.ndarray) -> pd.DataFrame | pd.Series:
-        """Each job's largest of `values` over `rows` (a mask), indexed by the job's name."""
-        found = values[rows].groupby(codes[rows]).max()
+    def largest(values: pd.DataFrame | pd.Series, rows: np.ndarray | None = None) -> pd.DataFrame | pd.Series:
+        """Each job's largest of `values` (over `rows`, a mask, where given), indexed by the job's name."""
+        found = values.groupby(codes).max() if rows is None else values[rows].groupby(codes[rows]).max()
         return found.set_axis(names[found.index])
 
     # (groups,) each group's job's final step; NaN: the job has no eval rows
     final = names.to_series().map(per_job["final_step"]).to_numpy(float)[codes]
     drawn = largest(groups[["samples_total", "tokens_total"]], step <= final)
-    trained = largest(groups["step"], np.ones(len(step), bool))
+    trained = largest(groups["step"])
     return out.assign(last_trained_step=out["job"].map(trained), samples_at_final=out["job"].map(drawn["samples_total"]),
                       tokens_at_final=out["job"].map(drawn["tokens_total"]))
 
