@@ -106,7 +106,7 @@ def _build(sources: Sequence[Path], out: Path, building: Path, command: str | No
         if "samples_total" not in tables.eval or tables.eval["samples_total"].isna().any():  # from the groups
             return
         ctx = Context(root=root, out=out, arm=tuple(arm), names=difficulty_names(tables.jobs))
-        early.append((loaded.jobs, helper.begin(held_out_sections, tables, ctx)))
+        early.append((loaded.jobs, helper.begin(held_out_sections, tables, ctx, figures=held_out_files)))
 
     tables = load(sources if len(sources) > 1 else root, tables=("groups", "eval", "steps"), columns=COLUMNS,
                   first=("eval",), on_first=begin_held_out if helper.active() else None)
@@ -124,22 +124,25 @@ def _build(sources: Sequence[Path], out: Path, building: Path, command: str | No
     # (kept where the jobs are the same in the end: the same rows), else begun now; taken as soon as they are
     # done, between the sections of the groups, so their figures and at_k's are drawn there meanwhile
     evaluated = early[0][1] if early and early[0][0].equals(loaded_jobs) else helper.begin(
-        held_out_sections, replace(tables, groups=tables.groups.iloc[:0], steps=tables.steps.iloc[:0]), ctx)
+        held_out_sections, replace(tables, groups=tables.groups.iloc[:0], steps=tables.steps.iloc[:0]), ctx,
+        figures=held_out_files)
+    # persistence reads a few columns of the groups: small enough to send to the second process, which has
+    # the time; handed over before any figure of the groups, so it is ready when the findings want it (computed
+    # here where there is no second process)
+    persisted = helper.begin(persistence.section, _only(tables, groups=persistence.COLUMNS_READ, arm=arm), ctx)
     held_out: list[Section | None] = []  # held, covered and at_k, once taken
 
     def take_held_out(wait: bool = False) -> None:
         if not held_out and (wait or evaluated.done()):
-            held, covered = evaluated()
-            helper.hand_over(section.files for section in (held, covered) if section is not None)
-            held_out.extend([held, covered, at_k.section(tables, ctx, held.prompt_scores)])
+            held, covered, curves = value = evaluated()
+            helper.hand_over(held_out_files(value), of=evaluated)
+            held_out.extend([held, covered, at_k.section(tables, ctx, curves)])
 
     take_held_out()
-    # persistence reads a few columns of the groups: small enough to send to the second process, which has
-    # the time (its figures come later); computed here where there is none
-    persisted = helper.begin(persistence.section, _only(tables, groups=persistence.COLUMNS_READ, arm=arm), ctx)
-    what_trained = trained.section(tables, ctx)
-    take_held_out()
+    # ties first: its figure over samples is the largest, drawn soonest where it is handed over first
     tied = ties.section(tables, ctx)
+    take_held_out()
+    what_trained = trained.section(tables, ctx)
     take_held_out()
     dynamics = equal_steps.comparisons(tables.groups, tables.steps, arm) if not tables.groups.empty else None
     sizes = group_size.section(tables, ctx)
@@ -200,9 +203,16 @@ def _only(tables: Tables, groups: Sequence[str], arm: Sequence[str]) -> Tables:
                    eval=tables.eval.iloc[:0], steps=tables.steps.iloc[:0])
 
 
-def held_out_sections(tables: Tables, ctx: Context) -> tuple[heldout.HeldOut, coverage.Coverage | None]:
-    """The sections of the eval rows: held-out scores and comparisons, and coverage."""
-    return heldout.section(tables, ctx), coverage.section(tables, ctx)
+def held_out_sections(tables: Tables, ctx: Context
+                      ) -> tuple[heldout.HeldOut, coverage.Coverage | None, at_k.Curves | None]:
+    """What the eval rows make: the held-out scores and comparisons, coverage, and the at-k curves."""
+    held = heldout.section(tables, ctx)
+    return held, coverage.section(tables, ctx), at_k.curves_of(tables, ctx, held.prompt_scores)
+
+
+def held_out_files(made: tuple[heldout.HeldOut, coverage.Coverage | None, at_k.Curves | None]) -> list:
+    """The `Files` of `held_out_sections`' value: its figures, drawn where it was computed."""
+    return [part.files for part in made if part is not None]
 
 
 def _heading(section: Section) -> str:

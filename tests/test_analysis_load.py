@@ -97,3 +97,25 @@ def test_launch_command(sweep, tmp_path):
     (tmp_path / ".hydra" / "hydra.yaml").write_text(yaml.safe_dump(hydra))
     assert launch_command(tmp_path) == "evaluate eval.n=64"
     assert launch_command(tmp_path / "nothing") is None
+
+
+def test_two_reading_threads_load_what_one_does(sweep, monkeypatch):
+    """Where a report may use two cores, `load` reads with two threads (`cores.processes`): the same tables, and
+    the same parts and jobs skipped in the same order, as one thread reads."""
+    import pandas as pd
+
+    from analysis.data.cores import PROCESSES
+
+    (sweep / "0" / "groups" / "part-000002.parquet").write_bytes(b"not parquet")
+    sorted((sweep / "2" / "steps").glob("part-*.parquet"))[1].write_bytes(b"")
+    run = json.loads((sweep / "1" / "run.json").read_text())
+    (sweep / "1" / "run.json").write_text(json.dumps(run | {"status": "failed"}))
+    loaded = {}
+    for n in ("1", "2"):
+        monkeypatch.setenv(PROCESSES, n)
+        with pytest.warns(SkippedWarning) as caught:
+            loaded[n] = load(sweep, first=("eval",), on_first=lambda early: None), [str(w.message) for w in caught]
+    (one, said_one), (two, said_two) = loaded["1"], loaded["2"]
+    for table in ("jobs", "groups", "steps", "eval"):
+        pd.testing.assert_frame_equal(getattr(one, table), getattr(two, table))
+    assert one.skipped == two.skipped and said_one == said_two and len(said_one) == 3

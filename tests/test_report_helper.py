@@ -1,12 +1,14 @@
 """The report's second process (analysis/render/helper.py): the report is the same, byte for byte, as the one built
-in one process; a figure that fails fails the build; a worker that dies leaves its work to the build; a
-script without a main guard builds once."""
+in one process, with a forked worker or a spawned one; a figure that fails fails the build; a worker that dies
+leaves its work to the build; a script without a main guard builds once; a computation's figures drawn with it
+in the worker are moved into place, never drawn again."""
 
 import multiprocessing
 import os
 import signal
 import subprocess
 import sys
+import textwrap
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
@@ -15,11 +17,14 @@ import pytest
 
 from analysis import load
 from analysis.measures.health import health_curves
-from analysis.render import curves
+from analysis.render import curves, helper
+from analysis.render.canvas import styled
 from analysis.render.curves import health
 from analysis.data.cores import PROCESSES, processes
 from analysis.render.helper import Helper
+from analysis.render.writer import Files
 from analysis.report import build_report, held_out_sections
+from analysis.sections.section import Section
 from fixtures.synthetic import job_config, prompt_pool, write_sweep
 
 
@@ -62,20 +67,108 @@ def test_a_figure_that_fails_in_the_second_process_raises_in_the_build(tmp_path,
         processes()
 
 
-def test_a_script_without_a_main_guard_builds_its_report_once(tmp_path):
-    """spawn runs the caller's `__main__` again in the worker unless the worker is started without it: a
-    plain script calling build_report would start a second build there (and fail, a traceback on stderr)."""
-    root = sweep(tmp_path / "sweep")
-    script = tmp_path / "make_report.py"
-    script.write_text("from analysis.report import build_report\n"
-                      f"print('built', build_report({str(root)!r}, {str(tmp_path / 'report')!r}))\n")
+def _run_script(folder, text):
+    """`text` run as a script (`folder`/script.py) in a fresh Python: two report processes allowed, this
+    checkout on its path."""
+    script = folder / "script.py"
+    script.write_text(textwrap.dedent(text))
     env = {**os.environ, PROCESSES: "2", "OMP_NUM_THREADS": "1",
            "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parent.parent), os.environ.get("PYTHONPATH", "")])}
-    done = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=600)
+    return subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=600)
+
+
+def test_a_script_without_a_main_guard_builds_its_report_once(tmp_path):
+    """spawn runs the caller's `__main__` again in the worker unless the worker is started without it: a
+    plain script calling build_report would start a second build there (and fail, a traceback on stderr). The
+    script runs a second Python thread, so its worker is spawned (`start_method`), not forked."""
+    root = sweep(tmp_path / "sweep")
+    done = _run_script(tmp_path, f"""
+        import threading, time
+        threading.Thread(target=time.sleep, args=(600,), daemon=True).start()
+        from analysis.report import build_report
+        print('built', build_report({str(root)!r}, {str(tmp_path / 'report')!r}))
+        """)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.count("built") == 1
     assert "Traceback" not in done.stderr and "Error" not in done.stderr, done.stderr[-3000:]
     assert len(list((tmp_path / "report" / "figures").glob("*.png"))) >= 5
+
+
+def test_a_worker_is_forked_where_no_other_python_thread_runs_and_builds_the_same_report(tmp_path, monkeypatch):
+    """On Linux a process whose only Python thread is the caller's forks its worker (no imports to repeat); one
+    running another Python thread spawns it (a fork would copy that thread's locks held). The forked worker's
+    report is byte for byte the one built in one process."""
+    root = sweep(tmp_path / "sweep")
+    done = _run_script(tmp_path, f"""
+        import threading, time
+        from analysis.render import helper
+        from analysis.report import build_report
+        used = []
+        made = helper.Helper.__init__
+        def spy(self, folder):
+            made(self, folder)
+            used.append(self.method)
+        helper.Helper.__init__ = spy
+        build_report({str(root)!r}, {str(tmp_path / 'forked')!r})
+        threading.Thread(target=time.sleep, args=(600,), daemon=True).start()
+        print(*used, helper.start_method())
+        """)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split() == (["fork", "spawn"] if sys.platform.startswith("linux") else ["spawn", "spawn"])
+    monkeypatch.setenv(PROCESSES, "1")
+    assert files(tmp_path / "forked") == files(build_report(root, tmp_path / "alone").parent)
+
+
+@styled
+def _marked(log, path):
+    """A figure for the tests below: says which process drew it."""
+    return _mark(log, 0, path)
+
+
+def _section_with_a_figure(log):
+    """A computation whose value holds a figure (what `report.held_out_sections` returns, in small)."""
+    found = Files()
+    return Section(text=found.figure("marked", _marked, log), files=found)
+
+
+def _files_of(section):
+    return [section.files]
+
+
+def test_a_computation_s_figures_are_drawn_with_it_in_the_worker_and_moved_into_place(tmp_path, monkeypatch):
+    """`begin(..., figures=)`: the worker draws the value's figures before it hands the value back; `hand_over`
+    moves them into the report's figures and `finish` does not draw them again."""
+    log, folder = tmp_path / "log", tmp_path / "figures"
+    monkeypatch.setenv(PROCESSES, "2")
+    with helper.helping(folder) as worker:
+        later = helper.begin(_section_with_a_figure, str(log), figures=_files_of)
+        section = later()
+        assert later.drawn is not None and (later.drawn / "marked.png").is_file()  # drawn before the value came
+        helper.hand_over(_files_of(section), of=later)
+        worker.finish(section.files.figures)
+        claims = worker.claims
+    drawn = _drawn(log)
+    assert [name for _, name in drawn] == ["marked"] and drawn[0][0] != str(os.getpid())  # once, in the worker
+    assert sorted(p.name for p in folder.iterdir()) == ["marked.png"] and (folder / "marked.png").read_text() == "marked"
+    assert not claims.exists()  # the worker's own folder went with the claims
+
+
+def test_a_computation_a_dead_worker_never_made_is_made_and_drawn_here(tmp_path, monkeypatch):
+    log, folder = tmp_path / "log", tmp_path / "figures"
+    monkeypatch.setenv(PROCESSES, "2")
+    for left in multiprocessing.active_children():  # an earlier test's worker, exiting on its own
+        left.join(60)
+    with helper.helping(folder) as worker:
+        (child,) = multiprocessing.active_children()
+        os.kill(child.pid, signal.SIGKILL)
+        child.join(60)
+        later = helper.begin(_section_with_a_figure, str(log), figures=_files_of)
+        section = later()
+        assert later.drawn is None  # made here: its figure is not drawn yet
+        helper.hand_over(_files_of(section), of=later)
+        worker.finish(section.files.figures)
+    assert _drawn(log) == [[str(os.getpid()), "marked"]]
+    assert (folder / "marked.png").read_text() == "marked"
 
 
 def test_the_figures_of_a_worker_that_died_are_drawn_in_the_build(tmp_path):

@@ -1,12 +1,14 @@
-"""The report's second process: where two cores are usable, a build shares its work with one spawned worker.
+"""The report's second process: where two cores are usable, a build shares its work with one worker.
 
-The worker is started, and imports matplotlib and pandas, as the build begins. It computes what `report`
-hands it with `begin` (this module knows no section): the sections of the eval rows, held-out scores and
-coverage, from the eval rows that `load` reads first, while this process reads the groups; tie persistence,
-from a few columns of the groups, while this process computes the other sections of the groups. It draws
-each figure as soon as its section records it (`Helper.start`, from `Files.figure`); once the sections are
-done, this process takes back the figures the worker has not claimed, the last handed over first, and draws
-them too (`Helper.finish`). Nothing waits for a figure, and what crosses is small.
+The worker is started as the build begins: forked where that is safe (`start_method`), else spawned (it then
+imports matplotlib and pandas while this process reads). It computes what `report` hands it with `begin` (this
+module knows no section): what the eval rows make (held-out scores, coverage, the at-k curves), from the eval
+rows that `load` reads first, while this process reads the groups, drawing their figures too before it hands
+the value back (`begin(..., figures=)`; `hand_over` moves them into place); tie persistence, from a few columns
+of the groups, while this process computes the other sections of the groups. It draws each other figure as
+soon as its section records it (`Helper.start`, from `Files.figure`); once the sections are done, this process
+takes back the figures the worker has not claimed, the last handed over first, and draws them too
+(`Helper.finish`). Nothing waits for a figure, and what crosses is small.
 
 What crosses to the worker is pickled: a figure is `draw(data, path, **options)` with `draw` a
 module-level function, a computation a module-level function and its arguments. Each runs there exactly
@@ -16,7 +18,7 @@ process (tests/test_report_helper.py).
 One core, `GRPO_LAB_REPORT_PROCESSES=1` or a daemonic process (`data.cores.processes`) builds the report in
 this process alone; a worker that dies (killed, out of memory) leaves what it had to this process.
 
-The worker is started without the caller's `__main__`: it needs only this package, and spawn would
+A spawned worker is started without the caller's `__main__`: it needs only this package, and spawn would
 otherwise run the caller's script again in it (a script that calls `build_report` without an
 `if __name__ == "__main__":` guard would start a second build there, and fail).
 """
@@ -31,6 +33,7 @@ import sys
 import tempfile
 import threading
 import types
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -47,10 +50,11 @@ _SPAWNING = threading.Lock()
 
 class Later:
     """A value begun in the worker (`future`), or computed here when asked for (`compute`; also where the
-    worker died before it was done)."""
+    worker died before it was done). `drawn`: the folder where the worker drew the value's figures before
+    handing it back (None where it drew none, or the value was computed here)."""
 
-    def __init__(self, compute: Callable[[], Any], future: Future | None = None):
-        self.compute, self.future = compute, future
+    def __init__(self, compute: Callable[[], Any], future: Future | None = None, drawn: Path | None = None):
+        self.compute, self.future, self.drawn = compute, future, drawn
 
     def done(self) -> bool:
         """Whether asking for the value now returns at once (the worker has it; False for one computed here)."""
@@ -62,6 +66,7 @@ class Later:
         try:
             return self.future.result()
         except BrokenProcessPool:
+            self.drawn = None  # nor its figures
             return self.compute()
 
 
@@ -71,25 +76,44 @@ class Helper:
     def __init__(self, folder: Path):
         self.folder = folder
         self.started: dict[str, Future] = {}  # in the order handed over: the order the worker takes them
+        self.placed: set[str] = set()  # drawn by the worker with the value they show, and moved into `folder`
         # a figure is drawn by whichever process first claims it (a file made with O_EXCL): this one takes
         # them back from the end of the worker's queue, even those already passed to the worker's process
         self.claims = Path(tempfile.mkdtemp(prefix="grpo-lab-figures-"))
-        # spawn, not fork: the building process has arrow's threads running, and a fork copies their locks
-        self.pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
+        self.method = start_method()
+        self.pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context(self.method))
+        # the worker is started here, by the first submit: a spawned one's imports overlap the loading of the tables
+        if self.method == "fork":
+            with warnings.catch_warnings():  # Python 3.12+ warns of any thread; the native pools' are safe (start_method)
+                warnings.filterwarnings("ignore", r".*multi-threaded, use of fork\(\)", DeprecationWarning)
+                self.pool.submit(_warm_up)
+            return
         with _SPAWNING:  # builds started at once in two threads: each puts back the real __main__
             main = sys.modules["__main__"]
             sys.modules["__main__"] = types.ModuleType("__main__")  # what spawn finds: no script to run again
-            try:  # the worker is spawned here, by the first submit; its imports overlap the loading of the tables
+            try:
                 self.pool.submit(_warm_up)
             finally:
                 sys.modules["__main__"] = main
 
-    def begin(self, function: Callable[..., Any], *args: Any) -> Later:
-        """`function(*args)` begun in the worker (computed here instead when the worker has died)."""
+    def begin(self, function: Callable[..., Any], *args: Any, figures: Callable[[Any], Iterable[Any]] | None = None
+              ) -> Later:
+        """`function(*args)` begun in the worker (computed here instead when the worker has died). `figures`
+        (a module-level function of the value: the `Files` of its sections): the worker draws them too, into a
+        folder of their own, before it hands the value back; `hand_over` moves them into place."""
         try:
-            return Later(partial(function, *args), self.pool.submit(function, *args))
+            if figures is None:
+                return Later(partial(function, *args), self.pool.submit(function, *args))
+            drawn = Path(tempfile.mkdtemp(prefix="drawn-", dir=self.claims))  # a value dropped leaves none behind
+            return Later(partial(function, *args), self.pool.submit(_drawn, function, args, figures, drawn), drawn)
         except BrokenProcessPool:
             return Later(partial(function, *args))
+
+    def place(self, name: str, drawn: Path) -> None:
+        """The figure `name`, drawn by the worker into `drawn`, moved into the report's figures."""
+        self.folder.mkdir(parents=True, exist_ok=True)
+        shutil.move(drawn / f"{name}.png", self.folder / f"{name}.png")
+        self.placed.add(name)
 
     def start(self, name: str, draw: Callable[[Path], Path]) -> None:
         try:
@@ -102,22 +126,37 @@ class Helper:
         not claimed, from the last handed back (it takes them from the front), so neither process waits while
         the other has a queue; those of a worker that died are drawn here too. A figure that failed in the
         worker raises its error here."""
-        here = [name for name in figures if name not in self.started]
+        here = [name for name in figures if name not in self.started and name not in self.placed]
         for name in here:
             figures[name](self.folder / f"{name}.png")
-        for name in reversed(self.started):
+        taken = set()
+        for name in reversed(self.started):  # each claimed just before it is drawn: the worker goes on meanwhile
             if name in figures and _claim(self.claims / name):
                 figures[name](self.folder / f"{name}.png")
+                taken.add(name)
         for name, future in self.started.items():
             try:
                 future.result()
-            except BrokenProcessPool:  # it may have died mid-way through this one: drawn again, whole
-                figures[name](self.folder / f"{name}.png")
+            except BrokenProcessPool:  # it may have died mid-way through one it claimed: drawn again, whole
+                if name not in taken:
+                    figures[name](self.folder / f"{name}.png")
 
     def close(self, wait: bool) -> None:
         """Stop the worker (`wait`: until it has exited, its queue cancelled) and remove the claims."""
         self.pool.shutdown(wait=wait, cancel_futures=wait)
         shutil.rmtree(self.claims, ignore_errors=True)
+
+
+def start_method() -> str:
+    """How the worker is started: "fork" on Linux where no Python thread runs but the caller's, else "spawn".
+
+    A forked worker has every module this process has imported: it saves a spawned one's 1-1.5 s of imports, a
+    tenth of a large build's work. Fork copies only the calling thread; another Python thread could hold a lock
+    (stdout's, logging's, the import lock) that would stay held in the worker forever, so a process running one
+    (a notebook's kernel, a build beside another in two threads) spawns. The native threads a build's process may
+    have (numpy's BLAS pool, arrow's thread pools and its allocator's) re-make themselves in a forked child: each
+    registers handlers for fork (pthread_atfork)."""
+    return "fork" if sys.platform.startswith("linux") and threading.active_count() == 1 else "spawn"
 
 
 _ACTIVE: ContextVar[Helper | None] = ContextVar("helper", default=None)
@@ -128,21 +167,25 @@ def active() -> Helper | None:
     return _ACTIVE.get()
 
 
-def begin(function: Callable[..., Any], *args: Any) -> Later:
+def begin(function: Callable[..., Any], *args: Any, figures: Callable[[Any], Iterable[Any]] | None = None) -> Later:
     """`function(*args)` begun in the build's second process where there is one; call what this returns
-    for its value (where there is none, the call computes it here)."""
+    for its value (where there is none, the call computes it here). `figures`: see `Helper.begin`."""
     helper = active()
-    return helper.begin(function, *args) if helper is not None else Later(partial(function, *args))
+    return helper.begin(function, *args, figures=figures) if helper is not None else Later(partial(function, *args))
 
 
-def hand_over(files: Iterable[Any]) -> None:
+def hand_over(files: Iterable[Any], of: Later | None = None) -> None:
     """The figures of `files` (each a section's `Files`), recorded in the worker by a computation `begin`
-    handed it, handed back to it to draw."""
+    handed it (`of`, its value taken): moved into place where the worker drew them with it, else handed back
+    to it to draw."""
     helper = active()
     if helper is not None:
         for found in files:
             for name, draw in found.figures.items():
-                helper.start(name, draw)
+                if of is not None and of.drawn is not None:
+                    helper.place(name, of.drawn)
+                else:
+                    helper.start(name, draw)
 
 
 @contextmanager
@@ -178,6 +221,17 @@ def _draw_claimed(draw: Callable[[Path], Path], path: Path, claim: Path) -> None
     """In the worker: `draw(path)` unless the building process has claimed the figure first."""
     if _claim(claim):
         draw(path)
+
+
+def _drawn(function: Callable[..., Any], args: tuple, figures: Callable[[Any], Iterable[Any]], folder: Path) -> Any:
+    """In the worker: `function(*args)`, the figures of its value (`figures(value)`: `Files`) drawn into `folder`.
+    A computation begun while the tables load (the held-out sections) has its figures drawn there meanwhile,
+    not handed back and forth once the build has them."""
+    value = function(*args)
+    for found in figures(value):
+        for name, draw in found.figures.items():
+            draw(folder / f"{name}.png")
+    return value
 
 
 def _warm_up() -> None:

@@ -109,8 +109,10 @@ def at_k(curves: pd.DataFrame, path: Path, by: Sequence[str], names: dict[str, s
                               part))
     columns = min(len(levels), AT_K_COLUMNS)
     bands = math.ceil(len(levels) / columns)
+    past = [(2 * (j // columns) + row) * columns + j % columns  # the panels past the last difficulty: blank
+            for j in range(len(levels), bands * columns) for row in (0, 1)]
     fig, axes = figure(2 * bands * columns, width=3.0, height=2.6, columns=columns, legend=[s for s, *_ in lines],
-                       top=0.7)  # two-line titles
+                       top=0.7, empty=past)  # two-line titles
     ks = sorted(shown["k"].unique())
     entries: dict[str, Artist] = {}
     for j, level in enumerate(levels):
@@ -143,10 +145,6 @@ def at_k(curves: pd.DataFrame, path: Path, by: Sequence[str], names: dict[str, s
                 ax.tick_params(labelleft=False)
             if row == 1:
                 ax.set_xlabel("k")
-    for j in range(len(levels), bands * columns):  # panels past the last difficulty
-        band, col = divmod(j, columns)
-        for row in (0, 1):
-            axes[(2 * band + row) * columns + col].set_visible(False)
     legend_below(fig, entries)
     return save(fig, path)
 

@@ -1,10 +1,14 @@
 """pass@k and cons@k against k: which checkpoint "final" is for each job, the curves per difficulty,
-and all difficulties pooled as a table."""
+and all difficulties pooled as a table.
+
+The curves come from the eval rows alone (`curves_of`, begun with the held-out sections while the groups
+load); the section adds what the groups say of each job's checkpoints (`section`)."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -21,14 +25,35 @@ from analysis.sections.section import Context, Section
 from analysis.stats.at_k import METRICS
 
 
-def section(tables: Tables, ctx: Context, scores: pd.DataFrame | None) -> Section | None:
-    """The pass@k and cons@k section from the held-out section's per-prompt scores (`prompt_scores` at
-    every k it reports); None without eval tables."""
+@dataclass(frozen=True)
+class Curves:
+    """What the eval rows make of the section: the curves, their figure and CSV (`files`), and the markdown
+    that shows and links them."""
+
+    curves: pd.DataFrame
+    files: Files
+    figure: str
+    csv: str
+
+
+def curves_of(tables: Tables, ctx: Context, scores: pd.DataFrame | None) -> Curves | None:
+    """The curves from the eval rows and the held-out section's per-prompt scores (`prompt_scores` at every
+    k it reports); None without eval tables."""
     eval, arm = tables.eval, list(ctx.arm)
     if eval.empty:
         return None
     files = Files()
     curves = at_k_curves(eval, arm, scores=scores)
+    return Curves(curves, files, files.figure("at_k", figures.at_k, curves, by=arm, names=dict(ctx.names)),
+                  files.csv("at_k", curves))
+
+
+def section(tables: Tables, ctx: Context, drawn: Curves | None) -> Section | None:
+    """The pass@k and cons@k section from its curves (`curves_of`); None without them (no eval tables)."""
+    if drawn is None:
+        return None
+    arm, curves = list(ctx.arm), drawn.curves
+    files = Files(csvs=dict(drawn.files.csvs), figures=dict(drawn.files.figures))
     pooled = curves[curves["difficulty"] == "all"].drop(columns="difficulty")
     jobs = job_checkpoints_table(tables, arm)
     status = tables.jobs.set_index(tables.jobs["job"].astype(str))["status"]
@@ -59,10 +84,10 @@ def section(tables: Tables, ctx: Context, scores: pd.DataFrame | None) -> Sectio
         "when every arm's base scores the same (one base model); bands: the finals' 95% intervals. Arm "
         "differences at equal k, with intervals, are in the tables below and the forest plot under the tests.", "",
         saturated_note(curves, ctx.names),
-        files.figure("at_k", figures.at_k, curves, by=arm, names=dict(ctx.names)), "",
+        drawn.figure, "",
         "All difficulties pooled:", "",
         markdown.table(by_k(pooled, arm)), "",
-        f"As CSV: {files.csv('at_k', curves)}, per difficulty and pooled (`all`).",
+        f"As CSV: {drawn.csv}, per difficulty and pooled (`all`).",
     ])
     return Section(text=text, files=files)
 
