@@ -14,6 +14,7 @@ import shutil
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 
 import pandas as pd
@@ -94,7 +95,7 @@ def _build(sources: Sequence[Path], out: Path, building: Path, command: str | No
     """The report of `sources`, as it will read from `out`, written under `building`; `choice`: (by,
     where, baseline), as `build_report` takes them."""
     root = sources[0]
-    early: list[tuple[pd.DataFrame, helper.Later]] = []  # (jobs, held-out sections begun from their eval rows)
+    early: list[tuple[pd.DataFrame, helper.Later, helper.Later]] = []  # (jobs, held-out sections, coverage)
 
     def begin_held_out(loaded: Tables) -> None:
         """Where the build has a second process: the held-out sections begun there from the eval rows, read
@@ -106,7 +107,8 @@ def _build(sources: Sequence[Path], out: Path, building: Path, command: str | No
         if "samples_total" not in tables.eval or tables.eval["samples_total"].isna().any():  # from the groups
             return
         ctx = Context(root=root, out=out, arm=tuple(arm), names=difficulty_names(tables.jobs))
-        early.append((loaded.jobs, helper.begin(held_out_sections, tables, ctx, figures=held_out_files)))
+        early.append((loaded.jobs, helper.begin(held_out_sections, tables, ctx, figures=held_out_files),
+                      helper.begin(coverage.section, tables, ctx, claimable=True)))
 
     tables = load(sources if len(sources) > 1 else root, tables=("groups", "eval", "steps"), columns=COLUMNS,
                   first=("eval",), on_first=begin_held_out if helper.active() else None)
@@ -123,20 +125,25 @@ def _build(sources: Sequence[Path], out: Path, building: Path, command: str | No
     # the held-out sections read only the eval rows: begun in the second process while the groups loaded
     # (kept where the jobs are the same in the end: the same rows), else begun now; taken as soon as they are
     # done, between the sections of the groups, so their figures and at_k's are drawn there meanwhile
-    evaluated = early[0][1] if early and early[0][0].equals(loaded_jobs) else helper.begin(
-        held_out_sections, replace(tables, groups=tables.groups.iloc[:0], steps=tables.steps.iloc[:0]), ctx,
-        figures=held_out_files)
+    same = bool(early) and early[0][0].equals(loaded_jobs)
+    eval_rows = replace(tables, groups=tables.groups.iloc[:0], steps=tables.steps.iloc[:0])
+    evaluated = early[0][1] if same else helper.begin(held_out_sections, eval_rows, ctx, figures=held_out_files)
+    # coverage, of the eval rows too, goes to the worker after them, which has the time where the groups take
+    # long to read; taken back here now where the worker has not begun it (it is still busy with those)
+    covering = early[0][2] if same else helper.Later(partial(coverage.section, eval_rows, ctx))
+    covering.take()
     # persistence reads a few columns of the groups: small enough to send to the second process, which has
     # the time; handed over before any figure of the groups, so it is ready when the findings want it (computed
     # here where there is no second process)
-    persisted = helper.begin(persistence.section, _only(tables, groups=persistence.COLUMNS_READ, arm=arm), ctx)
-    held_out: list[Section | None] = []  # held, covered and at_k, once taken
+    persisted = helper.begin(persistence.section, _only(tables, groups=persistence.COLUMNS_READ, arm=arm), ctx,
+                             claimable=True)
+    held_out: list[Section | None] = []  # held and at_k, once taken
 
     def take_held_out(wait: bool = False) -> None:
         if not held_out and (wait or evaluated.done()):
-            held, covered, curves = value = evaluated()
+            held, curves = value = evaluated()
             helper.hand_over(held_out_files(value), of=evaluated)
-            held_out.extend([held, covered, at_k.section(tables, ctx, curves)])
+            held_out.extend([held, at_k.section(tables, ctx, curves)])
 
     take_held_out()
     # ties first: its figure over samples is the largest, drawn soonest where it is handed over first
@@ -144,11 +151,12 @@ def _build(sources: Sequence[Path], out: Path, building: Path, command: str | No
     take_held_out()
     what_trained = trained.section(tables, ctx)
     take_held_out()
+    covered = covering()
     dynamics = equal_steps.comparisons(tables.groups, tables.steps, arm) if not tables.groups.empty else None
     sizes = group_size.section(tables, ctx)
     budget, healthy = equal_budget.section(tables, ctx, what_trained.counted), health.section(tables, ctx)
     take_held_out(wait=True)
-    held, covered, scores_at_k = held_out
+    held, scores_at_k = held_out
     persisted = persisted()
     family = tests.family([held.comparisons, what_trained.comparisons, tied.comparisons if tied else None, dynamics])
     ranked = ranking.section(tables, ctx, family, held.scores, what_trained.per_job)
@@ -203,14 +211,13 @@ def _only(tables: Tables, groups: Sequence[str], arm: Sequence[str]) -> Tables:
                    eval=tables.eval.iloc[:0], steps=tables.steps.iloc[:0])
 
 
-def held_out_sections(tables: Tables, ctx: Context
-                      ) -> tuple[heldout.HeldOut, coverage.Coverage | None, at_k.Curves | None]:
-    """What the eval rows make: the held-out scores and comparisons, coverage, and the at-k curves."""
+def held_out_sections(tables: Tables, ctx: Context) -> tuple[heldout.HeldOut, at_k.Curves | None]:
+    """What the eval rows make first: the held-out scores and comparisons, and the at-k curves."""
     held = heldout.section(tables, ctx)
-    return held, coverage.section(tables, ctx), at_k.curves_of(tables, ctx, held.prompt_scores)
+    return held, at_k.curves_of(tables, ctx, held.prompt_scores)
 
 
-def held_out_files(made: tuple[heldout.HeldOut, coverage.Coverage | None, at_k.Curves | None]) -> list:
+def held_out_files(made: tuple[heldout.HeldOut, at_k.Curves | None]) -> list:
     """The `Files` of `held_out_sections`' value: its figures, drawn where it was computed."""
     return [part.files for part in made if part is not None]
 

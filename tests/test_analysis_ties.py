@@ -107,3 +107,19 @@ def test_tie_fractions_by_step_window():
     assert sorted(by_step["step_window"].unique()) == [0, 10, 20, 30, 40]  # steps 1..40
     assert by_step["groups"].sum() == len(groups)
     assert by_step["predicted_tie_frac"].isna().all()  # no prediction was given
+
+
+@pytest.mark.parametrize("window", [None, 3, 10])
+def test_a_prediction_in_windows_is_the_same_whichever_way_its_step_ids_are_made(window, monkeypatch):
+    """`_pair_ids` makes (cell, step in window) ids straight from the cell's id where that table is small, else
+    counts them (`_group_ids`): the rows each id holds, and so every prediction, bit for bit the same."""
+    import analysis.measures.ties as ties
+
+    groups, _ = synthetic_groups(sampler="resample_on_tie")
+    straight = predict_ties(groups, window=window)
+    rng = np.random.default_rng(0)
+    cell, offset = rng.integers(0, 50, 5000), rng.integers(0, 7, 5000)
+    assert (pd.factorize(ties._pair_ids(cell, offset))[0] == pd.factorize(ties._group_ids(cell, offset))[0]).all()
+    monkeypatch.setattr(ties, "_pair_ids", ties._group_ids)  # the counted ids only
+    counted = predict_ties(groups, window=window)
+    assert np.array_equal(straight.to_numpy(), counted.to_numpy(), equal_nan=True) and straight.notna().any()

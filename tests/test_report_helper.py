@@ -316,3 +316,44 @@ def test_held_out_sections_begun_while_the_groups_load_are_kept_only_for_the_sam
     calls = [line.split() for line in log.read_text().splitlines()]
     assert all(pid != str(os.getpid()) for pid, _ in calls)  # in the second process
     assert [jobs for _, jobs in calls] == (["4"] if eval_of_every_job else ["3", "4"])  # begun early; again if need be
+
+
+def _pid_after(seconds):
+    """A computation for the tests below: waits `seconds`, then says which process made it."""
+    import time
+
+    time.sleep(seconds)
+    return os.getpid()
+
+
+def test_a_claimable_computation_is_made_by_whichever_process_claims_it_first(tmp_path):
+    """`begin(..., claimable=True)`: taken back (`Later.take`) while the worker is busy before it, it is made
+    here and the worker skips it; once the worker has begun it, its value comes from there."""
+    log, worker = tmp_path / "log", Helper(tmp_path / "figures")
+    try:
+        worker.start("slow", partial(_mark, log, 3))  # the worker is busy for 3 s ...
+        behind = worker.begin(_pid_after, 0, claimable=True)
+        assert behind.take() and behind() == os.getpid()  # ... so this one is made here
+        assert behind.future.result(timeout=120) == (False, None)  # and the worker skipped it
+        reached = worker.begin(_pid_after, 1, claimable=True)
+        while not reached.claim.exists():  # the worker has begun it
+            pass
+        assert not reached.take() and reached() not in (os.getpid(), None)
+    finally:
+        worker.close(wait=True)
+
+
+def test_the_build_draws_the_worker_s_queued_figures_while_it_waits_for_a_value(tmp_path):
+    """Waiting for a value the worker is making, the build takes back the figures queued behind it (the last
+    first) instead of idling; each is drawn once."""
+    log, worker = tmp_path / "log", Helper(tmp_path / "figures")
+    try:
+        value = worker.begin(_pid_after, 3)
+        for name in "abc":
+            worker.start(name, partial(_mark, log, 0))
+        made_there = value()
+        worker.finish({name: partial(_mark, log, 0) for name in "abc"})
+    finally:
+        worker.close(wait=True)
+    assert made_there != os.getpid()
+    assert _drawn(log) == [[str(os.getpid()), name] for name in "cba"]  # all three here, while the 3 s ran

@@ -53,7 +53,7 @@ def predict_ties(groups: pd.DataFrame, window: int | None = None, pool: Sequence
     step = groups["step"].to_numpy()
     cell = _group_ids(*(groups[k] for k in pool), groups["prompt_id"], step_window(step, window))
     # a cell's steps by their place in its window (a few values, where the steps themselves span the run)
-    at_step = _group_ids(cell, step - step_window(step, window))
+    at_step = _pair_ids(cell, step - step_window(step, window))
     c = np.bincount(cell, c0)[cell] - np.bincount(at_step, c0)[at_step]
     m = np.bincount(cell, m0)[cell] - np.bincount(at_step, m0)[at_step]
     return pd.Series(_unbiased_tie(c, m, size), index=groups.index, name="predicted_tie")
@@ -64,6 +64,16 @@ def _group_ids(*columns: ArrayLike) -> np.ndarray:
     order (they only index bincounts): counted or hashed, never sorted."""
     codes = [dense_ranks(col) if isinstance(col, np.ndarray) else column_codes(col) for col in columns]
     return group_ids(np.ravel_multi_index(codes, [c.max() + 1 for c in codes]))[0]
+
+
+def _pair_ids(cell: np.ndarray, offset: np.ndarray) -> np.ndarray:
+    """Ids of the rows' (cell, offset) pairs, `cell` dense codes and `offset` non-negative, that only index a
+    bincount: `cell * span + offset` where that table stays within a few times the rows (no codes to count
+    again), else `_group_ids`. A bincount sums each id's rows in row order however the ids are numbered."""
+    span = int(offset.max(initial=0)) + 1
+    if len(cell) and offset.min() >= 0 and (int(cell.max()) + 1) * span <= 4 * len(cell) + 1024:
+        return cell * span + offset
+    return _group_ids(cell, offset)
 
 
 def _unbiased_tie(c: np.ndarray, m: np.ndarray, size: np.ndarray) -> np.ndarray:

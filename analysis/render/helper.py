@@ -51,23 +51,36 @@ _SPAWNING = threading.Lock()
 class Later:
     """A value begun in the worker (`future`), or computed here when asked for (`compute`; also where the
     worker died before it was done). `drawn`: the folder where the worker drew the value's figures before
-    handing it back (None where it drew none, or the value was computed here)."""
+    handing it back (None where it drew none, or the value was computed here). `claim`: a value either process
+    may compute, whichever claims it first (`Helper.begin(..., claimable=True)`)."""
 
-    def __init__(self, compute: Callable[[], Any], future: Future | None = None, drawn: Path | None = None):
-        self.compute, self.future, self.drawn = compute, future, drawn
+    def __init__(self, compute: Callable[[], Any], future: Future | None = None, drawn: Path | None = None,
+                 claim: Path | None = None, helper: Helper | None = None):
+        self.compute, self.future, self.drawn, self.claim, self.helper = compute, future, drawn, claim, helper
+        self.here = future is None  # computed in this process when asked for
+
+    def take(self) -> bool:
+        """Whether the value is this process's to compute: claimed here now where the worker has not begun it
+        (then the worker skips it), so nothing waits behind the worker's queue for it."""
+        if not self.here and self.claim is not None and _claim(self.claim):
+            self.here, self.drawn = True, None
+        return self.here
 
     def done(self) -> bool:
         """Whether asking for the value now returns at once (the worker has it; False for one computed here)."""
-        return self.future is not None and self.future.done()
+        return not self.here and self.future is not None and self.future.done()
 
     def __call__(self) -> Any:
-        if self.future is None:
+        if self.take():
             return self.compute()
+        if self.helper is not None:  # not idle meanwhile: the figures queued behind it, from the last
+            self.helper.draw_until(self.future.done)
         try:
-            return self.future.result()
+            value = self.future.result()
         except BrokenProcessPool:
             self.drawn = None  # nor its figures
             return self.compute()
+        return value[1] if self.claim is not None else value  # claimable: (made there, value)
 
 
 class Helper:
@@ -77,6 +90,8 @@ class Helper:
         self.folder = folder
         self.started: dict[str, Future] = {}  # in the order handed over: the order the worker takes them
         self.placed: set[str] = set()  # drawn by the worker with the value they show, and moved into `folder`
+        self.draws: dict[str, Callable[[Path], Path]] = {}  # each figure handed to the worker
+        self.taken: set[str] = set()  # figures handed to the worker and taken back: drawn here
         # a figure is drawn by whichever process first claims it (a file made with O_EXCL): this one takes
         # them back from the end of the worker's queue, even those already passed to the worker's process
         self.claims = Path(tempfile.mkdtemp(prefix="grpo-lab-figures-"))
@@ -96,18 +111,24 @@ class Helper:
             finally:
                 sys.modules["__main__"] = main
 
-    def begin(self, function: Callable[..., Any], *args: Any, figures: Callable[[Any], Iterable[Any]] | None = None
-              ) -> Later:
+    def begin(self, function: Callable[..., Any], *args: Any, figures: Callable[[Any], Iterable[Any]] | None = None,
+              claimable: bool = False) -> Later:
         """`function(*args)` begun in the worker (computed here instead when the worker has died). `figures`
         (a module-level function of the value: the `Files` of its sections): the worker draws them too, into a
-        folder of their own, before it hands the value back; `hand_over` moves them into place."""
+        folder of their own, before it hands the value back; `hand_over` moves them into place. `claimable`:
+        whichever process claims it first computes it (the worker as it reaches it in its queue; this one with
+        `Later.take`, or when it asks for the value before the worker has begun it)."""
+        compute = partial(function, *args)
         try:
+            if claimable:
+                claim = Path(tempfile.mkdtemp(prefix="task-", dir=self.claims)) / "claim"
+                return Later(compute, self.pool.submit(_unless_claimed, function, args, claim), claim=claim, helper=self)
             if figures is None:
-                return Later(partial(function, *args), self.pool.submit(function, *args))
+                return Later(compute, self.pool.submit(function, *args), helper=self)
             drawn = Path(tempfile.mkdtemp(prefix="drawn-", dir=self.claims))  # a value dropped leaves none behind
-            return Later(partial(function, *args), self.pool.submit(_drawn, function, args, figures, drawn), drawn)
+            return Later(compute, self.pool.submit(_drawn, function, args, figures, drawn), drawn, helper=self)
         except BrokenProcessPool:
-            return Later(partial(function, *args))
+            return Later(compute)
 
     def place(self, name: str, drawn: Path) -> None:
         """The figure `name`, drawn by the worker into `drawn`, moved into the report's figures."""
@@ -118,8 +139,19 @@ class Helper:
     def start(self, name: str, draw: Callable[[Path], Path]) -> None:
         try:
             self.started[name] = self.pool.submit(_draw_claimed, draw, self.folder / f"{name}.png", self.claims / name)
+            self.draws[name] = draw
         except BrokenProcessPool:  # the worker has died: `finish` draws this one here
             pass
+
+    def draw_until(self, done: Callable[[], bool]) -> None:
+        """Figures taken back from the end of the worker's queue and drawn here, one at a time, until `done()`
+        (a value the worker is computing, which this process waits for) or none is left unclaimed."""
+        for name in reversed(self.started):
+            if done():
+                return
+            if name not in self.taken and _claim(self.claims / name):
+                self.draws[name](self.folder / f"{name}.png")
+                self.taken.add(name)
 
     def finish(self, figures: Mapping[str, Callable[[Path], Path]]) -> None:
         """Every figure of `figures` (name: draw) drawn: those never handed to the worker, then those it has
@@ -129,16 +161,15 @@ class Helper:
         here = [name for name in figures if name not in self.started and name not in self.placed]
         for name in here:
             figures[name](self.folder / f"{name}.png")
-        taken = set()
         for name in reversed(self.started):  # each claimed just before it is drawn: the worker goes on meanwhile
             if name in figures and _claim(self.claims / name):
                 figures[name](self.folder / f"{name}.png")
-                taken.add(name)
+                self.taken.add(name)
         for name, future in self.started.items():
             try:
                 future.result()
             except BrokenProcessPool:  # it may have died mid-way through one it claimed: drawn again, whole
-                if name not in taken:
+                if name not in self.taken:
                     figures[name](self.folder / f"{name}.png")
 
     def close(self, wait: bool) -> None:
@@ -167,11 +198,14 @@ def active() -> Helper | None:
     return _ACTIVE.get()
 
 
-def begin(function: Callable[..., Any], *args: Any, figures: Callable[[Any], Iterable[Any]] | None = None) -> Later:
+def begin(function: Callable[..., Any], *args: Any, figures: Callable[[Any], Iterable[Any]] | None = None,
+          claimable: bool = False) -> Later:
     """`function(*args)` begun in the build's second process where there is one; call what this returns
-    for its value (where there is none, the call computes it here). `figures`: see `Helper.begin`."""
+    for its value (where there is none, the call computes it here). `figures`, `claimable`: see `Helper.begin`."""
     helper = active()
-    return helper.begin(function, *args, figures=figures) if helper is not None else Later(partial(function, *args))
+    if helper is None:
+        return Later(partial(function, *args))
+    return helper.begin(function, *args, figures=figures, claimable=claimable)
 
 
 def hand_over(files: Iterable[Any], of: Later | None = None) -> None:
@@ -221,6 +255,12 @@ def _draw_claimed(draw: Callable[[Path], Path], path: Path, claim: Path) -> None
     """In the worker: `draw(path)` unless the building process has claimed the figure first."""
     if _claim(claim):
         draw(path)
+
+
+def _unless_claimed(function: Callable[..., Any], args: tuple, claim: Path) -> tuple[bool, Any]:
+    """In the worker: (True, `function(*args)`) where this process claims it first, else (False, None): the
+    building process took it."""
+    return (True, function(*args)) if _claim(claim) else (False, None)
 
 
 def _drawn(function: Callable[..., Any], args: tuple, figures: Callable[[Any], Iterable[Any]], folder: Path) -> Any:
