@@ -2,13 +2,14 @@
 
 The worker is started as the build begins: forked where that is safe (`start_method`), else spawned (it then
 imports matplotlib and pandas while this process reads). It computes what `report` hands it with `begin` (this
-module knows no section): what the eval rows make (held-out scores, coverage, the at-k curves), from the eval
-rows that `load` reads first, while this process reads the groups, drawing their figures too before it hands
-the value back (`begin(..., figures=)`; `hand_over` moves them into place); tie persistence, from a few columns
-of the groups, while this process computes the other sections of the groups. It draws each other figure as
-soon as its section records it (`Helper.start`, from `Files.figure`); once the sections are done, this process
-takes back the figures the worker has not claimed, the last handed over first, and draws them too
-(`Helper.finish`). Nothing waits for a figure, and what crosses is small.
+module knows no section): what the eval rows make (held-out scores, the at-k curves), from the eval rows that
+`load` reads first, while this process reads the groups, drawing their figures too before it hands the value
+back (`begin(..., figures=)`; `hand_over` moves them into place); coverage and tie persistence as values either
+process makes, whichever claims them first (`begin(..., claimable=True)`, `Later.take`). It draws each other
+figure as soon as its section records it (`Helper.start`, from `Files.figure`); while this process waits for a
+value the worker is making, and once the sections are done, it takes back the figures the worker has not
+claimed, the last handed over first, and draws them too (`Helper.draw_until`, `Helper.finish`). Nothing waits
+for a figure, and what crosses is small.
 
 What crosses to the worker is pickled: a figure is `draw(data, path, **options)` with `draw` a
 module-level function, a computation a module-level function and its arguments. Each runs there exactly
