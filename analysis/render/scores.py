@@ -115,13 +115,16 @@ def at_k(curves: pd.DataFrame, path: Path, by: Sequence[str], names: dict[str, s
                        top=0.7, empty=past)  # two-line titles
     ks = sorted(shown["k"].unique())
     entries: dict[str, Artist] = {}
+    # each line's rows of every (difficulty, metric) panel, in k order: split once, not filtered per panel
+    panels = [{key: rows.sort_values("k") for key, rows in part.groupby(
+        [part["difficulty"].astype(str), part["metric"]], observed=True, sort=False)} for *_, part in lines]
     for j, level in enumerate(levels):
         band, col = divmod(j, columns)
         for row, metric in enumerate(("pass@k", "cons@k")):
             ax = axes[(2 * band + row) * columns + col]
-            for label, colour, checkpoint, part in lines:
-                r = part[(part["difficulty"].astype(str) == level) & (part["metric"] == metric)].sort_values("k")
-                if r.empty:
+            for (label, colour, checkpoint, _), cells in zip(lines, panels):
+                r = cells.get((level, metric))
+                if r is None or r.empty:
                     continue
                 final = checkpoint == FINAL
                 entries[label], = ax.plot(r["k"], r["mean"], color=colour, linestyle="-" if final else "--",
