@@ -124,12 +124,14 @@ def _build(sources: Sequence[Path], out: Path, building: Path, command: str | No
 
     # the held-out sections read only the eval rows: begun in the second process while the groups loaded
     # (kept where the jobs are the same in the end: the same rows), else begun now; taken as soon as they are
-    # done, between the sections of the groups, so their figures and at_k's are drawn there meanwhile
+    # done, between the sections of the groups (their figures drawn there with them)
     same = bool(early) and early[0][0].equals(loaded_jobs)
     eval_rows = replace(tables, groups=tables.groups.iloc[:0], steps=tables.steps.iloc[:0])
     evaluated = early[0][1] if same else helper.begin(held_out_sections, eval_rows, ctx, figures=held_out_files)
     # coverage, of the eval rows too, goes to the worker after them, which has the time where the groups take
     # long to read; taken back here now where the worker has not begun it (it is still busy with those)
+    if early and not same:
+        early[0][2].take()  # dropped: the worker need not make it
     covering = early[0][2] if same else helper.Later(partial(coverage.section, eval_rows, ctx))
     covering.take()
     # persistence reads a few columns of the groups: small enough to send to the second process, which has
