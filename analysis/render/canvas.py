@@ -51,7 +51,7 @@ def legend_shape(labels: Sequence[str], width: float, title: bool = False) -> tu
 
 def figure(panels: int, width: float = 4.2, height: float = 3.2, columns: int = 3,
            legend: Sequence[str] = (), legend_title: str | None = None, top: float = 0.35,
-           empty: Collection[int] = ()) -> tuple[Figure, list[Axes]]:
+           empty: Collection[int] = ()) -> tuple[Figure, list[Axes | None]]:
     """A figure of `panels` axes, `columns` to a row, each panel `width` x `height` inches, with
     room below the panels for a legend of the `legend` labels (see `legend_below`). `empty`: places
     of the grid left blank (None in the list; axes are only made where drawn: 25 ms each)."""

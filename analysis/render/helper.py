@@ -144,13 +144,14 @@ class Helper:
         except BrokenProcessPool:  # the worker has died: `finish` draws this one here
             pass
 
-    def draw_until(self, done: Callable[[], bool]) -> None:
-        """Figures taken back from the end of the worker's queue and drawn here, one at a time, until `done()`
-        (a value the worker is computing, which this process waits for) or none is left unclaimed."""
+    def draw_until(self, done: Callable[[], bool], only: Iterable[str] | None = None) -> None:
+        """Figures taken back from the end of the worker's queue (those of `only`, where given) and drawn here,
+        each claimed just before it is drawn (the worker goes on meanwhile), until `done()` (a value the worker
+        is computing, which this process waits for) or none is left unclaimed."""
         for name in reversed(self.started):
             if done():
                 return
-            if name not in self.taken and _claim(self.claims / name):
+            if (only is None or name in only) and name not in self.taken and _claim(self.claims / name):
                 self.draws[name](self.folder / f"{name}.png")
                 self.taken.add(name)
 
@@ -162,10 +163,7 @@ class Helper:
         here = [name for name in figures if name not in self.started and name not in self.placed]
         for name in here:
             figures[name](self.folder / f"{name}.png")
-        for name in reversed(self.started):  # each claimed just before it is drawn: the worker goes on meanwhile
-            if name in figures and _claim(self.claims / name):
-                figures[name](self.folder / f"{name}.png")
-                self.taken.add(name)
+        self.draw_until(lambda: False, only=figures)
         for name, future in self.started.items():
             try:
                 future.result()

@@ -124,7 +124,7 @@ def at_k(curves: pd.DataFrame, path: Path, by: Sequence[str], names: dict[str, s
             ax = axes[(2 * band + row) * columns + col]
             for (label, colour, checkpoint, _), cells in zip(lines, panels):
                 r = cells.get((level, metric))
-                if r is None or r.empty:
+                if r is None:
                     continue
                 final = checkpoint == FINAL
                 entries[label], = ax.plot(r["k"], r["mean"], color=colour, linestyle="-" if final else "--",
