@@ -4,7 +4,7 @@ import numpy as np
 import pandas as pd
 from PIL import Image
 
-from analysis.measures.health import PANELS, flat_metrics, health_bands, health_curves
+from analysis.measures.health import PANELS, flat_metrics, health_bands, health_curves, no_kl_jobs
 from analysis.render.curves import health
 
 
@@ -57,6 +57,16 @@ def test_bands_are_the_mean_and_extremes_of_the_jobs_on_a_common_grid():
 def test_flat_panels_are_left_out():
     steps = pd.concat([_steps(s, "fixed", 30, 64) for s in range(2)]).assign(clip_frac=0.0)
     assert flat_metrics(health_curves(steps, ["sampler"])) == ["clip_frac"]
+
+
+def test_jobs_without_a_reference_draw_no_kl_and_a_sweep_of_them_no_kl_panel():
+    """algo.beta = 0 logs kl NaN at every step: those jobs are named, and the panel goes when no job has a KL;
+    a job with some steps unmeasured (no update) still has its line."""
+    with_ref, without = _steps(0, "fixed", 30, 64), _steps(1, "fixed", 30, 64).assign(kl=np.nan)
+    curves = health_curves(pd.concat([with_ref, without]), ["sampler"])
+    assert no_kl_jobs(curves).tolist() == ["fixed-1"] and "kl" not in flat_metrics(curves)
+    alone = health_curves(without, ["sampler"])
+    assert no_kl_jobs(alone).tolist() == ["fixed-1"] and flat_metrics(alone) == ["kl"]
 
 
 def test_figure_is_a_readable_png(tmp_path):

@@ -8,7 +8,7 @@ import pytest
 
 from analysis.stats.intervals import (bootstrap_counts, bootstrap_difference_ci, cluster_ratio_ci, cluster_ratio_cis,
                                       nan_percentiles, seeded_counts, t_difference_ci)
-from analysis.stats.seeds import compare_values, with_holm
+from analysis.stats.seeds import compare_arms_by_seed, compare_values, with_holm
 from analysis.stats.tests import holm, min_detectable_effect, seed_test, smallest_p
 
 
@@ -54,6 +54,18 @@ def test_compare_values_pairs_seeds_by_name():
     assert result["ci_low"] == pytest.approx(0.1) and result["ci_high"] == pytest.approx(0.1)
     table = with_holm(pd.DataFrame([result, result]))
     assert table["p_holm"].tolist() == pytest.approx([4 / 64, 4 / 64])
+
+
+def test_a_metric_an_arm_never_measured_makes_no_comparison_of_it():
+    """algo.beta = 0 logs no KL (NaN): its pairs on kl are no comparison, not a row of empty cells counted
+    among the report's tests; the other metrics and the arms that measured it are compared as ever."""
+    jobs = pd.DataFrame([{"seed": s, "beta": beta, "sampler": sampler, "reward": 0.5 + 0.1 * s + 0.05 * (sampler == "b"),
+                          "kl": np.nan if beta == 0 else 0.01 + 0.001 * s + 0.002 * (sampler == "b")}
+                         for s in range(4) for beta in (0.0, 0.04) for sampler in ("a", "b")])
+    rows = compare_arms_by_seed(jobs, ["sampler", "beta"], ["reward", "kl"])
+    assert sorted(rows["metric"]) == ["kl", "reward", "reward"]  # fixed sampler within each beta: 2 pairs
+    kl = rows[rows["metric"] == "kl"].iloc[0]
+    assert "0.04" in kl["a"] and kl["seeds_a"] == kl["seeds_b"] == 4 and kl["difference"] == pytest.approx(0.002)
 
 
 def test_clustered_interval_is_wider_than_rows_as_independent():

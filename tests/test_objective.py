@@ -107,6 +107,7 @@ def test_all_tied_batch_has_finite_loss_and_only_kl_gradient():
     logp = base.clone().requires_grad_(True)
     loss, stats = grpo_loss(logp, old, adv, mask, ref_logp=ref, beta=0.0)
     assert math.isfinite(loss.item()) and loss.item() == 0.0
+    assert math.isnan(stats.kl)  # without a reference nothing is measured: not a KL of 0
     loss.backward()
     assert torch.equal(logp.grad, torch.zeros_like(logp))  # no policy gradient from tied groups
 

@@ -44,9 +44,19 @@ def many_jobs(curves: pd.DataFrame) -> bool:
 
 def flat_metrics(curves: pd.DataFrame) -> list[str]:
     """Panels with nothing to show: the clip fraction when it is 0 at every step of every job (mu = 1,
-    where a step's one pass has ratio exactly 1). A reward or KL flat at 0 is a finding, and stays."""
+    where a step's one pass has ratio exactly 1), the KL when no job measured it (algo.beta = 0 in every
+    job: no reference). A reward or KL flat at 0 is a finding, and stays."""
     clip = curves.loc[curves["metric"] == "clip_frac", "value"]
-    return ["clip_frac"] if clip.fillna(0).eq(0).all() else []
+    unmeasured = no_kl_jobs(curves)
+    return ((["clip_frac"] if clip.fillna(0).eq(0).all() else [])
+            + (["kl"] if len(unmeasured) and len(unmeasured) == curves["job"].nunique() else []))
+
+
+def no_kl_jobs(curves: pd.DataFrame) -> pd.Index:
+    """The jobs that measured no KL at any step (algo.beta = 0: trained without a reference)."""
+    kl = curves[curves["metric"] == "kl"]
+    measured = kl["value"].notna().groupby(kl["job"], sort=False).any()
+    return measured.index[~measured.to_numpy()]
 
 
 def health_bands(curves: pd.DataFrame, points: int = GRID) -> pd.DataFrame:

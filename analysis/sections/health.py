@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from analysis.data.load import Tables
-from analysis.measures.health import BAND_JOBS, POINTS, flat_metrics, health_curves, many_jobs
+from analysis.measures.health import BAND_JOBS, POINTS, flat_metrics, health_curves, many_jobs, no_kl_jobs
 from analysis.render import curves as figures
 from analysis.render.writer import Files
 from analysis.sections.section import Context, Section
@@ -25,6 +25,18 @@ def section(tables: Tables, ctx: Context) -> Section | None:
         + (f"its mean over jobs with the band from the lowest to the highest job (more than {BAND_JOBS} jobs an arm)."
            if many else "one line per job.")
         + (" The clip fraction is left out: it is 0 at every step of every job (with mu = 1 a step's one pass has "
-           "ratio exactly 1, so nothing is clipped)." if flat else ""), "",
+           "ratio exactly 1, so nothing is clipped)." if "clip_frac" in flat else "")
+        + _unmeasured_kl(curves, "kl" in flat), "",
         files.figure("health", figures.health, curves),
     ]), files=files)
+
+
+def _unmeasured_kl(curves, left_out: bool) -> str:
+    """What the KL panel lacks: jobs trained without a reference (algo.beta = 0) measure no KL."""
+    if left_out:
+        return " The KL is left out: no job measured it (algo.beta = 0 in every job: no reference)."
+    jobs = no_kl_jobs(curves)
+    if not len(jobs):
+        return ""
+    return (f" {len(jobs)} job{'s' if len(jobs) != 1 else ''} ({', '.join(sorted(map(str, jobs), key=lambda j: (len(j), j)))}) "
+            f"{'draw' if len(jobs) != 1 else 'draws'} no KL line: trained with algo.beta = 0, without a reference.")

@@ -58,12 +58,14 @@ def _spread(x: np.ndarray, y: np.ndarray, paired: bool) -> float:
 def compare_arms_by_seed(per_job: pd.DataFrame, arm: Sequence[str], metrics: Sequence[str]) -> pd.DataFrame:
     """Every pair of arms for each metric (in a two-key grid, the pairs within each level of the second
     key: `arm_pairs`), from one row per job (`seed` or `job`, the arm keys, and a column per metric).
-    Columns: COLUMNS."""
+    A metric an arm has no value of (NaN in every job: the KL of an arm without a reference, algo.beta = 0)
+    makes no comparison of that arm: no row, nothing counted. Columns: COLUMNS."""
     rows = []
     for (name_a, a), (name_b, b) in arm_pairs(per_job, arm):
         for metric in metrics:
-            rows.append({"metric": metric, "a": name_a, "b": name_b,
-                         **compare_values(seed_values(a, metric), seed_values(b, metric))})
+            values_a, values_b = seed_values(a, metric).dropna(), seed_values(b, metric).dropna()
+            if len(values_a) and len(values_b):
+                rows.append({"metric": metric, "a": name_a, "b": name_b, **compare_values(values_a, values_b)})
     return pd.DataFrame(rows, columns=list(COLUMNS))
 
 

@@ -163,7 +163,7 @@ def grpo_loss(
     seq_weight: torch.Tensor | None = None,
     norm: Normalisers | None = None,
 ) -> tuple[torch.Tensor, LossStats]:
-    """The GRPO loss: aggregate(clipped surrogate + beta * k3 KL). The KL term is skipped when beta == 0.
+    """The GRPO loss: aggregate(clipped surrogate + beta * k3 KL). The KL term is skipped when beta == 0 (its statistic is then NaN: nothing measured).
 
     logp, old_logp, ref_logp, mask: (N, T); advantages, seq_weight: (N,). `norm`: the whole batch's
     `loss_normalisers` when this is a micro-batch (default: this batch's own); the loss and every
@@ -176,7 +176,7 @@ def grpo_loss(
     n_tokens = norm.tokens.clamp_min(1).to(logp.dtype)
     pg = clipped_surrogate(logp, old_logp, advantages, eps_low=eps_low, eps_high=eps_high)  # (N, T)
     per_token = pg
-    kl_mean = 0.0
+    kl_mean = float("nan")  # beta == 0: no reference, no KL measured (0.0 would claim the policy never moved)
     if beta != 0:
         if ref_logp is None:
             raise ValueError("beta != 0 needs ref_logp (log-probs of the frozen reference model)")
