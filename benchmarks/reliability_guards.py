@@ -22,7 +22,7 @@ import shutil
 from pathlib import Path
 
 from fixtures import answers
-from fixtures.races import LEFT_BEHIND, RACERS, churn, prepare, race
+from fixtures.races import HOLDS, LEFT_BEHIND, RACERS, churn, prepare, race
 from fixtures.runs import BROKEN_MODELS, CHAT, READ_ONLY, SMALL, app, bad_values, broken_copy, can_mount, cli, \
     error_lines, full_disk, read_only, tables, tree
 from grpo_lab.run.lock import RunLock
@@ -44,8 +44,8 @@ def lock_trials(work: Path, rounds: int) -> list[Trial]:
         print(f"  {results[-1]}", flush=True)
     (work / "churn").mkdir()
     held, overlaps, tries = churn(work / "churn")
-    results.append(("lock churn", overlaps == 0 and held == 3 * RACERS,
-                    f"{RACERS} processes taking it 3 times each: held {held} times in {tries} tries, {overlaps} "
+    results.append(("lock churn", overlaps == 0 and held == HOLDS * RACERS,
+                    f"{RACERS} processes taking it {HOLDS} times each: held {held} times in {tries} tries, {overlaps} "
                     "times with another holder inside"))
     return results
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from fixtures.races import LEFT_BEHIND, RACERS, churn, killed_holder, prepare, race
+from fixtures.races import HOLDS, LEFT_BEHIND, RACERS, churn, killed_holder, prepare, race
 from grpo_lab.run import lock as lock_module
 from grpo_lab.run.lock import LOCK_NAME, RunDirBusy, RunDirUnwritable, RunLock, filesystem_type
 
@@ -30,8 +30,8 @@ def test_sixty_racing_starts_give_one_holder(tmp_path, left):
 
 def test_holders_releasing_under_churn_never_overlap(tmp_path):
     """A release unlinks the file while others may have it open: the unlink-then-lock race."""
-    held, overlaps, tries = churn(tmp_path, holds=3)
-    assert overlaps == 0 and held == 3 * RACERS, (held, overlaps)
+    held, overlaps, tries = churn(tmp_path)
+    assert overlaps == 0 and held == HOLDS * RACERS, (held, overlaps)
     assert tries > held  # the racers were refused while others held it: the lock was contended
 
 

@@ -26,17 +26,18 @@ def section(tables: Tables, ctx: Context) -> Section | None:
            if many else "one line per job.")
         + (" The clip fraction is left out: it is 0 at every step of every job (with mu = 1 a step's one pass has "
            "ratio exactly 1, so nothing is clipped)." if "clip_frac" in flat else "")
-        + _unmeasured_kl(curves, "kl" in flat), "",
+        + _unmeasured_kl(no_kl_jobs(curves), "kl" in flat), "",
         files.figure("health", figures.health, curves),
     ]), files=files)
 
 
-def _unmeasured_kl(curves, left_out: bool) -> str:
-    """What the KL panel lacks: jobs trained without a reference (algo.beta = 0) measure no KL."""
+def _unmeasured_kl(jobs, left_out: bool) -> str:
+    """What the KL panel lacks: `jobs` (`no_kl_jobs`) trained without a reference (algo.beta = 0) measure no KL."""
     if left_out:
         return " The KL is left out: no job measured it (algo.beta = 0 in every job: no reference)."
-    jobs = no_kl_jobs(curves)
     if not len(jobs):
         return ""
-    return (f" {len(jobs)} job{'s' if len(jobs) != 1 else ''} ({', '.join(sorted(map(str, jobs), key=lambda j: (len(j), j)))}) "
-            f"{'draw' if len(jobs) != 1 else 'draws'} no KL line: trained with algo.beta = 0, without a reference.")
+    names = ", ".join(sorted(map(str, jobs), key=lambda job: (len(job), job)))  # 2 before 10
+    one = len(jobs) == 1
+    return (f" {len(jobs)} job{'' if one else 's'} ({names}) {'draws' if one else 'draw'} no KL line: trained "
+            "with algo.beta = 0, without a reference.")

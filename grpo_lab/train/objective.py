@@ -163,7 +163,8 @@ def grpo_loss(
     seq_weight: torch.Tensor | None = None,
     norm: Normalisers | None = None,
 ) -> tuple[torch.Tensor, LossStats]:
-    """The GRPO loss: aggregate(clipped surrogate + beta * k3 KL). The KL term is skipped when beta == 0 (its statistic is then NaN: nothing measured).
+    """The GRPO loss: aggregate(clipped surrogate + beta * k3 KL). The KL term is skipped when beta == 0
+    (its statistic is then NaN: nothing measured).
 
     logp, old_logp, ref_logp, mask: (N, T); advantages, seq_weight: (N,). `norm`: the whole batch's
     `loss_normalisers` when this is a micro-batch (default: this batch's own); the loss and every
