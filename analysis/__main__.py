@@ -19,13 +19,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m analysis", description=__doc__)
     parser.add_argument("path", nargs="+", help="a run directory or a Hydra sweep (multirun) directory; several "
                         "give one report over all their jobs (a run found twice counts once)")
-    parser.add_argument("--out", help="where to write the report (default: <path>/report; required with several)")
+    parser.add_argument("--out", help="the report's folder (default: <path>/report; required with several): a new or "
+                        "empty folder, or one a report was built in (its .grpo-lab-report lists the files a rebuild "
+                        "replaces; anything else in it is kept); never a folder that is, is inside or holds a run")
     parser.add_argument("--command", help="the command that produced the runs, to quote in the report")
-    parser.add_argument("--by", help="the keys that tell arms apart, comma-separated (default: every key that "
-                        "varies but the seed)")
+    parser.add_argument("--by", help="the config keys that tell arms apart, comma-separated (default: every key "
+                        "that varies but the seed; never the seed: seeds are the replicates arms are compared across)")
     parser.add_argument("--where", action="append", default=[], metavar="KEY=VALUE",
-                        help="keep only the jobs with this value (repeat: all must hold)")
-    parser.add_argument("--baseline", metavar="KEY=VALUE", help="the arm every difference is taken against")
+                        help="keep only the jobs with this value of a config key (repeat: values of one key are "
+                        "alternatives, different keys must all hold: --where sampler=fixed --where sampler=band "
+                        "--where seed=0 keeps both samplers' seed 0)")
+    parser.add_argument("--baseline", metavar="KEY=VALUE", help="the arm every difference is taken against (a value "
+                        "of an arm key)")
     args = parser.parse_args(argv)
     for path in map(Path, args.path):
         if not path.is_dir():
@@ -38,7 +43,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         by = [k.strip() for k in args.by.split(",") if k.strip()] if args.by else []
         print(build_report(args.path if len(args.path) > 1 else args.path[0], args.out, args.command, by,
                            args.where, args.baseline))
-    except (NoRunsError, ReportNotWritable, SelectionError) as e:  # a missing or empty folder, or one it cannot write: one line
+    except (NoRunsError, ReportNotWritable, SelectionError) as e:  # no runs, a folder not its own, a choice: one line
         print(f"error: {e}", file=sys.stderr)
         return 2
     return 0

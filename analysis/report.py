@@ -19,18 +19,23 @@ from pathlib import Path
 
 import pandas as pd
 
+from analysis.data.alignment import with_tokens
 from analysis.data.arms import arm_keys, arms_as_text
 from analysis.data.checkpoints import attach_samples
 from analysis.data.completions import read_completions
 from analysis.data.config import launch_command
 from analysis.data import select
 from analysis.data.load import Tables, load, source_names
+from analysis.data.plan import missing_jobs
 from analysis.data.records import difficulty_names
+from analysis.data import settings
 from analysis.measures import equal_steps
+from analysis.measures.construction import fixed_by_rule
 from analysis.measures.equal_steps import steps_per_arm
 from analysis.measures.spend import budgets_per_arm
 from analysis.measures.tie_learning import split_reused
 from analysis.render import helper
+from analysis.render.canvas import report_colours
 from analysis.render.paging import move_long_tables
 from analysis.render.writer import finish_build, start_build, write_report
 from analysis.sections import (at_k, coverage, equal_budget, examples, findings, group_size, header, health, heldout,
@@ -41,7 +46,8 @@ from analysis.sections.section import DETAILS, Context, Section
 COLUMNS = {
     "groups": ("step", "prompt_id", "difficulty", "round", "group_size", "reward_mean", "n_correct", "tie", "tie_kind",
                "used", "tokens", "samples_total", "tokens_total", "n_informative", "truncated", "reused"),
-    "eval": ("step", "prompt_id", "difficulty", "answer", "correct", "samples_total"),
+    "eval": ("step", "prompt_id", "difficulty", "answer", "correct", "samples_total", "tokens_total",
+             *settings.STORED),
     "steps": ("step", "samples_total", "reward_mean", "kl", "clip_frac", "grad_norm", "tie_frac"),
 }
 
@@ -51,15 +57,17 @@ def build_report(path: str | Path | Sequence[str | Path], out_dir: str | Path | 
                  baseline: str | None = None) -> Path:
     """Build the report of a run or sweep directory, or of several (`path` a list: one report over all
     their jobs, `out_dir` required); returns the path of REPORT.md. `by`, `where`, `baseline`: the arm
-    keys, the jobs kept ("KEY=VALUE", all must hold) and the arm differences are taken against
-    (`analysis.data.select`; SelectionError, one line, before anything is written).
+    keys, the jobs kept ("KEY=VALUE": values of one key alternatives, different keys all holding) and the
+    arm differences are taken against (`analysis.data.select`; SelectionError, one line, before anything is
+    written).
 
     It goes to `<path>/report/` unless `out_dir` is given. `command` is quoted as the command
     that produced the runs; by default it is rebuilt from Hydra's multirun.yaml or hydra.yaml.
     Jobs and parts that cannot be used are skipped with a warning and named in the report. The
     report is built in a folder beside `out` and swapped in whole at the end (`finish_build`): a
     build that fails or is killed leaves the report that was there. ReportNotWritable (one line)
-    when the folder cannot be written.
+    when the folder cannot be written or is not the report's to write (`render.ownership`), before any
+    work.
     """
     sources = [Path(p) for p in ([path] if isinstance(path, (str, Path)) else path)]
     if len(sources) > 1 and out_dir is None:
@@ -106,7 +114,8 @@ def _build(sources: Sequence[Path], out: Path, building: Path, command: str | No
             return
         if "samples_total" not in tables.eval or tables.eval["samples_total"].isna().any():  # from the groups
             return
-        ctx = Context(root=root, out=out, arm=tuple(arm), names=difficulty_names(tables.jobs))
+        ctx = Context(root=root, out=out, arm=tuple(arm), names=difficulty_names(tables.jobs),
+                      colours=report_colours(tables.jobs, arm))
         early.append((loaded.jobs, helper.begin(held_out_sections, tables, ctx, figures=held_out_files),
                       helper.begin(coverage.section, tables, ctx, claimable=True)))
 
@@ -117,7 +126,9 @@ def _build(sources: Sequence[Path], out: Path, building: Path, command: str | No
         command = "; ".join(filter(None, (launch_command(s) for s in sources))) or None
     tables, arm = _prepared(tables, choice)
     pooled = select.pooled_line(tables, select.unaccounted(tables, arm))
-    ctx = Context(root=root, out=out, arm=tuple(arm), names=difficulty_names(tables.jobs))
+    plan = missing_jobs(tables.roots)  # the jobs the sweep meant to run that left no run
+    ctx = Context(root=root, out=out, arm=tuple(arm), names=difficulty_names(tables.jobs),
+                  colours=report_colours(tables.jobs, arm))  # one colour per arm in every figure
     learning = tie_learning.section(tables, ctx)
     # a replayed group was drawn (and counted) at an earlier step: every other section counts draws only
     tables = replace(tables, groups=split_reused(tables.groups)[0])
@@ -160,25 +171,29 @@ def _build(sources: Sequence[Path], out: Path, building: Path, command: str | No
     take_held_out(wait=True)
     held, scores_at_k = held_out
     persisted = persisted()
-    family = tests.family([held.comparisons, what_trained.comparisons, tied.comparisons if tied else None, dynamics])
-    ranked = ranking.section(tables, ctx, family, held.scores, what_trained.per_job)
+    fixed = fixed_by_rule(tables.jobs, tables.groups, arm)  # quantities an arm's rule fixes: never a finding
+    family = tests.family([held.comparisons, what_trained.comparisons, tied.comparisons if tied else None, dynamics],
+                          fixed)
+    ranked = ranking.section(tables, ctx, family, held.scores, what_trained.per_job, fixed.wasted, held.prompt_scores)
     budgets = budgets_per_arm(tables.groups, arm) if not tables.groups.empty else None
-    first = [line for line in (pooled, findings.budget_warning(budgets) if budgets is not None else None,
-                               provenance.mixed_code(tables, ctx.out)) if line]
+    first = [line for line in (pooled, jobs.incomplete_line(tables, plan),
+                               findings.budget_warning(budgets) if budgets is not None else None,
+                               provenance.mixed_code(tables, ctx.out), settings.left_out_line(tables)) if line]
     quoted = findings.Inputs(calibration=tied.calibration if tied else None, budgets=budgets,
                              steps=steps_per_arm(tables.groups, arm).to_dict() if dynamics is not None else {},
-                             waste_by_difficulty=what_trained.by_difficulty, names=dict(ctx.names))
+                             waste_by_difficulty=what_trained.by_difficulty,
+                             ties_by_difficulty=tied.by_difficulty if tied else None, names=dict(ctx.names))
     found = findings.section(family, quoted, what_trained.unit_weight, ranked.sentences if ranked else [],
                              covered.sentence if covered else None, first)
 
     page = [
-        header.section(tables, ctx), found, provenance.section(tables, ctx, command or launch_command(root)),
+        header.section(tables, ctx), found, provenance.section(tables, ctx, command or launch_command(root), plan),
         ranked, held, scores_at_k, covered, what_trained, tied, learning,
     ]
     # the second page: what a reader may want once the findings are read (every test, the longer sections)
     details = [
         provenance.details(tables, ctx), tests.section(family), persisted, sizes, budget, healthy,
-        examples.section(completions(tables), ctx), jobs.section(tables),
+        examples.section(completions(tables), ctx), jobs.section(tables, plan),
     ]
     shown = [s for s in page if s is not None]  # a section is None where its data does not exist
     more = [s for s in details if s is not None]
@@ -197,11 +212,13 @@ def _prepared(tables: Tables, choice: tuple[tuple[str, ...], tuple[str, ...], st
     order (`select`), samples drawn attached to each checkpoint, every arm value a label (null, lists,
     floats as named: no section can drop or misname one)."""
     by, where, baseline = choice
-    tables = select.baseline_first(select.keep_jobs(tables, where), baseline)
+    tables = select.keep_jobs(tables, where)
     select.comparable_sources(tables, by)
     if not tables.eval.empty:  # samples drawn at each checkpoint, from the groups where eval rows lack them
-        tables = replace(tables, eval=attach_samples(tables.eval, tables.groups))
+        tables = replace(tables, eval=with_tokens(attach_samples(tables.eval, tables.groups)))
+    tables = settings.one_setting(tables)  # each job's eval rows at one sampling setting; the others named
     arm = select.arm_keys_given(tables, by) if by else arm_keys(tables.jobs, tables.config_columns)
+    tables = select.baseline_first(tables, baseline, arm)  # a baseline names an arm: checked against the arm keys
     return replace(tables, **{t: arms_as_text(getattr(tables, t), tables.jobs, arm, tables.own.get(t, ()))
                               for t in ("groups", "eval", "steps")}), arm
 

@@ -49,7 +49,8 @@ from pathlib import Path
 
 import torch
 
-from grpo_lab.config import TrainConfig, validate
+from grpo_lab.checks import validate
+from grpo_lab.config import TrainConfig
 from grpo_lab.model.tiny import tiny_weights
 from grpo_lab.rewards.rules import RewardWeights, score
 from grpo_lab.model.tokenizer import CharTokenizer
@@ -114,7 +115,8 @@ def build_trl(folder: Path, cfg: TrainConfig, reward: RewardFn, out_dir: str, ma
     from transformers.trainer_callback import PrinterCallback, ProgressCallback
     from trl import GRPOConfig, GRPOTrainer
 
-    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32, attn_implementation="eager")
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32, attn_implementation="eager",
+                                                 trust_remote_code=False)
     tokenizer = CharTokenizer.from_pretrained(folder)
     assert tokenizer.eos_token == "<eos>" and tokenizer.pad_token == "<pad>" and tokenizer.padding_side == "left"
     model.generation_config.pad_token_id = tokenizer.pad_token_id

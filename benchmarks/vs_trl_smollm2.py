@@ -28,7 +28,8 @@ from pathlib import Path
 
 import torch
 
-from grpo_lab.config import TrainConfig, validate
+from grpo_lab.checks import validate
+from grpo_lab.config import TrainConfig
 from grpo_lab.rewards.rules import RewardWeights, score
 from grpo_lab.run.record import RunRecord
 from grpo_lab.train.trainer import Trainer

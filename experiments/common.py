@@ -20,8 +20,10 @@ from hydra.core.override_parser.types import OverrideType
 from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict
 from omegaconf.errors import MissingMandatoryValue
 
+from grpo_lab.checks import advice, validate
+from grpo_lab.config import EvalJobConfig, TrainConfig
 from grpo_lab.errors import ConfigError, InputError
-from grpo_lab.config import EvalJobConfig, TrainConfig, advice, validate
+from grpo_lab.reads import refuse_unread
 
 CONF_DIR = str(Path(__file__).resolve().parent.parent / "conf")
 SCHEMAS: dict[str, type] = {"train": TrainConfig, "evaluate": EvalJobConfig}
@@ -144,12 +146,32 @@ def compose_plan(config_name: str, args: list[str]) -> tuple[list[Any], DictConf
         head = _without_hydra(base) if not swept else compose(config_name, overrides=trials[0][0])
         choices = dict(base.hydra.runtime.choices)
         typed_keys = {o.split("=")[0].lstrip("+~") for o in task_overrides(args)}  # not the preset's sweep
-        jobs = [typed(config_name, _choices_kept(head, trials[0][0], choices, typed_keys))]
+        jobs = [as_object(config_name, _choices_kept(head, trials[0][0], choices, typed_keys))]
         for overrides, moved in trials[1:]:
             cfg = _with_value(head, moved)
             cfg = cfg if cfg is not None else compose(config_name, overrides=overrides)  # a group moved
-            jobs.append(typed(config_name, _choices_kept(cfg, overrides, choices, typed_keys)))
+            jobs.append(as_object(config_name, _choices_kept(cfg, overrides, choices, typed_keys)))
+        if config_name == "train":  # a key set that no job reads, before its value is judged
+            unread = refuse_unread(jobs, *_keys_set(fixed, swept))
+            if unread:
+                raise ConfigError(unread)
+        for job in jobs:
+            if isinstance(job, TrainConfig):
+                validate(job)
         return jobs, base
+
+
+def _keys_set(fixed: list[str], swept: list[list[str]]) -> tuple[dict[str, str], dict[str, list[str]]]:
+    """The plain keys a command sets: {key: the override as typed} of the fixed overrides, and {key: its values}
+    of the swept ones (the preset's sweep included); config groups (`sampler=pods`), deletions and hydra.* left out:
+    a group's own keys are the preset's, not the user's."""
+    out: tuple[dict[str, str], dict[str, list[str]]] = ({}, {})
+    for into, lines in ((out[0], fixed), (out[1], [c[0] for c in swept])):
+        for k, o in enumerate(OverridesParser.create().parse_overrides(lines)):
+            key = o.key_or_group
+            if o.package is None and o.type != OverrideType.DEL and not key.startswith("hydra") and not _is_group(key):
+                into[key] = o.input_line if into is out[0] else [c.split("=", 1)[1] for c in swept[k]]
+    return out
 
 
 def compose_jobs(config_name: str, args: list[str]) -> list[Any]:
@@ -317,18 +339,23 @@ def _schema(config_name: str) -> DictConfig:
 
 
 def typed(config_name: str, cfg: DictConfig) -> Any:
-    """A composed config as its dataclass (SCHEMAS), validated when it is a TrainConfig. A key the
-    schema lacks (added with `+key=...`) is an error, not silently dropped."""
-    known = set(schema_keys(SCHEMAS[config_name]))
-    for key in _leaf_keys(cfg):
-        if key not in known and key.split(".")[0] != "hydra":
-            raise ConfigError(f"{key} is not a config key{did_you_mean(config_name, key)}")
-    obj = OmegaConf.to_object(OmegaConf.merge(_schema(config_name), cfg))  # merge copies the schema
+    """A composed config as its dataclass (SCHEMAS), validated when it is a TrainConfig."""
+    obj = as_object(config_name, cfg)
     if isinstance(obj, TrainConfig):
         validate(obj)
     return obj
 
 
+def as_object(config_name: str, cfg: DictConfig) -> Any:
+    """A composed config as its dataclass (SCHEMAS), not yet validated. A key the schema lacks (added with
+    `+key=...`) is an error, not silently dropped."""
+    known = set(schema_keys(SCHEMAS[config_name]))
+    for key in _leaf_keys(cfg):
+        if key not in known and key.split(".")[0] != "hydra":
+            raise ConfigError(f"{key} is not a config key{did_you_mean(config_name, key)}")
+    return OmegaConf.to_object(OmegaConf.merge(_schema(config_name), cfg))  # merge copies the schema
+
+
 def config_warnings(jobs: list[Any]) -> list[str]:
-    """Each distinct warning (`grpo_lab.config.advice`) of the jobs a command would run, once."""
+    """Each distinct warning (`grpo_lab.checks.advice`) of the jobs a command would run, once."""
     return list(dict.fromkeys(w for job in jobs if isinstance(job, TrainConfig) for w in advice(job)))

@@ -1,6 +1,9 @@
 """Evaluate a run directory: the base model and its checkpoints, n samples per held-out prompt.
 
     python -m experiments.evaluate run_dir=multirun/2026-11-30/10-00-00/0 n=32
+
+Every value, step, checkpoint file, the memory the rows take and rows already there at the same settings are
+checked before Hydra starts or any model loads (grpo_lab/run/evaluate.py: plan_evaluation), each refusal one line.
 """
 
 from __future__ import annotations
@@ -14,7 +17,8 @@ from omegaconf import DictConfig, OmegaConf
 from experiments.common import INSPECT_FLAGS, preflight, register_configs, typed
 from experiments.job_files import open_job_logs
 from grpo_lab.config import EvalJobConfig, TrainConfig
-from grpo_lab.run.evaluate import evaluate_checkpoints
+from grpo_lab.errors import ConfigError, InputError
+from grpo_lab.run.evaluate import Plan, evaluate_checkpoints, plan_evaluation
 from grpo_lab.run.guards import CONFIG_NAME, saved_config
 
 register_configs()
@@ -48,12 +52,23 @@ def run_config(run_dir: Path) -> TrainConfig:
 def run(cfg: DictConfig) -> None:
     job: EvalJobConfig = typed("evaluate", cfg)
     run_dir = Path(job.run_dir)
-    try:
+    try:  # checked again under the run's lock (evaluate_checkpoints): the preflight's view may be stale
+        plan = _plan(job)
         steps = evaluate_checkpoints(run_config(run_dir), run_dir, n=job.n, temperature=job.temperature,
-                                     steps=job.steps, on_start=lambda _: open_job_logs())
-    except (FileNotFoundError, ValueError) as e:  # a wrong run_dir or step: say so in one line
+                                     steps=job.steps, overwrite=job.overwrite, on_start=lambda _: open_job_logs())
+    except ConfigError as e:
+        sys.exit(f"config error: {e}")
+    except (FileNotFoundError, ValueError) as e:  # a wrong run_dir or step, rows already there: say so in one line
         sys.exit(f"error: {e}")
-    print(f"evaluated steps {steps} of {run_dir}: {job.n} samples per held-out prompt")
+    where = "the run's own eval parts" if plan.tag is None else f"eval parts tagged {plan.tag}, beside the run's own"
+    print(f"evaluated steps {steps} of {run_dir}: {plan.setting.text()} ({where})")
+
+
+def _plan(job: EvalJobConfig) -> Plan:
+    """`plan_evaluation` of a job, against the config its run was trained with."""
+    run_dir = Path(job.run_dir)
+    return plan_evaluation(run_config(run_dir), run_dir, n=job.n, temperature=job.temperature, steps=job.steps,
+                           overwrite=job.overwrite)
 
 
 def main() -> None:
@@ -72,6 +87,15 @@ def main() -> None:
         if not (Path(job.run_dir) / "run.json").is_file():
             what = "no such directory" if not Path(job.run_dir).exists() else "not a grpo-lab run directory (no run.json)"
             sys.exit(f"error: run_dir={job.run_dir}: {what}")
+        try:  # values, steps, checkpoint files, memory, rows already there: before any model loads
+            plan = _plan(job)
+        except ConfigError as e:
+            sys.exit(f"config error: {e}")
+        except (FileNotFoundError, InputError) as e:
+            sys.exit(f"error: {e}")
+        if plan.setting.temperature == 0 and plan.setting.n > 1:
+            print(f"warning: temperature=0 with n={plan.setting.n}: the n greedy samples are identical, so pass@k and "
+                  "cons@k equal pass@1 at every k", file=sys.stderr)
     run()
 
 

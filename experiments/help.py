@@ -78,7 +78,8 @@ def train_help(conf_dir: Path) -> str:
     out += [line(k, v, m) for k, v, m in rows if k in MAIN_KEYS]
     out += ["", "Every key:"]
     out += [line(k, v, m) for k, v, m in rows]
-    out += ["", "A bad value is refused in one line before anything loads. The composed config of a command: "
+    out += ["", "A bad value, or a key set where no chosen option reads it (sampler.pods.n without sampler=pods), is "
+            "refused in one line before anything loads. The composed config of a command: "
             "--cfg job. Hydra's own help: --hydra-help. The ten keys that matter most and an FAQ: docs/GUIDE.md."]
     return "\n".join(out)
 
@@ -86,9 +87,14 @@ def train_help(conf_dir: Path) -> str:
 def evaluate_help() -> str:
     from grpo_lab.config import EvalJobConfig
 
-    rows = key_help(EvalJobConfig)
+    rows = [(k, "null" if v is None else str(v).lower() if isinstance(v, bool) else v, m)
+            for k, v, m in key_help(EvalJobConfig)]
     width = max(len(f"{k}={v}") for k, v, _ in rows)
-    return "\n".join(["Evaluate a run directory: the base model and its checkpoints, n samples per held-out prompt,",
-                      "written as the run's eval parts (the run's own config.json gives model and task).", "",
+    return "\n".join(["Evaluate a run directory: the base model and its checkpoints, n samples per held-out prompt",
+                      "(the run's own config.json gives model and task). Rows at the run's own settings (eval.n,",
+                      "eval.temperature) are its eval parts; rows at other settings go beside them, tagged with the",
+                      "settings (eval/part-000030-n4-t0.5-p1-m6.parquet), and every row records n, temperature, top_p",
+                      "and max_new_tokens. Rows already there at the same settings are replaced only with",
+                      "overwrite=true; each evaluation is recorded in <run>/evaluations.jsonl.", "",
                       "  python -m experiments.evaluate run_dir=multirun/2026-11-30/10-00-00/0 n=32", "", "Keys:",
                       *(f"  {f'{k}={v}':<{width}}  {m}" for k, v, m in rows)])

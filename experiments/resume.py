@@ -1,8 +1,8 @@
 """Before Hydra starts: the folders a command line will write into, refused in one line when one cannot be
-written or holds a run started with another config. Hydra writes before any job runs (a sweep's
-`multirun.yaml`, the launcher's logs), so a resume that will be refused must be refused here, where nothing
-has been written yet. Each job checks again under its lock (grpo_lab.run.guards.prepare): this is the early,
-whole-command answer; that one is the authority.
+written, holds a run started with another config, or (resume=never) holds files no run writes. Hydra writes
+before any job runs (a sweep's `multirun.yaml`, the launcher's logs), so a start that will be refused must be
+refused here, where nothing has been written yet. Each job checks again under its lock
+(grpo_lab.run.guards.prepare): this is the early, whole-command answer; that one is the authority.
 
 A sweep's job folders are `hydra.sweep.dir/<job number>` in Hydra's own order (its BasicSweeper's product of
 the sweeper params and the command line). A sweep with another `hydra.sweep.subdir` is checked job by job
@@ -25,6 +25,7 @@ from experiments.common import compose_job, task_overrides
 from grpo_lab.errors import InputError
 from grpo_lab.run.guards import CONFIG_NAME, check_resume, may_differ
 from grpo_lab.run.lock import RunDirUnwritable
+from grpo_lab.run.owned import run_files
 
 JOB_NUM = "${hydra.job.num}"  # Hydra's default sweep subdir
 
@@ -69,9 +70,25 @@ def _same_overrides(folder: Path, overrides: list[str]) -> bool:
     return kept(before) == kept(overrides)
 
 
-def check_folders(config_name: str, base: DictConfig, args: list[str], single: Any | None) -> None:
-    """Raise InputError (one line) when a folder this command writes cannot be written, or holds a run that this
-    command would resume with another config. single: the one job's typed config when not a sweep."""
+def _starts_over(config_name: str, overrides: list[str], single: Any | None, composed: list[Any]) -> bool:
+    """Whether the job runs with resume=never: its last `resume=` override, else its config's. The preflight
+    composed every swept value at least once: when those jobs agree, every job does (nothing to compose)."""
+    said = [o.split("=", 1)[1] for o in overrides if "=" in o and o.split("=", 1)[0].lstrip("+~") == "resume"]
+    if said:
+        return said[-1] == "never"
+    if single is not None:
+        return single.resume == "never"
+    if len({job.resume for job in composed}) == 1:
+        return composed[0].resume == "never"
+    return compose_job(config_name, overrides).resume == "never"
+
+
+def check_folders(config_name: str, base: DictConfig, args: list[str], single: Any | None,
+                  composed: list[Any] = ()) -> None:
+    """Raise InputError (one line) when a folder this command writes cannot be written, holds a run that this
+    command would resume with another config, or is to start over (resume=never) but holds a file no run writes
+    (grpo_lab/run/owned.py). single: the one job's typed config when not a sweep; composed: the jobs the
+    preflight composed."""
     planned = job_folders(base, args)
     if not planned:
         return
@@ -79,7 +96,12 @@ def check_folders(config_name: str, base: DictConfig, args: list[str], single: A
         _writable(planned[0][0].parent)  # the sweep folder: multirun.yaml goes there first
     for folder, overrides in planned:
         _writable(folder)
-        if not (folder / CONFIG_NAME).is_file() or any(o.startswith("resume=never") for o in overrides):
+        if not folder.is_dir():
+            continue
+        if _starts_over(config_name, overrides, single, list(composed)):
+            run_files(folder)  # resume=never deletes only a run's own files: a folder holding others is refused here
+            continue
+        if not (folder / CONFIG_NAME).is_file():
             continue
         if single is None and _same_overrides(folder, overrides):
             continue  # the job's own command again (budgets may differ): nothing to compose
@@ -93,7 +115,7 @@ def refusal(config_name: str, base: DictConfig | None, args: list[str], jobs: li
         return None
     multirun = any(a in ("-m", "--multirun") for a in args)
     try:
-        check_folders(config_name, base, args, None if multirun else jobs[0])
+        check_folders(config_name, base, args, None if multirun else jobs[0], jobs)
     except InputError as e:
         return str(e)
     return None

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
+from hydra.errors import CompactHydraException
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
@@ -26,9 +27,11 @@ from experiments.resume import refusal
 from grpo_lab.config import TrainConfig
 from grpo_lab.errors import InputError
 from grpo_lab.progress import Heartbeat
+from grpo_lab.run.signals import Killed
 
 register_configs()
 log = logging.getLogger(__name__)
+COMMAND_PID = "GRPO_LAB_COMMAND_PID"  # the process the command line started: a job elsewhere runs in a pool's worker
 
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="train")
@@ -51,8 +54,28 @@ def run(cfg: DictConfig) -> None:
     except OSError as e:  # the disk failed the job (full, read-only, a quota): run.json says so where it could
         sys.exit(f"error: {disk_error(e)}; the job stopped (run.json: failed, with the traceback); once that is "
                  "fixed, the same command resumes it from its last checkpoint")
+    except Killed as e:
+        killed(e)
     shown = os.path.relpath(run_dir) if not os.path.relpath(run_dir).startswith("..") else run_dir
     log.info("report: python -m analysis %s", shown)
+
+
+class JobKilled(CompactHydraException):
+    """A sweep's job stopped by a signal in a pool's worker process (launcher=joblib), as an ordinary error: Hydra
+    records that job failed, the pool keeps running the sweep's other jobs, and the sweep ends saying this line
+    (a compact error: no traceback)."""
+
+
+def killed(e: Killed) -> None:
+    """A job stopped by SIGTERM or SIGINT (run.json: killed), said in one line. In the command's own process
+    it exits as a killed process does (128 + the signal); in a pool's worker only the job ends: the signal was
+    sent to stop it, and the sibling jobs that worker's pool runs are not the signal's to stop."""
+    line = f"{e}; run.json: killed; the same command resumes it from its last checkpoint"
+    if os.environ.get(COMMAND_PID, str(os.getpid())) != str(os.getpid()):
+        log.error("%s", line)
+        raise JobKilled(line) from None
+    print(f"error: {line}", file=sys.stderr)
+    sys.exit(128 + e.signum)
 
 
 def disk_error(e: OSError) -> str:
@@ -90,6 +113,7 @@ def main() -> None:
 
         print(train_help(Path(CONF_DIR)))
         return
+    os.environ[COMMAND_PID] = str(os.getpid())  # inherited by a launcher's worker processes
     jobs, base, error = preflight_plan("train", sys.argv[1:])
     if error:
         sys.exit(f"config error: {error}")

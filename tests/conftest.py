@@ -49,6 +49,9 @@ SLOW = {
     "tests/test_benchmarks.py::test_speed_regression_benchmark_smoke",
     "tests/test_cli_messages.py::test_evaluate_help_and_config_need_no_run_dir",
     "tests/test_experiments.py::test_submitit_local_sweep_writes_its_report",
+    # joblib sweeps of three jobs, a worker signalled mid-run, then the command again (about 2 minutes each)
+    "tests/test_killed.py::test_sigterm_to_one_joblib_worker_ends_that_job_only",
+    "tests/test_killed.py::test_sigkill_to_a_joblib_worker_is_recorded_by_the_next_start",
 }
 
 
@@ -76,6 +79,13 @@ HEAVY = {
     "tests/test_findings_wording.py",
     "tests/test_analysis_report.py",
     "tests/test_notebook_example.py",
+    "tests/test_killed.py",  # command lines stopped by signals, and run again
+    "tests/test_resume_never.py",
+    "tests/test_safe_loads.py",
+    "tests/test_evaluate_writer.py",  # experiments.evaluate's command line, run again and again on a tiny run
+    "tests/test_report_words.py",  # synthetic sweeps whose truth is set, each built into a report
+    "tests/test_analysis_colours.py",
+    "tests/test_unread_keys.py",  # the preflight over every option's keys
     # single tests of 5-40 s each in files that are otherwise quick
     "tests/test_readme.py::test_your_own_study_runs_as_the_readme_prints_it",
     "tests/test_accumulation.py::test_micro_batches_of_shaped_and_reused_rows_train_to_the_whole_batchs_weights",

@@ -26,6 +26,7 @@ from grpo_lab.config import TrainConfig
 from grpo_lab.train.objective import AGG_MODES
 from grpo_lab.model.load import frozen_copy, load_policy
 from grpo_lab.model.sharding import full
+from grpo_lab.rollout.generate import Rollout
 from grpo_lab.train.microbatch import micro_batches
 from grpo_lab.train.parallel import build_parallel
 from grpo_lab.train.update import TrainingRows, update
@@ -74,7 +75,8 @@ def apply_update(base: dict, groups: list, advantages: list[torch.Tensor], agg: 
 
 
 def run_update(src: str, dst: str, strategy: str = "ddp") -> None:
-    data = torch.load(src, weights_only=False)
+    with torch.serialization.safe_globals([Rollout]):  # the test's groups: our own dataclass, nothing else
+        data = torch.load(src, weights_only=True)
     rank, world = distributed.rank(), distributed.world()
     out = {}
     for agg in AGG_MODES:

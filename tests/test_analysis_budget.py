@@ -190,15 +190,22 @@ def test_final_checkpoint_comparison_aligns_jobs_with_different_last_steps():
                       per_step={"0": 128, "1": 128, "2": 128, "3": 128})
     table, per_seed = checkpoint_comparisons(rows, ["sampler"], [("pass@k", 4), ("cons@k", 8)], n_boot=200)
     assert table["refused"].isna().all()
+
+    def mean_over_prompts(selected):  # each prompt's score averaged over the arm's jobs, then over prompts
+        return per_prompt(selected, [4]).groupby("prompt_id")["pass@4"].mean().mean()
+
     pass4 = table[table["metric"] == "pass@k"].set_index("checkpoint")
-    assert list(pass4.index) == ["base", "final", "6400 samples", "final vs base", "final vs base"]
+    # jobs that end at different steps are compared at equal steps too, at the last step every job has (50)
+    assert list(pass4.index) == ["base", "final", "6400 samples", "step 50", "final vs base", "final vs base"]
+    assert list(pass4["alignment"]) == ["samples"] * 3 + ["steps"] + ["samples"] * 2
+    at_50 = pass4.loc["step 50"]
+    assert (at_50["steps_a"], at_50["steps_b"]) == ("50, 50", "50, 50") and at_50["samples_a"] == at_50["samples_b"]
+    assert at_50["mean_b"] - at_50["mean_a"] == pytest.approx(at_50["difference"])
+    assert at_50["mean_a"] == pytest.approx(mean_over_prompts(rows[(rows["step"] == 50) & rows["job"].isin(["0", "1"])]))
     final = pass4.loc["final"]
     assert (final["a"], final["b"]) == ("sampler=fixed @ final", "sampler=resample @ final")
     assert (final["steps_a"], final["steps_b"]) == ("100, 100", "80, 83")
     assert final["paired"] and final["seeds_a"] == final["seeds_b"] == 2  # seeds 0 and 1 in both arms
-
-    def mean_over_prompts(selected):  # each prompt's score averaged over the arm's jobs, then over prompts
-        return per_prompt(selected, [4]).groupby("prompt_id")["pass@4"].mean().mean()
 
     fixed_end = rows[rows["step"] == 100]
     resample_end = rows[((rows["job"] == "2") & (rows["step"] == 80)) | ((rows["job"] == "3") & (rows["step"] == 83))]

@@ -175,7 +175,7 @@ def test_crossing_recovers_a_known_crossing():
     _, crossings = coverage(coverage_eval(p_base, p_trained, n=32), n_boot=300)
     row = crossings.set_index("difficulty").loc["all"]
     assert row.gain_at_1 > 0 and row.cross_low <= exact <= row.cross_high, (exact, row)
-    assert "base model overtakes it" in coverage_section.describe(*coverage(coverage_eval(p_base, p_trained, n=32)), ["sampler"])
+    assert "overtaken by the base at k = " in coverage_section.describe(*coverage(coverage_eval(p_base, p_trained, n=32)), ["sampler"])
 
 
 def test_crossing_k():

@@ -176,7 +176,7 @@ def test_sources_that_differ_in_task_evaluation_or_budget_are_refused(built, tmp
 
 def test_a_grids_heldout_figure_is_faceted_by_the_second_key(grid, tmp_path):
     """Each panel of a grid's held-out figure holds the first key's arms at one level of the second, named in
-    its title, a sampler in the same colour in every panel; and the report draws it."""
+    its title, each arm (sampler and beta) in one colour of its own in every panel; and the report draws it."""
     from analysis.render.scores import heldout_panels
 
     with warnings.catch_warnings():
@@ -189,10 +189,12 @@ def test_a_grids_heldout_figure_is_faceted_by_the_second_key(grid, tmp_path):
     colours = {}
     for title, arms in panels:
         beta = title.rpartition("algo.beta=")[2]
-        assert beta in ("0.0", "0.04") and [label for label, _, _ in arms] == ["sampler=fixed", "sampler=resample_on_tie"]
+        assert beta in ("0.0", "0.04") and [label for label, _, _ in arms] == [
+            f"sampler={sampler}, algo.beta={beta}" for sampler in ("fixed", "resample_on_tie")]
         for label, colour, rows in arms:
             assert (rows["algo.beta"].astype(str) == beta).all() and len(rows)
             assert colours.setdefault(label, colour) == colour
+    assert len(set(colours.values())) == 4  # one colour an arm, as in every figure of the report
     assert (out / "figures" / "heldout.png").stat().st_size > 10_000
     one = heldout_panels(bands[bands["algo.beta"].astype(str) == "0.04"], ["sampler"])  # no grid: one panel a metric
     assert len(one) == len(metrics) and all(", algo.beta" not in title for title, _ in one)

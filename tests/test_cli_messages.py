@@ -73,7 +73,6 @@ def test_evaluate_help_and_config_need_no_run_dir(tmp_path):
 @pytest.mark.parametrize("overrides,warned", [
     (["task=mathset", "task.path={math}"], "task=mathset with the built-in model"),
     (["eval.temperature=0"], "equal pass@1 at every k"),
-    (["algo=ngrpo", "algo.std=sample"], "is not used by algo.advantage=ngrpo"),
     (["sampler=dars"], "hard prompts gain none"),
     (["sampler=pods", "sampler.pods.n=8"], "which is sampler=fixed"),
 ])
@@ -81,7 +80,7 @@ def test_settings_that_cannot_learn_are_warned_in_one_line(overrides, warned, tm
     from experiments.common import config_warnings
 
     math = tmp_path / "math.jsonl"
-    math.write_text('{"problem": "What is $1+1$?", "answer": "2", "level": 1}\n' * 5)
+    math.write_text("".join(f'{{"problem": "What is ${i}+1$?", "answer": "{i + 1}", "level": 1}}\n' for i in range(10)))
     jobs, error = preflight("train", [o.format(math=math) for o in overrides])
     assert error is None
     warnings = config_warnings(jobs)

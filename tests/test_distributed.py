@@ -18,6 +18,7 @@ from reference import assert_same_rows
 from grpo_lab.train.objective import AGG_MODES, group_advantages
 from grpo_lab.model.load import eos_ids, load_policy
 from grpo_lab.rollout.generate import sample_groups, split_groups
+from grpo_lab.run.checkpoints import read_state
 from grpo_lab.samplers import PromptStream
 from grpo_lab.run.tables import read_table
 from grpo_lab.tasks import build_task
@@ -58,7 +59,7 @@ def test_two_rank_update_equals_one_process_on_the_combined_batch(tmp_path, stra
 
     out = torchrun(str(WORKER), "update", str(tmp_path / "batch.pt"), str(tmp_path / "two.pt"), strategy)
     assert out.returncode == 0, out.stderr[-3000:]
-    two = torch.load(tmp_path / "two.pt", weights_only=False)
+    two = torch.load(tmp_path / "two.pt", weights_only=True)
     assert {v["strategy"] for v in two.values()} == {strategy}
     base = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
     for agg in AGG_MODES:
@@ -112,7 +113,7 @@ def test_two_rank_shaped_and_reused_update_equals_one_process(tmp_path, strategy
     torch.save(data, tmp_path / "batch.pt")
     out = torchrun(str(WORKER), "update", str(tmp_path / "batch.pt"), str(tmp_path / "two.pt"), strategy)
     assert out.returncode == 0, out.stderr[-3000:]
-    two = torch.load(tmp_path / "two.pt", weights_only=False)
+    two = torch.load(tmp_path / "two.pt", weights_only=True)
     for agg in AGG_MODES:
         one = apply_update(data["base"], groups, advantages, agg, tokenizer.pad_token_id, direction=direction,
                            behaviour=behaviour)
@@ -130,7 +131,7 @@ def test_fsdp_rollout_gathers_once_and_decodes_without_collectives(tmp_path):
     the tokens are an unsharded copy's, bit for bit. Outside it each rank holds half the weights."""
     out = torchrun(str(WORKER), "rollout", str(tmp_path / "rollout.pt"))
     assert out.returncode == 0, out.stderr[-3000:]
-    ranks = torch.load(tmp_path / "rollout.pt", weights_only=False)
+    ranks = torch.load(tmp_path / "rollout.pt", weights_only=True)
     assert [r["collectives"] for r in ranks] == [0, 0]
     assert [len(r["same"]) for r in ranks] == [2, 2] and all(all(r["same"]) for r in ranks)
     assert ranks[0]["lengths"] != ranks[1]["lengths"]  # the ranks really decoded different work
@@ -272,8 +273,9 @@ def test_two_rank_runs_of_pods_and_dars_recount(tmp_path, sampler, rule):
     from test_samplers_ties import recount, recount_advantages
 
     run = tmp_path / "run"
-    out = torchrun(*_train_cmd(run, "max_steps=3", f"sampler={sampler}", f"algo.advantage={rule}", "sampler.pods.n=8",
-                               "sampler.dars.max_per_prompt=12", "eval=none", levels="1,2,4"))
+    own = {"pods": "sampler.pods.n=8", "dars": "sampler.dars.max_per_prompt=12"}[sampler]  # a key only it reads
+    out = torchrun(*_train_cmd(run, "max_steps=3", f"sampler={sampler}", f"algo.advantage={rule}", own, "eval=none",
+                               levels="1,2,4"))
     assert out.returncode == 0, out.stderr[-3000:]
     g, _ = recount(run)
     assert set(g["rank"]) == {0, 1} and recount_advantages(g, rule, m=4 if sampler == "pods" else None) > 0
@@ -291,7 +293,7 @@ def test_two_rank_replay_keeps_one_buffer_resumes_exactly(tmp_path):
     g, s = recount(full)
     assert recount_advantages(g, "rl_zvp") > 0 and s["reused"].sum() > 0
     assert set(g.loc[g["reused"], "rank"]) == {0, 1}  # each rank trains the replays of what it drew
-    state = torch.load(full / "checkpoints" / "step-000005" / "state.pt", weights_only=False)["counters"]
+    state = read_state(full / "checkpoints" / "step-000005")["counters"]
     ranks = state["ranks_sampler"]
     meta = [[(e["step"], e["problem"].prompt_id, e["score"], e["rank"], e["advantages"].tolist()) for e in r["buffer"]]
             for r in ranks]
@@ -314,7 +316,7 @@ def _same_weights(a: Path, b: Path, atol: float) -> float:
     """Largest difference between two checkpoint folders' weights, each read by transformers' from_pretrained."""
     from transformers import AutoModelForCausalLM
 
-    ma, mb = (AutoModelForCausalLM.from_pretrained(p, dtype=torch.float32) for p in (a, b))
+    ma, mb = (AutoModelForCausalLM.from_pretrained(p, dtype=torch.float32, trust_remote_code=False) for p in (a, b))
     assert ma.lm_head.weight is ma.model.embed_tokens.weight and mb.lm_head.weight is mb.model.embed_tokens.weight
     diff = max((pa - pb).abs().max().item() for pa, pb in zip(ma.parameters(), mb.parameters()))
     assert diff <= atol, diff
@@ -355,7 +357,7 @@ def test_fsdp_run_equals_the_ddp_run(tmp_path, sampler, levels, extra):
     final = int(b["step"].max())  # 4, or where dynamic's cap stopped both runs
     mid, ckpt = fsdp / "checkpoints" / "step-000002", fsdp / "checkpoints" / f"step-{final:06d}"
     assert not (mid / "sharded").exists() and (mid / "optim" / ".metadata").exists()  # staging gone; AdamW in DCP
-    assert torch.load(mid / "state.pt", weights_only=False)["optimizer"] is None
+    assert read_state(mid)["optimizer"] is None
     assert not (ckpt / "state.pt").exists() and not (ckpt / "optim").exists()  # final_weights_only: weights alone
     _same_weights(ddp / "checkpoints" / f"step-{final:06d}", ckpt, atol=1e-5)
     if sampler == "fixed":

@@ -122,10 +122,11 @@ def test_a_difference_of_training_progress_is_said_at_equal_steps(step_progress)
     assert at_steps[["mean_a", "mean_b"]].tolist() == pytest.approx([early["fixed"], early["resample_on_tie"]])
     assert at_steps["interval"] == "seeds, steps 1–12"
     line = line_of(findings(text), "tie_frac (first rounds)")
-    assert "a detectable difference" in line.split(" Over the same")[0]  # learning fills all-correct ties
-    assert "Over the same optimizer steps (steps 1–12; steps per job: fixed 24; resample_on_tie 12)" in line
-    assert line.endswith("no detectable difference, so the difference at equal samples is one of training "
-                         "progress (the arms took different steps)."), line
+    assert "a detectable difference" in line.split(" At equal samples")[0]  # learning fills all-correct ties
+    assert "At equal samples fixed took 24 optimizer steps and resample_on_tie 12; at equal steps (steps 1–12)" in line
+    assert line.endswith("no detectable difference, so the difference holds at equal samples, not at equal steps: it "
+                         "is one of training progress (the arms took different steps), not of the arms at an equal "
+                         "step."), line
     dynamics = next(line for line in findings(text) if line.startswith("Training dynamics over the same"))
     steps = raw(root, "steps")
     kl = steps[steps["step"] <= 12].groupby("job")["kl"].mean().groupby(arm).mean()

@@ -11,7 +11,8 @@ import pytest
 import torch
 
 from fixtures.models import build_chat_model
-from grpo_lab.config import TrainConfig, validate
+from grpo_lab.checks import validate
+from grpo_lab.config import TrainConfig
 from grpo_lab.errors import ConfigError
 from grpo_lab.model.load import frozen_copy, load_policy
 from grpo_lab.model.logprobs import completion_logprobs
@@ -76,7 +77,8 @@ def test_a_lora_run_trains_only_adapters_resumes_exactly_and_evaluates_from_its_
     # experiments.evaluate's path: the base loaded once, each checkpoint's adapters onto it: the training's rows
     before = read_table(full, "eval").drop_columns(["run_id"]).to_pandas()
     tiny_cfg.out_dir = str(full)
-    assert evaluate_checkpoints(tiny_cfg, full, n=tiny_cfg.eval.n, temperature=1.0, steps=[4, 0, 2]) == [0, 2, 4]
+    assert evaluate_checkpoints(tiny_cfg, full, n=tiny_cfg.eval.n, temperature=1.0, steps=[4, 0, 2],
+                                overwrite=True) == [0, 2, 4]  # the same settings as the run's own: replaced
     after = read_table(full, "eval").drop_columns(["run_id"]).to_pandas()
     assert len(before) > 0 and before.equals(after)
 

@@ -69,7 +69,7 @@ def test_evaluate_reads_the_checked_record(single):
     stale = OmegaConf.load(hydra_config)
     stale.task.levels = [1]
     OmegaConf.save(stale, hydra_config)
-    out = cli(f"run_dir={single}", "n=2", "steps=[0]", module="experiments.evaluate")
+    out = cli(f"run_dir={single}", "n=2", "steps=[0]", "overwrite=true", module="experiments.evaluate")  # the run's own
     assert out.returncode == 0, out.stderr[-3000:]
     rows = read_table(single, "eval").to_pandas()
     assert sorted(rows[rows["step"] == 0]["difficulty"].unique()) == ["1", "2"]

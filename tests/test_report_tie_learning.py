@@ -23,12 +23,21 @@ def sweep(tmp_path_factory):
 
 
 def arms(root):
-    """Each job's arm as the report names it: (algo.advantage, sampler.name), from its config.json."""
+    """Each job's arm as the report names it: the `arm` preset its command line chose (Hydra's overrides.yaml),
+    which sets (algo.advantage, sampler.name) in its config.json."""
+    import yaml
+
     out = {}
     for p in root.glob("*/config.json"):
         config = json.loads(p.read_text())
-        out[p.parent.name] = (config["algo.advantage"], config["sampler.name"])
+        chosen = yaml.safe_load((p.parent / ".hydra" / "overrides.yaml").read_text())
+        arm = next(o.split("=", 1)[1] for o in chosen if o.startswith("arm="))
+        assert (config["algo.advantage"], config["sampler.name"]) == ARMS[arm]
+        out[p.parent.name] = arm
     return out
+
+
+ARMS = {"grpo": ("grpo", "fixed"), "rl_zvp": ("rl_zvp", "fixed"), "replay": ("grpo", "replay")}  # what each sets
 
 
 def report_table(root, name):
@@ -38,7 +47,7 @@ def report_table(root, name):
 def test_outcomes_recount_from_the_groups_table(sweep):
     groups = raw(sweep, "groups")
     arm_of = arms(sweep)
-    shown = report_table(sweep, "tie_outcomes").set_index(["algo.advantage", "sampler"])
+    shown = report_table(sweep, "tie_outcomes").set_index("arm")
     assert len(shown) == 3
     expected = {}
     for job, rows in groups.groupby("job"):
@@ -58,16 +67,16 @@ def test_outcomes_recount_from_the_groups_table(sweep):
         assert row["replayed"] == e["replayed"] and row["replayed_samples"] == e["replayed_samples"]
         assert row["all_wrong_share"] == pytest.approx(np.mean(e["wrong"]), abs=1e-12)
     # the rules did what they say: rl_zvp trains tied groups, grpo never does; the buffer replayed something
-    assert shown.loc[("rl_zvp", "fixed"), "tied_trained"] > 0 and shown.loc[("grpo", "fixed"), "tied_trained"] == 0
-    assert shown.loc[("grpo", "replay"), "replayed"] > 0
+    assert shown.loc["rl_zvp", "tied_trained"] > 0 and shown.loc["grpo", "tied_trained"] == 0
+    assert shown.loc["replay", "replayed"] > 0
 
 
 def test_replayed_groups_are_never_draws(sweep):
     groups = raw(sweep, "groups")
     drawn = groups[~groups["reused"].fillna(False)]
     spent = report_table(sweep, "budget_by_arm")
-    replay = spent[spent["sampler"] == "replay"].iloc[0]
-    jobs = [j for j, a in arms(sweep).items() if a[1] == "replay"]
+    replay = spent[spent["arm"] == "replay"].iloc[0]
+    jobs = [j for j, a in arms(sweep).items() if a == "replay"]
     assert replay["samples"] == drawn[drawn["job"].isin(jobs)]["group_size"].sum()
     # and the jobs' draws end at the budget, as the steps table counts them
     steps = raw(sweep, "steps")
@@ -77,11 +86,11 @@ def test_replayed_groups_are_never_draws(sweep):
 def test_held_out_from_a_unanimous_start_recounts(sweep):
     ev = raw(sweep, "eval")
     arm_of = arms(sweep)
-    shown = report_table(sweep, "tie_learning_start").set_index(["algo.advantage", "sampler", "start"])
-    for (advantage, sampler, start), row in shown.iterrows():
+    shown = report_table(sweep, "tie_learning_start").set_index(["arm", "start"])
+    for (arm, start), row in shown.iterrows():
         accuracies = []
         for job, rows in ev.groupby("job"):
-            if arm_of[job] != (advantage, sampler):
+            if arm_of[job] != arm:
                 continue
             first, last = rows[rows["step"] == rows["step"].min()], rows[rows["step"] == rows["step"].max()]
             start_rate = first.groupby("prompt_id")["correct"].mean()

@@ -5,9 +5,10 @@ import logging
 import re
 
 import pytest
-import torch
 
-from grpo_lab.config import TrainConfig, draw_per_step
+from grpo_lab.checks import draw_per_step
+from grpo_lab.config import TrainConfig
+from grpo_lab.run.checkpoints import read_state
 from grpo_lab.run.tables import read_table
 from grpo_lab.train.trainer import train
 
@@ -89,5 +90,5 @@ def test_band_explore_redraws_prompts_outside_the_band_and_counts_every_skip(tmp
     share = redrawn_outside / (redrawn_outside + s["skipped_prompts"].sum())  # of the outside prompts met
     assert 0.3 < share < 0.7  # about `explore` of them were drawn again (about 55 of 110 here)
     assert len(s) == 18 and json.loads((run / "run.json").read_text()).get("stopped") is None
-    state = torch.load(run / "checkpoints" / "step-000018" / "state.pt", weights_only=False)["counters"]["sampler"]
+    state = read_state(run / "checkpoints" / "step-000018")["counters"]["sampler"]
     assert state["cursor"] == len(g) + s["skipped_prompts"].sum()  # every prompt taken was drawn or skipped

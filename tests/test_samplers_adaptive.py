@@ -6,14 +6,15 @@ import itertools
 
 import numpy as np
 import pytest
-import torch
 from reference import assert_same_rows
 
 from grpo_lab.errors import ConfigError
-from grpo_lab.config import TrainConfig, validate
+from grpo_lab.checks import validate
+from grpo_lab.config import TrainConfig
 from grpo_lab.samplers.greso import keep_probability
 from grpo_lab.samplers.knapsack import allocate, group_value
 from grpo_lab.samplers.reinforce_ada import balanced_selection, exit_rule_holds
+from grpo_lab.run.checkpoints import read_state
 from grpo_lab.run.tables import read_table
 from grpo_lab.train.trainer import train
 
@@ -151,7 +152,7 @@ def test_greso_skips_are_counted_and_budgets_recounted(tmp_path):
     run = train(cfg)
     g, s = recount_budget(run)
     assert s["skipped_prompts"].sum() > 0
-    state = torch.load(run / "checkpoints" / "step-000008" / "state.pt", weights_only=False)["counters"]["sampler"]
+    state = read_state(run / "checkpoints" / "step-000008")["counters"]["sampler"]
     # every prompt taken from the stream was either sampled (one group) or skipped
     assert state["cursor"] == len(g) + s["skipped_prompts"].sum()
     assert not g["used"][g["tie"]].any() and (g.groupby("step")["used"].sum() == 4).all()

@@ -13,11 +13,12 @@ import torch
 from reference import assert_same_rows, plain_grpo, plain_ngrpo
 from scipy import stats
 
-from grpo_lab.config import TrainConfig, validate
+from grpo_lab.checks import validate
+from grpo_lab.config import TrainConfig
 from grpo_lab.errors import ConfigError
 from grpo_lab.model.load import load_policy
 from grpo_lab.model.logprobs import completion_logprobs
-from grpo_lab.run.checkpoints import load_weights
+from grpo_lab.run.checkpoints import load_weights, read_state
 from grpo_lab.run.tables import read_table
 from grpo_lab.samplers.dars import extra_answers
 from grpo_lab.samplers.pods import max_variance_subset
@@ -223,10 +224,10 @@ def test_the_replay_buffer_holds_every_mixed_group_offered(tmp_path, size):
     cfg = tie_cfg(tmp_path, "replay", steps=6, size=size)
     run = train(cfg)
     g, s = recount(run)
-    state = torch.load(run / "checkpoints" / "step-000006" / "state.pt", weights_only=False)["counters"]["sampler"]
+    state = read_state(run / "checkpoints" / "step-000006")["counters"]["sampler"]
     held = [(e["step"], e["problem"].prompt_id, e["score"]) for e in state["buffer"]]
     assert held == [(e["step"], e["prompt_id"], e["score"]) for e in buffer_from_table(g, size)]
-    step1 = torch.load(run / "checkpoints" / "step-000001" / "state.pt", weights_only=False)["counters"]["sampler"]
+    step1 = read_state(run / "checkpoints" / "step-000001")["counters"]["sampler"]
     mixed = g[(g["step"] == 1) & ~g["tie"]]
     assert len(step1["buffer"]) == min(len(mixed), size) >= 2  # more than one group of the batch
     assert s["reused"].sum() > 0 and (g.loc[g["reused"], "n_trained"] == 4).all()
@@ -234,7 +235,7 @@ def test_the_replay_buffer_holds_every_mixed_group_offered(tmp_path, size):
 
 def test_a_buffered_group_keeps_the_log_probs_of_the_policy_that_sampled_it(tmp_path):
     run = train(tie_cfg(tmp_path, "replay", steps=5))
-    state = torch.load(run / "checkpoints" / "step-000005" / "state.pt", weights_only=False)["counters"]["sampler"]
+    state = read_state(run / "checkpoints" / "step-000005")["counters"]["sampler"]
     later = [e for e in state["buffer"] if e["step"] > 1]
     assert later
     model, _ = load_policy("tiny", None, "cpu", "float32")

@@ -9,6 +9,7 @@ through `arm_name` or `arm_label`.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Iterator, Mapping, Sequence
 from itertools import combinations
@@ -38,12 +39,24 @@ def value_text(value: object) -> str:
 def varying_keys(jobs: pd.DataFrame, config_columns: Sequence[str]) -> list[str]:
     """Config columns whose value differs between jobs, each by the key a user sweeps: the real key
     ("sampler.group_size", not load's alias "group_size"), but a config group's choice ("sampler")
-    in place of the key it sets ("sampler.name")."""
+    in place of the key it sets ("sampler.name"), and a preset the command line chose (`arm=grpo,ngrpo`: the
+    jobs' `choices`) in place of every key whose value it fixes (algo.advantage, sampler.name)."""
     varying = [c for c in config_columns if jobs[c].map(value_text).nunique() > 1]  # null is one value
     hidden = {source for alias in varying if alias in CHOICES for source in ALIASES[alias] if source != alias}
     hidden |= {alias for alias in varying if alias in ALIASES and alias not in CHOICES
                and any(source in varying and source != alias for source in ALIASES[alias])}
+    for choice in (c for c in chosen_groups(jobs) if c in varying):
+        text = {key: jobs[key].map(value_text) for key in varying}
+        hidden |= {key for key in varying if key not in (choice, REPLICATE_KEY)
+                   and text[key].groupby(text[choice].to_numpy()).nunique().max() <= 1}
     return [c for c in varying if c not in hidden]
+
+
+def chosen_groups(jobs: pd.DataFrame) -> list[str]:
+    """The config groups the jobs' command lines chose whose name is no config key (`with_aliases`' `choices`)."""
+    if "choices" not in jobs:
+        return []
+    return sorted({name for text in jobs["choices"].dropna() for name in json.loads(text)})
 
 
 def arm_keys(jobs: pd.DataFrame, config_columns: Sequence[str]) -> list[str]:
@@ -51,7 +64,8 @@ def arm_keys(jobs: pd.DataFrame, config_columns: Sequence[str]) -> list[str]:
     A config group's choice (`sampler`) comes first: in a two-key grid the first key's levels are the ones
     compared (`grid_keys`: samplers at each learning rate)."""
     keys = [k for k in varying_keys(jobs, config_columns) if k != REPLICATE_KEY] or [DEFAULT_ARM]
-    return sorted(keys, key=lambda k: k not in CHOICES)
+    chosen = set(CHOICES) | set(chosen_groups(jobs))
+    return sorted(keys, key=lambda k: k not in chosen)
 
 
 def unit_keys(frame: pd.DataFrame, arm: Sequence[str]) -> list[str]:

@@ -80,13 +80,21 @@ def flat_config(run_dir: Path) -> dict[str, Any]:
 
 
 def with_aliases(flat: dict[str, Any], run_dir: Path) -> dict[str, Any]:
-    """`flat` (a job's `flat_config`) with its alias columns added."""
+    """`flat` (a job's `flat_config`) with its alias columns added, and a column for each config group its command
+    line chose whose name is no key of the config (`arm=grpo`, `algo=dapo`: a preset that sets several keys under
+    other names), named in `choices` (JSON): the arm a user swept is then named as the user named it."""
     flat = dict(flat)
     for alias, sources in ALIASES.items():
         flat[alias] = next((flat[s] for s in sources if s in flat), None)
+    overrides = job_overrides(run_dir)
     if flat["experiment"] is None:  # a `# @package _global_` preset leaves its name only in the overrides
-        flat["experiment"] = _override_value(job_overrides(run_dir), "experiment")
-    return flat
+        flat["experiment"] = _override_value(overrides, "experiment")
+    chosen = {}
+    for item in overrides:
+        name, _, value = item.lstrip("+~").partition("=")
+        if name and "." not in name and "/" not in name and name not in flat and not name.startswith("hydra"):
+            chosen[name] = value
+    return {**flat, **chosen, "choices": json.dumps(sorted(chosen))}
 
 
 def shape_conflicts(flats: list[dict[str, Any]]) -> dict[int, str]:

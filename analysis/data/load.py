@@ -1,15 +1,14 @@
 """A run or a Hydra sweep directory into DataFrames, each row joined with its job's config.
 
-Nothing here is fatal but a directory with no usable job (`NoRunsError`, one line): a failed job,
-a job with no config or an unreadable run.json, a job with no tables, and a part that is unreadable
-or breaks the table contract (analysis/data/schema.py: missing or mistyped columns, nulls in required
-columns, NaN rewards) are each named in a `SkippedWarning`, listed in `Tables.skipped`, and left
-out; one bad job never stops the others from loading.
+Nothing here is fatal but a directory with no usable job (`NoRunsError`, one line): a failed or
+killed job (`records.stopped_reason`), a job with no config or an unreadable run.json, a job with no
+tables, and a part that is unreadable or breaks the table contract (analysis/data/schema.py: missing or
+mistyped columns, nulls in required columns, NaN rewards) are each named in a `SkippedWarning`, listed
+in `Tables.skipped`, and left out; one bad job never stops the others from loading.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -28,6 +27,7 @@ from yaml import YAMLError
 from analysis.data.config import config_source, flat_config, shape_conflicts, with_aliases
 from analysis.data.cores import processes
 from analysis.data.labels import natural_key
+from analysis.data.records import RUN_FILES, read_run_record, stopped_reason
 from analysis.data.schema import schema_problem, value_problems
 
 TABLES = ("groups", "steps", "eval")
@@ -42,8 +42,9 @@ DEFAULT_COLUMNS: dict[str, Sequence[str] | None] = {"groups": GROUP_COLUMNS, "st
 # categoricals, small and quick to group by
 DICTIONARY_COLUMNS = {"groups": ("run_id", "prompt_id", "difficulty", "tie_kind"), "steps": ("run_id",),
                       "eval": ("run_id", "prompt_id", "difficulty", "answer")}
-RUN_FILES = ("run.json", "status.json")  # DESIGN.md names both; read whichever the job wrote
-JOB_META = ("job", "path", "status", "machine", "device")  # the jobs table's columns that are not config
+# the jobs table's columns that are not config; `choices`: the config groups the job's command line chose whose
+# name is no key of its config (`arm=grpo`: a preset of several keys), as JSON (analysis/data/config.py)
+JOB_META = ("job", "path", "status", "machine", "device", "choices")
 
 
 class NoRunsError(FileNotFoundError):
@@ -231,7 +232,7 @@ def _job_records(run_dirs: Sequence[Path], names: Sequence[str]) -> list[dict | 
     first_of: dict[str, str] = {}  # run id -> the job read under it
     for run_dir, name in zip(run_dirs, names):
         try:
-            status, flat = _read_status(run_dir), flat_config(run_dir)
+            status, flat = read_run_record(run_dir), flat_config(run_dir)
         except (OSError, ValueError, YAMLError, OmegaConfBaseException) as err:
             records.append(f"unreadable run.json or config ({err})")
             continue
@@ -247,6 +248,9 @@ def _job_records(run_dirs: Sequence[Path], names: Sequence[str]) -> list[dict | 
             first_of[run_id] = name
         if status.get("status") == "failed":
             records.append(f"failed ({status.get('error') or 'no error recorded'})")
+            continue
+        if stopped := stopped_reason(status):  # killed, or `running` by a process that is gone: never loaded as done
+            records.append(stopped)
             continue
         records.append((status, flat))
     usable = [i for i, record in enumerate(records) if not isinstance(record, str)]
@@ -278,13 +282,6 @@ def other_entries(root: Path, jobs: Sequence[Path]) -> list[tuple[str, str]]:
         out.append((entry.name, "not a run (no run.json, .hydra or table parts)" if entry.is_dir()
                     else "not a run folder (a file)"))
     return out
-
-
-def _read_status(run_dir: Path) -> dict:
-    for name in RUN_FILES:
-        if (run_dir / name).exists():
-            return json.loads((run_dir / name).read_text())
-    return {}
 
 
 def _read_job(run_dir: Path, name: str, tables: Sequence[str], wanted: Mapping[str, Sequence[str] | None]

@@ -1,16 +1,69 @@
 """What each job recorded besides its tables: its run.json (status, versions, machine, difficulty
-labels) and the experiment's name from Hydra's records."""
+labels) and the experiment's name from Hydra's records. A job whose run.json says `killed` (the trainer
+writes it when the job is stopped by a signal, or the next start does when it finds the job's `running`
+left by a process that is gone), or still says `running` though its process is gone (this host, its pid
+not alive), is read as killed (`stopped_reason`): never as a job that is running or done."""
 
 from __future__ import annotations
 
 import json
+import os
+import platform
 from pathlib import Path
 
 import pandas as pd
 import yaml
 
 from analysis.data.config import job_overrides
-from analysis.data.load import RUN_FILES
+
+RUN_FILES = ("run.json", "status.json")  # DESIGN.md names both; read whichever the job wrote
+KILLED = "killed"  # a job stopped before it finished: run.json's own word, or the report's for a `running` left
+
+
+def read_run_record(run_dir: Path) -> object:
+    """The job's run.json (or status.json) as JSON ({} where it has neither); OSError or ValueError where
+    it cannot be read."""
+    for name in RUN_FILES:
+        if (run_dir / name).exists():
+            return json.loads((run_dir / name).read_text())
+    return {}
+
+
+def stopped_reason(record: dict) -> str | None:
+    """Why a job that is not `failed` did not finish, as the report says it (it begins with `KILLED`): its
+    run.json says `killed`, or says `running` though the process that wrote it is gone; None otherwise."""
+    status = record.get("status")
+    if status == KILLED:
+        return f"{KILLED} ({record.get('error') or record.get('stopped') or 'stopped before it finished'})"
+    if status == "running" and _process_gone(record):
+        return (f"{KILLED} (its run.json still says running, but its process, pid {record['pid']} on this host "
+                f"{record['host']}, is gone)")
+    return None
+
+
+def running_note(record: dict) -> str:
+    """For a job whose run.json says `running` and that is not known to be gone: what can be told of it."""
+    pid, host = record.get("pid"), record.get("host")
+    if not isinstance(pid, int) or not isinstance(host, str):
+        return "no process recorded: cannot tell whether it still runs"
+    if host != platform.node():
+        return f"pid {pid} on host {host}: cannot tell from here whether it still runs"
+    return f"pid {pid} on this host still runs"
+
+
+def _process_gone(record: dict) -> bool:
+    """Whether the process named in a `running` record is gone: this host's, and no process has its pid (a
+    pid reused since reads as alive: the report then says running, never killed, of a live job)."""
+    pid, host = record.get("pid"), record.get("host")
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0 or host != platform.node():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except (OSError, OverflowError):  # another user's (alive), or no pid a process can have
+        return False
+    return False
 
 
 def run_records(jobs: pd.DataFrame) -> list[dict]:

@@ -30,8 +30,15 @@ CONTRACT: dict[str, dict[str, str]] = {
         "answer": "string?", "correct": "bool", "tokens": "int",
     },
 }
+# columns a part may lack (written before they existed), checked like the contract's where present: an eval row's
+# sampling settings (analysis/data/settings.py; null in rows of an older part put beside a newer one)
+OPTIONAL: dict[str, dict[str, str]] = {
+    "eval": {"n": "int?", "temperature": "float?", "top_p": "float?", "max_new_tokens": "int?",
+             "tokens_total": "int?"},
+}
 # columns whose NaN would enter a statistic as a number
-NO_NAN: dict[str, tuple[str, ...]] = {"groups": ("rewards", "reward_mean", "reward_std"), "steps": (), "eval": ()}
+NO_NAN: dict[str, tuple[str, ...]] = {"groups": ("rewards", "reward_mean", "reward_std"), "steps": (),
+                                      "eval": ("temperature", "top_p")}
 
 
 def kind(t: pa.DataType) -> str:
@@ -59,7 +66,8 @@ def schema_problem(table: str, schema: pa.Schema) -> str | None:
     missing = [c for c in expected if c not in schema.names]
     if missing:
         return f"missing column{'s' * (len(missing) > 1)} {', '.join(missing)}"
-    for column, want in expected.items():
+    optional = {c: want for c, want in OPTIONAL.get(table, {}).items() if c in schema.names}
+    for column, want in {**expected, **optional}.items():
         got = kind(schema.field(column).type)
         nullable = want.endswith("?")
         if got != want.rstrip("?") and not (nullable and got == "null"):
@@ -79,8 +87,8 @@ def value_problems(table: str, parts: Sequence[pa.Table]) -> list[str | None]:
     except pa.ArrowException:  # parts that cannot be put together: each checked alone (one part always can)
         return [value_problems(table, [part])[0] for part in parts]
     ends = np.cumsum([part.num_rows for part in parts])  # (parts,) each part's last row + 1 in `whole`
-    expected = CONTRACT[table]
-    for column in (c for c in parts[0].column_names if c in expected):  # every part has them: its schema passed
+    expected = {**CONTRACT[table], **OPTIONAL.get(table, {})}
+    for column in (c for c in whole.column_names if c in expected):  # a contract column is in every part (its schema passed)
         want = expected[column]
         values = whole.column(column)
         if not want.endswith("?") and values.null_count:  # arrow keeps the count: no pass over the values

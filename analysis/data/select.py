@@ -1,7 +1,10 @@
 """Which jobs a report reads and how it tells arms apart, when the user says so: `--where KEY=VALUE` keeps a
-subset of jobs, `--by KEY[,KEY]` names the arm keys, `--baseline KEY=VALUE` names the arm every difference is
-taken against (it becomes `a`). Each refuses a key no job has, or a value no job holds, in one line; a key that
-varies but is neither an arm key nor the seed is named (`unaccounted`), never pooled silently."""
+subset of jobs (values of one key are alternatives, different keys must all hold), `--by KEY[,KEY]` names the
+arm keys, `--baseline KEY=VALUE` names the arm every difference is taken against (it becomes `a`). Each names
+config keys only; each refuses in one line a key no job has, a value no job holds, a choice that keeps no job,
+the seed as an arm key (seeds are the replicates arms are compared across) and a baseline key that is not an
+arm key; a key that varies but is neither an arm key nor the seed is named (`unaccounted`), never pooled
+silently."""
 
 from __future__ import annotations
 
@@ -30,40 +33,68 @@ def parse_pair(text: str, option: str) -> tuple[str, str]:
 
 
 def _values(tables: Tables, key: str, option: str) -> pd.Series:
-    """Each job's value of `key` as the report names it, or SelectionError listing the keys that vary."""
-    if key not in tables.jobs.columns:
+    """Each job's value of config key `key` as the report names it, or SelectionError listing the keys that vary."""
+    if key not in tables.config_columns:
         varying = ", ".join(varying_keys(tables.jobs, tables.config_columns)) or "none"
-        raise SelectionError(f"{option} {key}: no job has this key (keys that vary here: {varying})")
+        what = "not a config key" if key in tables.jobs.columns else "no job has this key"
+        raise SelectionError(f"{option} {key}: {what} (keys that vary here: {varying})")
     return tables.jobs[key].map(value_text)
 
 
+def _held(values: pd.Series, key: str, value: str, option: str) -> np.ndarray:
+    """Which jobs hold `value`; SelectionError where none does, naming the values there are."""
+    held = (values == value).to_numpy()
+    if not held.any():
+        raise SelectionError(f"{option} {key}={value}: no job has it ({key} is "
+                             f"{', '.join(natural_sorted(values.unique()))})")
+    return held
+
+
 def keep_jobs(tables: Tables, where: Sequence[str]) -> Tables:
-    """Only the jobs whose value of each KEY is VALUE (`where`: "KEY=VALUE" texts, all must hold)."""
+    """Only the jobs `where` keeps ("KEY=VALUE" texts): those whose value of every key named is one of the values
+    named for it (`--where sampler=fixed --where sampler=band`: either sampler; with `--where seed=0` too: either
+    sampler, seed 0). SelectionError (one line) where a key or value names nothing, or no job is left."""
     if not where:
         return tables
-    keep = np.ones(len(tables.jobs), bool)
+    wanted: dict[str, list[str]] = {}
     for text in where:
         key, value = parse_pair(text, "--where")
+        wanted.setdefault(key, []).append(value)
+    keep = np.ones(len(tables.jobs), bool)
+    for key, values_wanted in wanted.items():
         values = _values(tables, key, "--where")
-        if not (values == value).any():
-            raise SelectionError(f"--where {key}={value}: no job has it ({key} is "
-                                 f"{', '.join(natural_sorted(values.unique()))})")
-        keep &= (values == value).to_numpy()
+        keep &= np.logical_or.reduce([_held(values, key, value, "--where") for value in values_wanted])
+    if not keep.any():
+        said = " and ".join(f"{key}={' or '.join(values)}" for key, values in wanted.items())
+        raise SelectionError(f"--where: no job has {said} (each value is some job's, but not together: values of "
+                             "one key are alternatives, different keys must all hold)")
     return _subset(tables, tables.jobs["job"][keep].astype(str).tolist())
 
 
-def baseline_first(tables: Tables, baseline: str | None) -> Tables:
-    """The jobs of the baseline arm first in every table, so that arm is `a` of each comparison with it."""
+def baseline_first(tables: Tables, baseline: str | None, arm: Sequence[str] = ()) -> Tables:
+    """The jobs of the baseline arm first in every table, so that arm is `a` of each comparison with it.
+    SelectionError (one line) where its key is not one of the arm keys `arm` (or their aliases) or no job
+    holds its value."""
     if not baseline:
         return tables
     key, value = parse_pair(baseline, "--baseline")
     values = _values(tables, key, "--baseline")
-    if not (values == value).any():
-        raise SelectionError(f"--baseline {key}={value}: no job has it ({key} is "
-                             f"{', '.join(natural_sorted(values.unique()))})")
-    first = tables.jobs["job"][(values == value).to_numpy()].astype(str).tolist()
+    if key not in _arm_names(arm):
+        why = "seeds are replicates, compared across; " if key == REPLICATE_KEY else ""
+        shown = natural_sorted(tables.jobs[arm[0]].map(value_text).unique()) if arm and arm[0] in tables.jobs else []
+        example = f", e.g. --baseline {arm[0]}={shown[0]}" if shown else ""
+        raise SelectionError(f"--baseline {key}={value}: {key} is not an arm key ({why}arms are told apart by "
+                             f"{', '.join(arm) or 'nothing'}): name an arm's value{example}")
+    first = tables.jobs["job"][_held(values, key, value, "--baseline")].astype(str).tolist()
     order = first + [j for j in tables.jobs["job"].astype(str) if j not in first]
     return _subset(tables, order)
+
+
+def _arm_names(arm: Sequence[str]) -> set[str]:
+    """The arm keys and every alias of one (`sampler` and `sampler.name` name one key)."""
+    named = set(arm)
+    named |= {alias for alias, sources in ALIASES.items() if named & set(sources)}
+    return named | {source for key in list(named) for source in ALIASES.get(key, ())}
 
 
 # What jobs compared across sources must share: the problems and how answers are scored, the base model, how
@@ -93,18 +124,20 @@ def comparable_sources(tables: Tables, by: Sequence[str] = ()) -> None:
 
 
 def arm_keys_given(tables: Tables, by: Sequence[str]) -> list[str]:
-    """The arm keys `--by` names, each checked against the jobs' config."""
+    """The arm keys `--by` names (once each), each checked against the jobs' config; the seed is refused: seeds
+    are the replicates every arm is compared across, never an arm."""
     for key in by:
+        if key == REPLICATE_KEY:
+            raise SelectionError(f"--by {key}: seeds are the replicates each arm is compared across, never an arm "
+                                 f"key; to read one seed, keep it with --where {key}=N")
         _values(tables, key, "--by")
-    return list(by)
+    return list(dict.fromkeys(by))
 
 
 def unaccounted(tables: Tables, arm: Sequence[str]) -> list[str]:
     """Keys whose value differs between jobs but that are neither an arm key nor the seed (nor an alias
     of either): their jobs are pooled within each arm, which the report must say."""
-    named = set(arm) | {REPLICATE_KEY}
-    named |= {alias for alias, sources in ALIASES.items() if named & set(sources)}
-    named |= {source for key in list(named) for source in ALIASES.get(key, ())}
+    named = _arm_names([*arm, REPLICATE_KEY])
     return [k for k in varying_keys(tables.jobs, tables.config_columns) if k not in named]
 
 

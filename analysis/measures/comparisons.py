@@ -12,6 +12,7 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
+from analysis.data.alignment import SAMPLES, STEPS, TOKENS, at_point, equal_steps_point, equal_tokens_point
 from analysis.data.arms import arm_pairs, iter_arms
 from analysis.data.checkpoints import BASE, FINAL, checkpoint_labels, checkpoint_rank, steps_text
 from analysis.measures.scores import prompt_scores, smallest_n
@@ -22,8 +23,10 @@ from analysis.stats.tests import seed_test
 # config columns that change what a sample is worth; two results compare only when all agree
 # (`temperature` is load's alias of rollout.temperature)
 # Eval samples are drawn at eval.temperature with the rollout's token limit: both must match for
-# two checkpoints' pass@k or cons@k to be comparable (the training temperature need not).
-SAMPLING_KEYS = ("eval.temperature", "rollout.max_new_tokens", "rollout.top_p", "rollout.top_k")
+# two checkpoints' pass@k or cons@k to be comparable (the training temperature need not). The settings each row
+# recorded come first (`analysis.data.settings`: an evaluation may have sampled otherwise than the config says).
+SAMPLING_KEYS = ("eval_temperature", "eval_top_p", "eval_max_new_tokens", "eval.temperature", "rollout.max_new_tokens",
+                 "rollout.top_p", "rollout.top_k")
 
 
 @dataclass(frozen=True)
@@ -99,12 +102,27 @@ def compare_at_k(a: AtK, b: AtK, n_boot: int = 2000, level: float = 0.95, seed: 
                       float(low[0]), float(high[0]))
 COMPARED = ("prompts", "seeds_a", "seeds_b", "paired", "mean_a", "mean_b", "difference", "ci_low", "ci_high",
             "p_value")
-COMPARISON_COLUMNS = ("metric", "k", "checkpoint", "a", "b", "steps_a", "steps_b", "samples_a", "samples_b",
+COMPARISON_COLUMNS = ("metric", "k", "checkpoint", "alignment", "a", "b", "steps_a", "steps_b", "samples_a",
+                      "samples_b", "tokens_a", "tokens_b",
                       *COMPARED, "refused")
 PER_SEED_COLUMNS = ("metric", "k", "checkpoint", "a", "b", "seed_a", "seed_b", "mean_a", "mean_b", "difference")
 ARM_TEST = ("Estimate: the mean over seeds of the per-prompt mean; interval: bootstrap over prompts (both arms together) "
             "and seeds within each arm (as pairs when paired); p: exact sign-flip test over paired seeds, "
             "else exact permutation test over seeds")
+
+
+Point = tuple[str, object]  # (alignment, where): (samples, a checkpoint label), (steps, a step), (tokens, a multiple)
+
+
+class Selection(NamedTuple):
+    """An arm's eval rows at one aligned point: its jobs' steps there as text, the mean samples and tokens its
+    jobs had drawn there, and the sampling settings (`_settings`)."""
+
+    rows: pd.DataFrame
+    steps: str
+    samples: float
+    tokens: float
+    settings: dict
 
 
 class Comparisons(NamedTuple):
@@ -166,7 +184,12 @@ def checkpoint_comparisons(eval: pd.DataFrame, by: Sequence[str], points: Sequen
       step, so jobs stopped by an equal sample budget at different steps are compared at their ends);
     - each pair of arms at every intermediate checkpoint (samples drawn, `checkpoint_labels`) that
       every job of both arms has;
-    - each arm's final against its base ("final vs base").
+    - each arm's final against its base ("final vs base");
+    - each pair of arms at the study's equal-steps point (`alignment.equal_steps_point`: the largest step every
+      job was evaluated at, where the jobs took different steps) and, where the runs evaluate on a token
+      schedule, at its equal-tokens point: rows whose `alignment` is `steps` or `tokens` (the others: `samples`).
+
+    Every row names the jobs' steps (as text), and the mean samples and tokens the jobs had drawn, on each side.
 
     Differences are b − a over the prompts both were scored on, with `compare_arms`' interval over
     prompts and seeds and its exact test across seeds. A comparison that cannot be made (unequal k,
@@ -182,42 +205,52 @@ def checkpoint_comparisons(eval: pd.DataFrame, by: Sequence[str], points: Sequen
     job_labels = {label: rows.groupby("job", observed=True)["checkpoint"].unique().map(set)
                   for label, rows in arms.items()}
 
-    selections: dict[tuple[str, str], tuple[pd.DataFrame, str, float, dict]] = {}
+    at_steps, at_tokens = equal_steps_point(steps), equal_tokens_point(steps)
+    selections: dict[tuple[str, Point], Selection] = {}
 
-    def select(arm: str, point: str) -> tuple[pd.DataFrame, str, float, dict]:
-        """The arm's jobs and steps at a checkpoint, each job's step there, the mean samples drawn, and
-        the sampling settings (`_settings`)."""
+    def select(arm: str, point: Point) -> Selection:
+        """The arm's jobs and steps at an aligned point, each job's step there, the mean samples and tokens drawn,
+        and the sampling settings (`_settings`)."""
         if (arm, point) not in selections:
-            rows = arms[arm]
-            rows = rows[rows["checkpoint"] == point]
-            drawn = rows.drop_duplicates("job")["samples_total"].astype(float).mean() if "samples_total" in rows \
-                else np.nan
-            selections[arm, point] = rows, steps_text(rows[["job", "step"]]), drawn, _settings(rows)
+            rows = at_point(arms[arm], *point)
+            once = rows.drop_duplicates("job")
+            drawn = {unit: once[column].astype(float).mean() if column in rows else np.nan
+                     for unit, column in (("samples", "samples_total"), ("tokens", "tokens_total"))}
+            selections[arm, point] = Selection(rows, steps_text(rows[["job", "step"]]), drawn["samples"],
+                                               drawn["tokens"], _settings(rows))
         return selections[arm, point]
 
-    pairs: list[tuple[str, str, str, str, str]] = []  # (checkpoint, arm a, point a, arm b, point b)
+    pairs: list[tuple[str, str, Point, str, Point]] = []  # (checkpoint, arm a, point a, arm b, point b)
+    aligned = [(STEPS, at_steps, f"step {at_steps}")] if at_steps is not None else []
+    aligned += [(TOKENS, at_tokens, f"{at_tokens:,.0f} tokens")] if at_tokens is not None else []
     for (a, _), (b, _) in arm_pairs(steps, by):  # in a two-key grid, within each level of the second key
-        pairs += [(BASE, a, BASE, b, BASE), (FINAL, a, FINAL, b, FINAL)]
+        pairs += [(BASE, a, (SAMPLES, BASE), b, (SAMPLES, BASE)), (FINAL, a, (SAMPLES, FINAL), b, (SAMPLES, FINAL))]
         common = set.intersection(*job_labels[a], *job_labels[b]) - {BASE, FINAL}
-        pairs += [(label, a, label, b, label) for label in sorted(common, key=checkpoint_rank)]
-    pairs += [("final vs base", arm, BASE, arm, FINAL) for arm in arms]
+        pairs += [(label, a, (SAMPLES, label), b, (SAMPLES, label)) for label in sorted(common, key=checkpoint_rank)]
+        pairs += [(name, a, (alignment, point), b, (alignment, point)) for alignment, point, name in aligned]
+    pairs += [("final vs base", arm, (SAMPLES, BASE), arm, (SAMPLES, FINAL)) for arm in arms]
+    named = {(alignment, point): name for alignment, point, name in aligned}
 
-    matrices: dict[tuple[str, str, str, int], pd.DataFrame | str] = {}  # a score matrix, or why there is none
+    def name(point: Point) -> str:
+        return str(point[1]) if point[0] == SAMPLES else named[point]
 
-    def score(arm: str, point: str, metric: str, k: int) -> pd.DataFrame | str:
+    matrices: dict[tuple[str, Point, str, int], pd.DataFrame | str] = {}  # a score matrix, or why there is none
+    scored_at = pd.MultiIndex.from_arrays([scores["job"].astype(str), scores["step"]])
+
+    def score(arm: str, point: Point, metric: str, k: int) -> pd.DataFrame | str:
         if (arm, point, metric, k) not in matrices:
-            rows = select(arm, point)[0]
+            rows = select(arm, point).rows
             try:
                 if not len(rows):
-                    raise BudgetMismatch(f"no eval rows at {point}")
+                    raise BudgetMismatch(f"no eval rows at {name(point)}")
                 sampling_settings(rows)  # refuses mixed sampling settings
-                mine = scores[(scores["checkpoint"] == point) & scores["job"].isin(rows["job"].astype(str))]
+                chosen = pd.MultiIndex.from_arrays([rows["job"].astype(str), rows["step"]])
+                mine = scores[scored_at.isin(chosen)]
                 column = score_column(metric, k)
                 if k > mine["n"].min():
                     raise BudgetMismatch(f"k={k} is more than the {mine['n'].min()} samples some prompts have")
                 if column not in mine:  # a k beyond some other arm's samples: score this arm's rows alone
-                    at = pd.MultiIndex.from_arrays([eval["job"].astype(str), eval["step"]]).isin(
-                        pd.MultiIndex.from_arrays([rows["job"].astype(str), rows["step"]]))
+                    at = pd.MultiIndex.from_arrays([eval["job"].astype(str), eval["step"]]).isin(chosen)
                     mine = per_prompt(eval[at], [k], [metric])
                 matrices[arm, point, metric, k] = score_matrix(rows, metric, k, mine)
             except BudgetMismatch as refusal:
@@ -227,16 +260,18 @@ def checkpoint_comparisons(eval: pd.DataFrame, by: Sequence[str], points: Sequen
     records, per_seed = [], []
     for metric, k in dict.fromkeys(points):
         for checkpoint, a, point_a, b, point_b in pairs:
+            at_a, at_b = select(a, point_a), select(b, point_b)
             record: dict[str, object] = {
-                "metric": metric, "k": k, "checkpoint": checkpoint, "a": f"{a} @ {point_a}", "b": f"{b} @ {point_b}",
-                "steps_a": select(a, point_a)[1], "steps_b": select(b, point_b)[1],
-                "samples_a": select(a, point_a)[2], "samples_b": select(b, point_b)[2]}
+                "metric": metric, "k": k, "checkpoint": checkpoint, "alignment": point_a[0],
+                "a": f"{a} @ {name(point_a)}", "b": f"{b} @ {name(point_b)}", "steps_a": at_a.steps,
+                "steps_b": at_b.steps, "samples_a": at_a.samples, "samples_b": at_b.samples,
+                "tokens_a": at_a.tokens, "tokens_b": at_b.tokens}
             score_a, score_b = score(a, point_a, metric, k), score(b, point_b, metric, k)
             if isinstance(score_a, str) or isinstance(score_b, str):
                 record["refused"] = score_a if isinstance(score_a, str) else score_b
             else:
                 try:
-                    mismatch = _settings_mismatch(select(a, point_a)[3], select(b, point_b)[3])
+                    mismatch = _settings_mismatch(at_a.settings, at_b.settings)
                     if mismatch:
                         raise BudgetMismatch(f"not comparable at unequal budgets: {mismatch}")
                     result, seeds = compare_arms(score_a, score_b, n_boot, level, seed)

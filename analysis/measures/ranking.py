@@ -19,17 +19,20 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from analysis.data.arms import iter_arms, short_label
+from analysis.data.arms import iter_arms, job_arms, short_label, unit_keys
 from analysis.data.checkpoints import FINAL
 from analysis.measures.spend import per_job_spend
+from analysis.stats.at_k import score_column
 from analysis.stats.intervals import t_mean_ci
 from analysis.stats.seeds import detectable, seed_values
 
 PASS1, INFORMATIVE = "held-out pass@1", "informative per 1,000 drawn"
-RANKED_METRICS = ("held-out pass@1", "wasted_frac")  # the tests table's metric behind each
-TEST_METRIC = dict(zip((PASS1, INFORMATIVE), RANKED_METRICS))
-SCALE = {PASS1: 1.0, INFORMATIVE: -1000.0}  # a difference in the measure = SCALE × the tests' difference
-INTERVAL = {PASS1: "seeds, on these held-out prompts", INFORMATIVE: "seeds"}
+PASS1_STEPS = "held-out pass@1 at equal steps"  # the same arms at the study's equal-steps point
+RANKED_METRICS = ("held-out pass@1", "wasted_frac", "held-out pass@1 (equal steps)")  # the tests' metric behind each
+TEST_METRIC = dict(zip((PASS1, INFORMATIVE, PASS1_STEPS), RANKED_METRICS))
+SCALE = {PASS1: 1.0, INFORMATIVE: -1000.0, PASS1_STEPS: 1.0}  # a difference in the measure = SCALE × the tests'
+INTERVAL = {PASS1: "seeds, on these held-out prompts", INFORMATIVE: "seeds",
+            PASS1_STEPS: "seeds, on these held-out prompts"}
 COLUMNS = ("rank", "arm", "seeds", "mean", "ci_low", "ci_high", "ranks", "above", "below")
 
 
@@ -57,6 +60,19 @@ def pass1_by_arm(scores: pd.DataFrame, arm: Sequence[str]) -> pd.DataFrame:
                          for label, part in iter_arms(final, arm)])
 
 
+def pass1_at_step(prompt_scores: pd.DataFrame, eval: pd.DataFrame, arm: Sequence[str], step: int) -> pd.DataFrame:
+    """Per arm at one optimizer step every job was evaluated at (the equal-steps point): arm, seeds, mean (over
+    held-out prompts and seeds), ci_low, ci_high (over seeds). `prompt_scores`: `scores.prompt_scores`, each
+    prompt's pass@1 at each job and step; `eval`: the eval rows, for each job's arm and seed."""
+    at = prompt_scores[prompt_scores["step"] == step]
+    per_job = at.groupby("job", observed=True)[score_column("pass@k", 1)].mean().rename("value").to_frame()
+    keys = unit_keys(eval, arm)
+    arms = job_arms(eval, keys)
+    per_job = per_job.join(arms.set_axis(arms.index.astype(str)))
+    return pd.DataFrame([_row(label, seed_values(part, "value").to_numpy(float))
+                         for label, part in iter_arms(per_job.reset_index(), arm)])
+
+
 def _row(label: str, values: np.ndarray) -> dict:
     """An arm's row from one value per seed: its mean and Student's t interval over the seeds (not a
     percentile bootstrap: from 8 seeds that sees (S−1)/S of their variance and covers about 89%)."""
@@ -77,8 +93,12 @@ def informative_by_arm(groups: pd.DataFrame, arm: Sequence[str], per_job: pd.Dat
 
 def rank(measure: str, by_arm: pd.DataFrame, tests: pd.DataFrame) -> Ranking:
     """The arms of `by_arm` (pass1_by_arm or informative_by_arm), best first, with the orderings the
-    tests table (with p_holm) resolves for the measure."""
-    rows = tests[tests["metric"] == TEST_METRIC[measure]]
+    tests table (with p_holm) resolves for the measure, among the arms of `by_arm` (rows fixed by an arm's rule,
+    `by_construction`, resolve nothing and are not counted)."""
+    ranked = tests["a"].isin(by_arm["arm"]) & tests["b"].isin(by_arm["arm"])
+    rows = tests[(tests["metric"] == TEST_METRIC[measure]) & ranked]
+    if "by_construction" in rows:
+        rows = rows[rows["by_construction"].isna()]
     resolved = []
     for _, row in rows.iterrows():
         if detectable(row):

@@ -1,9 +1,10 @@
 """What every figure shares: matplotlib's object API onto Agg canvases (no pyplot, no display, no
-global state), one style, a legend below the panels, one colour per arm in every panel, and the
+global state), one style, a legend below the panels, one colour per arm in every figure, and the
 PNG writer.
 
-Legends go below the panels, outside the data; lines of one arm (or one difficulty) keep one
-colour in every panel; labels name only the keys that vary within the figure.
+Legends go below the panels, outside the data; an arm keeps one colour in every panel of every figure
+of a report (`arm_colours`, made once per report and handed to each figure); labels name only the keys
+that vary within the figure.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import math
 import struct
 import threading
 import zlib
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from functools import wraps
 from pathlib import Path
@@ -26,7 +27,7 @@ from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from analysis.data.arms import arm_label
+from analysis.data.arms import arm_label, arm_name, iter_arms
 
 DPI = 150  # sharp at GitHub's page width
 STYLE = {"font.size": 12, "axes.titlesize": 12, "axes.labelsize": 12, "xtick.labelsize": 11,
@@ -35,11 +36,52 @@ LEGEND_ROW = 0.27  # inches per legend row (fontsize "small" at STYLE's 12 pt)
 CHAR_WIDTH = 0.078  # inches per legend character (fontsize "small"), for laying out its columns
 HANDLE_WIDTH = 0.75  # inches a legend entry takes besides its text
 UNIT_Y = (-0.03, 1.03)  # y limits of a fraction: 0 and 1 stay clear of the frame
+# the arms' colours, in the report's order of arms: matplotlib's ten (tab10), then their light partners (tab20's)
+PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
+           "#17becf", "#aec7e8", "#ffbb78", "#98df8a", "#ff9896", "#c5b0d5", "#c49c94", "#f7b6d2", "#c7c7c7",
+           "#dbdb8d", "#9edae5")
 
 
+def arm_colours(labels: Iterable[str]) -> dict[str, str]:
+    """One colour per arm, {arm label: colour}, in the order of `labels` (the report's order of arms);
+    past len(PALETTE) arms the colours repeat."""
+    return {label: PALETTE[i % len(PALETTE)] for i, label in enumerate(dict.fromkeys(labels))}
 
-def colour_of(i: int) -> str:
-    return f"C{i % 10}"
+
+def report_colours(jobs: pd.DataFrame, arm: Sequence[str]) -> dict[str, str]:
+    """The report's colours: `arm_colours` of every arm of `jobs` (its label over the `arm` keys, as
+    `arms.arm_name` names a row's arm), in the jobs' order, the order the report names them. Made once per
+    report and handed to every figure as plain data (a figure may be drawn in the build's second process), so
+    an arm has one colour in every figure, also in one that shows only some of the arms."""
+    return arm_colours(label for label, _ in iter_arms(jobs, arm))
+
+
+def colours_by(colours: Mapping[str, str] | None, jobs: pd.DataFrame, arm: Sequence[str],
+               by: Sequence[str]) -> dict[str, str] | None:
+    """`colours` (keyed by the label over the `arm` keys) keyed instead by the label over `by`, for a figure
+    whose lines are told apart by other keys than the arm's (the ties figures: the group size drawn and the
+    sampler first); `jobs`: a row per job holding both (`arms.job_arms`). None stays None."""
+    if colours is None:
+        return None
+    return {arm_name(row, by): arm_colour(colours, arm_name(row, arm)) for _, row in jobs.iterrows()}
+
+
+def arm_colour(colours: Mapping[str, str], label: str) -> str:
+    """The colour of the arm `label`; one line naming the arm where the mapping lacks it (a figure never
+    colours an arm of its own accord)."""
+    try:
+        return colours[label]
+    except KeyError:
+        raise KeyError(f"no colour for arm {label!r} (the report's colours are for {', '.join(colours)})") from None
+
+
+def colours_of(arms: Sequence[tuple[str, pd.DataFrame]], keys: Sequence[str],
+               colours: Mapping[str, str] | None) -> list[str]:
+    """The colour of each of `arms` ((label, rows) as `arm_rows(frame, keys)` gives them): the report's
+    `colours` of its label over `keys`; None (a figure drawn on its own) colours them in the order given."""
+    names = [arm_name(rows.iloc[0], keys) for _, rows in arms]
+    colours = arm_colours(names) if colours is None else colours
+    return [arm_colour(colours, name) for name in names]
 
 
 def legend_shape(labels: Sequence[str], width: float, title: bool = False) -> tuple[int, int]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pandas as pd
@@ -13,7 +13,7 @@ from analysis.data.arms import short_label
 from analysis.measures.health import PANELS as HEALTH_PANELS
 from analysis.measures.health import POINTS as HEALTH_POINTS
 from analysis.measures.health import flat_metrics, health_bands, many_jobs
-from analysis.render.canvas import arm_rows, colour_of, figure, legend_below, save, styled
+from analysis.render.canvas import arm_colour, arm_colours, arm_rows, colours_of, figure, legend_below, save, styled
 
 # the training accuracy panel is left out: the training-health figure's reward panel shows the same
 BUDGET_METRICS = {"wasted_frac": "wasted fraction of samples drawn"}
@@ -21,17 +21,19 @@ BUDGET_METRICS = {"wasted_frac": "wasted fraction of samples drawn"}
 
 
 @styled
-def budget_curves(bands: pd.DataFrame, path: Path, arm: Sequence[str], budget: str) -> Path:
-    """Each metric against the budget: the mean over seeds per arm, the band from lowest to highest seed."""
+def budget_curves(bands: pd.DataFrame, path: Path, arm: Sequence[str], budget: str,
+                  colours: Mapping[str, str] | None = None) -> Path:
+    """Each metric against the budget: the mean over seeds per arm, the band from lowest to highest seed;
+    `colours`: the report's colour of each arm (`canvas.report_colours`)."""
     arms = list(arm_rows(bands, arm))
     fig, axes = figure(len(BUDGET_METRICS), width=6.4 if len(BUDGET_METRICS) == 1 else 4.2, height=3.6,
                        legend=[label for label, _ in arms])
     entries: dict[str, Artist] = {}
-    for i, (label, rows) in enumerate(arms):
+    for (label, rows), colour in zip(arms, colours_of(arms, arm, colours)):
         for ax, metric in zip(axes, BUDGET_METRICS):
-            entries[label], = ax.plot(rows["budget"], rows[metric], color=colour_of(i))
+            entries[label], = ax.plot(rows["budget"], rows[metric], color=colour)
             low, high = rows[f"{metric}_low"], rows[f"{metric}_high"]
-            ax.fill_between(rows["budget"], low, high, color=colour_of(i), alpha=0.2, linewidth=0)
+            ax.fill_between(rows["budget"], low, high, color=colour, alpha=0.2, linewidth=0)
     for ax, title in zip(axes, BUDGET_METRICS.values()):
         ax.set(xlabel=f"{budget} drawn", ylabel=title.split(" of ")[0], title=title)
         ax.xaxis.set_major_formatter(EngFormatter(sep=""))  # 40k, 1.2M: short tick labels at any budget
@@ -41,13 +43,15 @@ def budget_curves(bands: pd.DataFrame, path: Path, arm: Sequence[str], budget: s
 
 
 @styled
-def health(curves: pd.DataFrame, path: Path, points: int = HEALTH_POINTS) -> Path:
+def health(curves: pd.DataFrame, path: Path, points: int = HEALTH_POINTS,
+           colours: Mapping[str, str] | None = None) -> Path:
     """The training-health figure from `analysis.health.health_curves`: a panel per metric (but
-    `flat_metrics`), a colour per arm; a line per job, or with `many_jobs` each arm's mean and
-    lowest-to-highest band on a common samples grid."""
+    `flat_metrics`), a colour per arm (`colours`: the report's, by the arm labels of `curves["arm"]`); a line
+    per job, or with `many_jobs` each arm's mean and lowest-to-highest band on a common samples grid."""
     present = set(curves["metric"].unique())  # not a set of every row's string
     metrics = [m for m in HEALTH_PANELS if m in present and m not in flat_metrics(curves)]
     arms = list(curves["arm"].unique())  # in order of appearance
+    colours = arm_colours(arms) if colours is None else colours
     jobs = curves.groupby("arm", sort=False)["job"].nunique()
     banded = many_jobs(curves)
     bands = health_bands(curves) if banded else None
@@ -58,16 +62,16 @@ def health(curves: pd.DataFrame, path: Path, points: int = HEALTH_POINTS) -> Pat
                        legend_title=title)
     entries: dict[str, Artist] = {}
     for ax, metric in zip(axes, metrics):
-        for i, (name, label) in enumerate(zip(arms, labels)):
+        for name, label in zip(arms, labels):
+            colour = arm_colour(colours, name)
             if banded:
                 b = bands[(bands["arm"] == name) & (bands["metric"] == metric)]
-                entries[label], = ax.plot(b["samples_total"], b["mean"], color=colour_of(i), lw=1.6)
-                ax.fill_between(b["samples_total"], b["low"], b["high"], color=colour_of(i), alpha=0.15, linewidth=0)
+                entries[label], = ax.plot(b["samples_total"], b["mean"], color=colour, lw=1.6)
+                ax.fill_between(b["samples_total"], b["low"], b["high"], color=colour, alpha=0.15, linewidth=0)
             else:
                 part = curves[(curves["arm"] == name) & (curves["metric"] == metric)]
                 for _, line in part.groupby("job", sort=False):
-                    entries[label], = ax.plot(line["samples_total"], line["value"], color=colour_of(i), lw=1.4,
-                                              alpha=0.8)
+                    entries[label], = ax.plot(line["samples_total"], line["value"], color=colour, lw=1.4, alpha=0.8)
         ax.set(title=HEALTH_PANELS[metric], xlabel="samples drawn")
         ax.xaxis.set_major_formatter(EngFormatter(sep=""))
         ax.grid(alpha=0.3)

@@ -13,13 +13,14 @@ from matplotlib.figure import Figure
 
 from analysis.data.arms import short_label
 from analysis.render.canvas import interval_row, save, styled
+from analysis.render.markdown import p_value
 
 
 def _p_note(row: pd.Series) -> str:
     """The test's p as adjusted: Holm's where its family holds several tests, plain where one."""
     if pd.isna(row["p_holm"]):
         return "no test"
-    return f"{'Holm p' if row.get('family', 2) > 1 else 'p'} = {row['p_holm']:.2g}"
+    return f"{'Holm p' if row.get('family', 2) > 1 else 'p'} = {p_value(row['p_holm'])}"  # as the Findings print it
 
 
 @styled

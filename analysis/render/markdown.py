@@ -21,6 +21,12 @@ def cell(value: object, digits: int = 4) -> str:
     return str(value).replace("|", "\\|")
 
 
+def p_value(p: object) -> str:
+    """A test's p as the report prints it in words and in figures alike: `cell` to 3 significant digits
+    (0.125, 0.00391), so a figure never rounds a p the Findings quote."""
+    return cell(p, 3)
+
+
 def table(frame: pd.DataFrame, digits: int = 4) -> str:
     """The frame (index dropped) as a markdown table."""
     header = "| " + " | ".join(map(str, frame.columns)) + " |"

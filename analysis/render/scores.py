@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -15,49 +15,49 @@ from analysis.data.arms import grid_keys, value_text
 from analysis.data.checkpoints import BASE, FINAL
 from analysis.data.labels import natural_sorted
 from analysis.measures.at_k import saturated
-from analysis.render.canvas import UNIT_Y, arm_rows, colour_of, figure, legend_below, save, styled
+from analysis.render.canvas import UNIT_Y, arm_rows, colours_of, figure, legend_below, save, styled
 
 AT_K_COLUMNS = 5  # difficulties side by side in the pass@k / cons@k figure before it wraps
 MIN_SPAN = 0.1  # the least y range of a held-out score panel
 
 
 
-def heldout_panels(bands: pd.DataFrame, arm: Sequence[str]) -> list[tuple[str, list[tuple[str, int, pd.DataFrame]]]]:
-    """The held-out figure's panels: (title, [(arm label, colour index, rows)]) per (metric, k), and in a
-    two-key grid (`grid_keys`) per (metric, k) and level of the second key, each panel holding the first
-    key's arms at that level only (what the report compares), coloured alike in every panel."""
+def heldout_panels(bands: pd.DataFrame, arm: Sequence[str], colours: Mapping[str, str] | None = None
+                   ) -> list[tuple[str, list[tuple[str, str, pd.DataFrame]]]]:
+    """The held-out figure's panels: (title, [(arm label, colour, rows)]) per (metric, k), and in a two-key
+    grid (`grid_keys`) per (metric, k) and level of the second key, each panel holding the arms at that level
+    only (what the report compares). `colours`: the report's colour of each arm (`canvas.report_colours`)."""
     metrics = list(dict.fromkeys(zip(bands["metric"], bands["k"])))
+    arms = list(arm_rows(bands, arm))
+    coloured = [(label, colour, rows) for (label, rows), colour in zip(arms, colours_of(arms, arm, colours))]
     grid = grid_keys(bands, arm)
     if grid is None:
-        arms = [(label, i, rows) for i, (label, rows) in enumerate(arm_rows(bands, arm))]
-        facets = [("", arms)]
+        facets = [("", coloured)]
     else:
-        compared, within = grid
-        colour = {v: i for i, v in enumerate(dict.fromkeys(bands[compared].map(value_text)))}
-        facets = [(f", {within}={value_text(level)}",
-                   [(label, colour[value_text(rows[compared].iloc[0])], rows)
-                    for label, rows in arm_rows(part, [compared])])
-                  for level, part in bands.groupby(within, sort=False, observed=True)]
+        within = grid[1]
+        level = [value_text(rows[within].iloc[0]) for _, _, rows in coloured]
+        facets = [(f", {within}={value}", [c for c, at in zip(coloured, level) if at == value])
+                  for value in dict.fromkeys(level)]
     return [(f"held-out {metric.replace('@k', f'@{k}')}{facet}",
-             [(label, i, rows[(rows["metric"] == metric) & (rows["k"] == k)].sort_values("samples"))
-              for label, i, rows in arms])
-            for metric, k in metrics for facet, arms in facets]
+             [(label, colour, rows[(rows["metric"] == metric) & (rows["k"] == k)].sort_values("samples"))
+              for label, colour, rows in shown])
+            for metric, k in metrics for facet, shown in facets]
 
 
 @styled
-def heldout(bands: pd.DataFrame, path: Path, arm: Sequence[str]) -> Path:
+def heldout(bands: pd.DataFrame, path: Path, arm: Sequence[str], colours: Mapping[str, str] | None = None) -> Path:
     """Held-out scores against samples drawn, one panel per (metric, k) (and in a grid, per level of its
     second key: `heldout_panels`): per arm the mean over seeds at each checkpoint (points joined by
-    lines), the band from the lowest to the highest seed."""
-    panels = heldout_panels(bands, arm)
+    lines), the band from the lowest to the highest seed; `colours`: the report's colour of each arm."""
+    panels = heldout_panels(bands, arm, colours)
     labels = list(dict.fromkeys(label for _, arms in panels for label, _, _ in arms))
     facets = len(panels) // len(set(zip(bands["metric"], bands["k"])))
     fig, axes = figure(len(panels), legend=labels, columns=facets if facets > 1 else 3)  # a grid: a row per metric
     entries: dict[str, Artist] = {}
     for ax, (title, arms) in zip(axes, panels):
-        for label, i, r in arms:
-            entries[label], = ax.plot(r["samples"], r["mean"], "o-", color=colour_of(i), markersize=3)
-            ax.fill_between(r["samples"], r["low"], r["high"], color=colour_of(i), alpha=0.2, linewidth=0)
+        for label, colour, r in arms:
+            entries[label], = ax.plot(r["samples"], r["mean"], "o-", color=colour, markersize=3)
+            ax.fill_between(r["samples"], r["low"], r["high"], color=colour, alpha=0.2, linewidth=0)
         low, high = ax.get_ylim()
         if high - low < MIN_SPAN:  # autoscaled, a flat line's noise would fill the panel and read as a trend
             # a score lies in [0, 1]: no negative ticks (their wider labels would push the axis title off)
@@ -84,11 +84,12 @@ def _same_curves(a: pd.DataFrame, b: pd.DataFrame) -> bool:
 
 
 @styled
-def at_k(curves: pd.DataFrame, path: Path, by: Sequence[str], names: dict[str, str] | None = None) -> Path:
+def at_k(curves: pd.DataFrame, path: Path, by: Sequence[str], names: dict[str, str] | None = None,
+         colours: Mapping[str, str] | None = None) -> Path:
     """pass@k (top row) and cons@k (bottom row) against k, one column of panels per difficulty and one
-    for all prompts pooled ("all"); a colour per arm, dashed at base and solid at final, with their
-    intervals (one black base line when every arm's base is the same). More than AT_K_COLUMNS
-    difficulties wrap onto further pairs of rows."""
+    for all prompts pooled ("all"); a colour per arm (`colours`: the report's), dashed at base and solid at
+    final, with their intervals (one black base line when every arm's base is the same). More than
+    AT_K_COLUMNS difficulties wrap onto further pairs of rows."""
     shown = curves[curves["checkpoint"].isin([BASE, FINAL])]
     flat = set(saturated(shown))
     levels = natural_sorted(d for d in shown["difficulty"].astype(str).unique() if d != "all" and d not in flat)
@@ -101,11 +102,11 @@ def at_k(curves: pd.DataFrame, path: Path, by: Sequence[str], names: dict[str, s
     lines = []  # (label, colour, checkpoint, rows)
     if shared:
         lines.append((f"every arm, {_steps_label(BASE, '0')}", "k", BASE, base[0]))
-    for i, (label, rows) in enumerate(arms):
+    for (label, rows), colour in zip(arms, colours_of(arms, by, colours)):
         for checkpoint in (FINAL,) if shared else (BASE, FINAL):
             part = rows[rows["checkpoint"] == checkpoint]
             if len(part):
-                lines.append((f"{label}, {_steps_label(checkpoint, part['steps'].iloc[0])}", colour_of(i), checkpoint,
+                lines.append((f"{label}, {_steps_label(checkpoint, part['steps'].iloc[0])}", colour, checkpoint,
                               part))
     columns = min(len(levels), AT_K_COLUMNS)
     bands = math.ceil(len(levels) / columns)

@@ -3,7 +3,7 @@ prediction), and over training against samples drawn."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -14,28 +14,46 @@ from matplotlib.patches import Patch
 from matplotlib.ticker import EngFormatter
 
 from analysis.data.labels import natural_sorted
-from analysis.render.canvas import UNIT_Y, arm_rows, colour_of, figure, legend_below, level_label, save, styled
+from analysis.render.canvas import UNIT_Y, arm_rows, colours_of, figure, legend_below, level_label, save, styled
+
+PARTIAL = 0.5  # a step window holding fewer groups than this share of its arm's median window is partial
+PARTIAL_LABEL = "partial window (under half the groups)"
+
+
+def partial_windows(ties: pd.DataFrame, by: Sequence[str]) -> pd.Series:
+    """Whether each row of `tie_fractions` by step window (one arm, difficulty and window) lies in a partial
+    window: one whose groups, over every difficulty, are fewer than PARTIAL of the arm's median window's (the
+    last window of a run that ended part way through it: a handful of groups a level, whose tie fraction jumps
+    to 0 or 1). Arms are told apart by `by`."""
+    keys = [*by, "step_window"]
+    total = ties.groupby(keys, observed=True, dropna=False, sort=False)["groups"].transform("sum")
+    once = total.where(~ties.duplicated(keys))  # each window counted once in its arm's median
+    median = once.groupby([ties[k] for k in by], observed=True, dropna=False, sort=False).transform("median")
+    return total < PARTIAL * median
+
 
 @styled
-def ties_by_difficulty(ties: pd.DataFrame, path: Path, by: Sequence[str], names: dict[str, str] | None = None) -> Path:
+def ties_by_difficulty(ties: pd.DataFrame, path: Path, by: Sequence[str], names: dict[str, str] | None = None,
+                       colours: Mapping[str, str] | None = None) -> Path:
     """First-round ties per difficulty, a bar per arm: all-correct (solid) under all-wrong (hatched),
     the 95% interval of their sum (black bar with caps) and the prediction p^G + (1-p)^G (a hollow
-    diamond). `names`: what each difficulty label is, for the tick labels."""
+    diamond). `names`: what each difficulty label is, for the tick labels; `colours`: the report's colour
+    of each arm, by its label over `by` (`canvas.colours_by`)."""
     levels = natural_sorted(ties["difficulty"].astype(str).unique())
     arms = list(arm_rows(ties, by))
-    entries: dict[str, Artist] = {label: Patch(color=colour_of(i)) for i, (label, _) in enumerate(arms)}
+    colour = colours_of(arms, by, colours)
+    entries: dict[str, Artist] = {label: Patch(color=c) for (label, _), c in zip(arms, colour)}
     entries |= {"all-correct tie": Patch(facecolor="0.55", edgecolor="0.3"),
                 "all-wrong tie": Patch(facecolor="0.9", edgecolor="0.3", hatch="///"),
                 "tie fraction, 95% interval": None, "predicted p^G + (1-p)^G": None}
     width = max(7.0, 1.5 * len(levels) * max(1, len(arms)) ** 0.5)
     fig, (ax,) = figure(1, width=width, height=4.4, legend=list(entries))
     bar = min(0.8 / max(len(arms), 1), 0.35)
-    for i, (_, rows) in enumerate(arms):
+    for i, ((_, rows), c) in enumerate(zip(arms, colour)):
         x = np.array([levels.index(d) for d in rows["difficulty"].astype(str)]) + (i - (len(arms) - 1) / 2) * bar
         correct, wrong = rows["all_correct_frac"].to_numpy(float), rows["all_wrong_frac"].to_numpy(float)
-        ax.bar(x, correct, bar * 0.92, color=colour_of(i), edgecolor="0.2", linewidth=0.6)
-        ax.bar(x, wrong, bar * 0.92, bottom=correct, color=colour_of(i), alpha=0.35, hatch="///", edgecolor="0.2",
-               linewidth=0.6)
+        ax.bar(x, correct, bar * 0.92, color=c, edgecolor="0.2", linewidth=0.6)
+        ax.bar(x, wrong, bar * 0.92, bottom=correct, color=c, alpha=0.35, hatch="///", edgecolor="0.2", linewidth=0.6)
         if rows["ci_low"].notna().any():  # an interval needs enough prompts (`tie_fractions`)
             err = np.vstack([rows["tie_frac"] - rows["ci_low"], rows["ci_high"] - rows["tie_frac"]])
             entries["tie fraction, 95% interval"] = ax.errorbar(x, rows["tie_frac"], yerr=err, fmt="none",
@@ -55,36 +73,45 @@ def ties_by_difficulty(ties: pd.DataFrame, path: Path, by: Sequence[str], names:
 
 
 @styled
-def ties_over_samples(ties: pd.DataFrame, path: Path, by: Sequence[str], names: dict[str, str] | None = None
-                      ) -> Path:
+def ties_over_samples(ties: pd.DataFrame, path: Path, by: Sequence[str], names: dict[str, str] | None = None,
+                      colours: Mapping[str, str] | None = None) -> Path:
     """First-round tie fractions over training against samples drawn (`samples_drawn`: the mean over
     an arm's jobs of the samples drawn by the end of each step window), one column per difficulty;
     rows: all-correct ties, all-wrong ties (learning moves ties from one to the other; collapse
-    fills the second), and all ties beside the prediction (markers). A colour per arm; bands: 95%
-    intervals."""
+    fills the second), and all ties beside the prediction (markers). A colour per arm (`colours`: the
+    report's, by the label over `by`); bands: 95% intervals. A partial window (`partial_windows`) is a
+    hollow point off the line, without band or prediction: its few groups would end a line at 0 or 1."""
+    ties = ties.assign(_partial=partial_windows(ties, by).to_numpy())
     levels = natural_sorted(ties["difficulty"].astype(str).unique())
     arms = list(arm_rows(ties, by))
+    colour = colours_of(arms, by, colours)
     rows_shown = [("all_correct_frac", "all_correct_ci", "all-correct ties"),
                   ("all_wrong_frac", "all_wrong_ci", "all-wrong ties"),
                   ("tie_frac", "ci", "all ties")]
-    labels = [label for label, _ in arms] + ["predicted p^G + (1-p)^G"]
+    labels = [label for label, _ in arms] + ["predicted p^G + (1-p)^G", PARTIAL_LABEL]
     fig, axes = figure(len(rows_shown) * len(levels), width=3.4, height=2.6, columns=len(levels), legend=labels)
     entries: dict[str, Artist] = {}
     for r, (column, ci, title) in enumerate(rows_shown):
         for c, level in enumerate(levels):
             ax = axes[r * len(levels) + c]
-            for i, (label, rows) in enumerate(arms):
+            for (label, rows), arm_colour in zip(arms, colour):
                 part = rows[rows["difficulty"].astype(str) == level].sort_values("samples_drawn")
                 if part.empty:
                     continue
-                entries[label], = ax.plot(part["samples_drawn"], part[column], color=colour_of(i), marker="o",
+                full, thin = part[~part["_partial"]], part[part["_partial"]]
+                entries[label], = ax.plot(full["samples_drawn"], full[column], color=arm_colour, marker="o",
                                           markersize=3)
-                ax.fill_between(part["samples_drawn"], part[f"{ci}_low"], part[f"{ci}_high"], color=colour_of(i),
+                ax.fill_between(full["samples_drawn"], full[f"{ci}_low"], full[f"{ci}_high"], color=arm_colour,
                                 alpha=0.15, linewidth=0)
-                if column == "tie_frac" and part["predicted_tie_frac"].notna().any():  # no legend entry for nothing
-                    ax.plot(part["samples_drawn"], part["predicted_tie_frac"], "D", color=colour_of(i),
+                if len(thin):
+                    ax.plot(thin["samples_drawn"], thin[column], "o", color=arm_colour, markerfacecolor="white",
+                            markersize=4, linestyle="none")
+                    entries[PARTIAL_LABEL] = Line2D([], [], marker="o", color="k", markerfacecolor="white",
+                                                    markersize=4, linestyle="none")  # the arm's colour in the panels
+                if column == "tie_frac" and full["predicted_tie_frac"].notna().any():  # no legend entry for nothing
+                    ax.plot(full["samples_drawn"], full["predicted_tie_frac"], "D", color=arm_colour,
                             markerfacecolor="white", markersize=5, linestyle="none")
-                    entries[labels[-1]] = Line2D([], [], marker="D", color="k", markerfacecolor="white",
+                    entries[labels[-2]] = Line2D([], [], marker="D", color="k", markerfacecolor="white",
                                                  markersize=5, linestyle="none")  # the arm's colour in the panels
             name = (names or {}).get(level)
             ax.set_title(f"{title}, difficulty {level}" + (f" ({name})" if name else ""), fontsize="small")
@@ -99,4 +126,3 @@ def ties_over_samples(ties: pd.DataFrame, path: Path, by: Sequence[str], names: 
                 ax.set_xlabel("samples drawn")
     legend_below(fig, {k: entries[k] for k in labels if k in entries})
     return save(fig, path)
-

@@ -1,13 +1,18 @@
 """The report's files: each section's CSVs (`tables/<name>.csv`) and figures (`figures/<name>.png`),
 collected while the section writes its markdown (`Files`), then written under the report's folder
-beside REPORT.md."""
+beside REPORT.md: built in a folder beside the old report and swapped in whole (`start_build`,
+`finish_build`), only into a folder that is the report's to write (`render.ownership`)."""
 
 from __future__ import annotations
 
 import ctypes
+import errno
 import os
 import re
+import secrets
 import shutil
+import stat
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -16,10 +21,12 @@ from pathlib import Path
 import pandas as pd
 
 from analysis.render import helper, markdown
+from analysis.render.ownership import (DETAILS, MARKER, REPORT, ReportNotWritable, claim, is_own_name, marked_files,
+                                       marker_text)
 
+__all__ = ["DETAILS", "REPORT", "Files", "ReportNotWritable", "finish_build", "relative", "relative_paths",
+           "start_build", "write_report"]
 Draw = Callable[[Path], Path]  # draws one figure to the given path
-REPORT = "REPORT.md"  # the page a reader opens: the findings, the figures that carry them, short tables
-DETAILS = "DETAILS.md"  # the second page, linked from the first: provenance, every test, the longer sections
 
 
 @dataclass
@@ -53,24 +60,30 @@ class Files:
         return f"![{name}](figures/{name}.png)"
 
 
-class ReportNotWritable(OSError):
-    """The report's folder cannot be written; the message is one line that says how to choose another."""
-
-
-OWN = (REPORT, DETAILS, "figures/*.png", "tables/*.csv")  # what a build writes; anything else in the folder is kept
-
-
 def start_build(out: Path, source: Path) -> Path:
-    """A new empty folder beside `out` to build the report in (`.<name>.tmp-<pid>`), after removing
-    those that builds no longer running left; ReportNotWritable when it cannot be made."""
+    """A new folder beside `out` to build the report in (`.<name>.tmp-<pid>-<random>`, holding the build's
+    marker from the start), after removing those that builds no longer running left (each proven a build's by
+    its marker);
+    ReportNotWritable (one line) where `out` is not a folder a report may be written into (`ownership.claim`)
+    or the folder cannot be made. Nothing is touched before `out` is checked."""
+    claim(out)
     try:
+        if out.is_dir() and not os.access(out, os.W_OK | os.X_OK):  # a folder made read-only: never replaced
+            code = errno.EROFS if os.statvfs(out).f_flag & os.ST_RDONLY else errno.EACCES
+            raise OSError(code, os.strerror(code))
         out.parent.mkdir(parents=True, exist_ok=True)
-        for left in out.parent.glob(f".{out.name}.tmp-*"):
-            if not _alive(left.name.rpartition("-")[2]):
-                shutil.rmtree(left, ignore_errors=True)
-        building = out.parent / f".{out.name}.tmp-{os.getpid()}"
-        shutil.rmtree(building, ignore_errors=True)
-        building.mkdir()
+        prefix = f".{out.name}.tmp-"
+        for left in out.parent.glob(f"{prefix}*"):
+            if not _alive(left.name.removeprefix(prefix).split("-")[0]) and marked_files(left) is not None:
+                _remove(left)
+        while True:  # a name of its own: two builds of one process (two threads) never share one
+            building = out.parent / f"{prefix}{os.getpid()}-{secrets.token_hex(3)}"
+            try:
+                building.mkdir()
+                break
+            except FileExistsError:
+                continue
+        (building / MARKER).write_text(marker_text(()))
     except OSError as err:
         raise ReportNotWritable(
             f"cannot write the report in {out} ({err.strerror or err}): choose a folder you can write with --out, "
@@ -79,45 +92,166 @@ def start_build(out: Path, source: Path) -> Path:
 
 
 def finish_build(building: Path, out: Path) -> None:
-    """Put the report built in `building` in place of `out` whole: the files of `out` that are not a
-    build's own (`OWN`: notes beside a report) are carried over, then the two folders are swapped in
-    one step (renameat2's RENAME_EXCHANGE where the system has it, else two renames a moment apart),
-    so a build killed at any point leaves the old report or the new one, never a mix."""
-    if out.is_dir():
-        own = {p for pattern in OWN for p in out.glob(pattern)}
-        for path in sorted(out.rglob("*")):
-            target = building / path.relative_to(out)
-            if path in own or target.exists():
+    """Put the report built in `building` in place of `out` whole. `out` is checked again (`ownership.claim`:
+    ReportNotWritable, nothing touched, where it is no longer a folder a report may be written into); the
+    marker is written listing the build's files; everything in `out` that its marker does not list as a
+    build's (notes, data beside a report: the user's) is carried over (hard links; links as links, folders
+    with their modes, `out`'s own mode too), then the two folders are swapped in one step (renameat2's
+    RENAME_EXCHANGE where the system has it, else two renames a moment apart), so a build killed at any point
+    leaves the old report or the new one, never a mix. Anything that appeared in `out` between the carrying
+    and the swap is moved into the new folder before the old one is removed."""
+    files = sorted(p.relative_to(building).as_posix() for p in building.rglob("*") if p.is_file())
+    (building / MARKER).write_text(marker_text(f for f in files if is_own_name(f)))
+    for _ in range(5):  # another build may put its report in place between the check and the swap: check again
+        own = claim(out)
+        if not os.path.lexists(out):
+            try:
+                _put(building, out)
+                return
+            except OSError as err:
+                if err.errno not in (errno.EEXIST, errno.ENOTEMPTY):
+                    raise
                 continue
-            if path.is_dir():
-                target.mkdir(parents=True, exist_ok=True)
-            else:
-                target.parent.mkdir(parents=True, exist_ok=True)
-                try:  # a hard link: the data a packed report ships beside it costs no copy
-                    os.link(path, target)
-                except OSError:
-                    shutil.copy2(path, target)
+        modes = _carry(out, building, own)
+        for path, mode in reversed(modes):  # deepest first, after every file is in: a folder may be read-only
+            os.chmod(path, mode)
         if _exchange(building, out):
-            shutil.rmtree(building)  # now the old report
-            return
-        old = out.parent / f".{out.name}.old-{os.getpid()}"
-        out.rename(old)
-        building.rename(out)
-        shutil.rmtree(old)
-    else:
+            old = building
+        else:
+            old = building.with_name(building.name.replace(".tmp-", ".old-", 1))
+            out.rename(old)
+            building.rename(out)
+        _move_late(old, out, own | (marked_files(old) or frozenset()))
+        _remove(old)
+        return
+    raise ReportNotWritable(f"cannot write the report in {out}: other builds kept replacing it; build it again")
+
+
+def _carry(out: Path, building: Path, own: frozenset[str]) -> list[tuple[Path, int]]:
+    """Put in `building` everything in `out` but the files `own` names (a build's, which the new build
+    replaces) and its marker: files as hard links (the data a packed report ships beside it costs no copy;
+    a copy where a link cannot be made), links as links, folders made; returns each folder's mode to set
+    (`out`'s first). ReportNotWritable (one line, `out` untouched) where something cannot be read or carried,
+    or is where the new build wrote a file of its own."""
+    modes = [(building, stat.S_IMODE(os.lstat(out).st_mode))]
+    for at, folders, files in os.walk(out, onerror=_unreadable(out)):  # a folder it cannot list: never dropped
+        here = Path(at)
+        for name in folders + files:
+            source = here / name
+            relative = source.relative_to(out).as_posix()
+            try:
+                info = os.lstat(source)
+                if relative == MARKER or (relative in own and stat.S_ISREG(info.st_mode)):
+                    continue
+                mode = _carry_one(source, building / relative, info)
+            except FileExistsError:
+                raise ReportNotWritable(f"cannot write the report in {out}: {relative} there is not the report's own "
+                                        "file, and the new report writes one of that name; move it away and build "
+                                        "again") from None
+            except OSError as err:
+                raise ReportNotWritable(f"cannot write the report in {out}: {relative} there cannot be carried over "
+                                        f"({err.strerror or err}); a rebuild keeps everything beside the report: "
+                                        "make it readable, or move it away") from None
+            if mode is not None:
+                modes.append(mode)
+    return modes
+
+
+def _carry_one(source: Path, target: Path, info: os.stat_result) -> tuple[Path, int] | None:
+    """One entry of the old folder into the new one; a folder's (path, mode) to set once all is in."""
+    if stat.S_ISDIR(info.st_mode):
+        if not target.exists():
+            target.mkdir()
+        if target.is_dir() and not target.is_symlink():
+            return target, stat.S_IMODE(info.st_mode)
+    if os.path.lexists(target):
+        raise FileExistsError(errno.EEXIST, "the new report writes a file of that name", str(target))
+    if stat.S_ISLNK(info.st_mode):
+        os.symlink(os.readlink(source), target)
+        return None
+    try:
+        os.link(source, target, follow_symlinks=False)
+    except OSError:
+        if not stat.S_ISREG(info.st_mode):
+            raise
+        shutil.copy2(source, target)
+    return None
+
+
+def _unreadable(out: Path) -> Callable[[OSError], None]:
+    def refuse(err: OSError) -> None:
+        raise ReportNotWritable(f"cannot write the report in {out}: {err.filename} cannot be read "
+                                f"({err.strerror or err}); a rebuild keeps everything beside the report: make it "
+                                "readable, or move it away")
+    return refuse
+
+
+def _move_late(old: Path, out: Path, own: frozenset[str]) -> None:
+    """Move into `out` whatever `old` (the folder swapped out) holds that is neither a build's own nor already
+    in `out`: a file written into the old folder after the carrying began. Where one cannot be moved, `old` is
+    kept, its marker taken out (no later build takes it for a build's leftover): ReportNotWritable naming it."""
+    try:
+        for at, folders, files in os.walk(old, onerror=_unreadable(old)):
+            here = Path(at)
+            for name in [*folders, *files]:
+                source = here / name
+                relative = source.relative_to(old).as_posix()
+                if relative == MARKER or relative in own or os.path.lexists(out / relative):
+                    continue
+                os.rename(source, out / relative)
+                if name in folders:
+                    folders.remove(name)
+    except OSError as err:
+        (old / MARKER).unlink(missing_ok=True)
+        raise ReportNotWritable(f"the report is in {out}, but what was written beside the old one while it was "
+                                f"swapped could not be moved into it ({err.strerror or err}): it is kept in "
+                                f"{old}") from None
+
+
+def _put(building: Path, out: Path) -> None:
+    """Rename `building` to `out`, which must not exist (renameat2's RENAME_NOREPLACE where the system has it:
+    another build's report that appeared meanwhile is never replaced unseen)."""
+    if not _rename2(building, out, 1):  # RENAME_NOREPLACE
+        if os.path.lexists(out):
+            raise FileExistsError(errno.EEXIST, "exists", str(out))
         building.rename(out)
 
 
 def _exchange(a: Path, b: Path) -> bool:
     """Swap two paths atomically (Linux renameat2 with RENAME_EXCHANGE); False where it is not available."""
+    return _rename2(a, b, 2)
+
+
+def _rename2(a: Path, b: Path, flags: int) -> bool:
+    """renameat2(a, b, flags): True when done, False where the system lacks it; OSError for any other failure."""
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         renameat2 = libc.renameat2
     except (OSError, AttributeError):
         return False
-    at_cwd, exchange = -100, 2  # AT_FDCWD, RENAME_EXCHANGE
-    done = renameat2(at_cwd, os.fsencode(a), at_cwd, os.fsencode(b), exchange) == 0
-    return done
+    at_cwd = -100  # AT_FDCWD
+    if renameat2(at_cwd, os.fsencode(a), at_cwd, os.fsencode(b), flags) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.ENOSYS, errno.EINVAL):
+        return False
+    raise OSError(err, os.strerror(err), str(b))
+
+
+def _remove(folder: Path) -> None:
+    """Remove a folder of this tool's (a build's, or the report it swapped out), read-only folders in it too."""
+    def writable(function: Callable, path: str, _: object) -> None:
+        parent = os.path.dirname(path)
+        try:
+            os.chmod(parent, stat.S_IMODE(os.lstat(parent).st_mode) | stat.S_IWUSR | stat.S_IXUSR)
+            function(path)
+        except FileNotFoundError:  # gone already
+            pass
+
+    if sys.version_info >= (3, 12):
+        shutil.rmtree(folder, onexc=writable)
+    else:
+        shutil.rmtree(folder, onerror=writable)
 
 
 def _alive(pid: str) -> bool:

@@ -44,7 +44,8 @@ def curves_of(tables: Tables, ctx: Context, scores: pd.DataFrame | None) -> Curv
         return None
     files = Files()
     curves = at_k_curves(eval, arm, scores=scores)
-    return Curves(curves, files, files.figure("at_k", figures.at_k, curves, by=arm, names=dict(ctx.names)),
+    return Curves(curves, files, files.figure("at_k", figures.at_k, curves, by=arm, names=dict(ctx.names),
+                                               colours=ctx.colours),
                   files.csv("at_k", curves))
 
 

@@ -52,14 +52,7 @@ def describe(curves: pd.DataFrame, crossings: pd.DataFrame, by: Sequence[str],
              "comparisons' own: at k = 1 it is the final-vs-base row of pass@1); the curves cross at the smallest k "
              "where the base model is ahead.", ""]
     for _, row in crossings[crossings["difficulty"] == "all"].iterrows():  # by key: a key may be "algo.lr"
-        if row["gain_at_1"] <= 0:
-            text = f"the trained model is not ahead at k = 1 (gain {row['gain_at_1']:+.3f})"
-        elif np.isnan(row["cross_k"]):
-            text = f"the trained model stays ahead up to k = {row['n']} (gain at 1 {row['gain_at_1']:+.3f})"
-        else:
-            text = (f"the base model overtakes it at k = {row['cross_k']:g} (95% CI {_k(row['cross_low'])}–"
-                    f"{_k(row['cross_high'])}; gain at 1 {row['gain_at_1']:+.3f})")
-        lines.append(f"- {arm_name(row, by)}: {text}.")
+        lines.append(f"- {arm_name(row, by)}: {verdict(row, _arm_curve(curves, row, by))}.")
     shown = curves[curves["k"].isin([k for k in shown_ks if k <= curves["k"].max()] + [int(curves["k"].max())])]
     return "\n".join(lines) + "\n\n" + markdown.table(crossings) + "\n\n" + markdown.table(shown)
 
@@ -67,26 +60,51 @@ def describe(curves: pd.DataFrame, crossings: pd.DataFrame, by: Sequence[str],
 def sentence(curves: pd.DataFrame, crossings: pd.DataFrame, by: Sequence[str]) -> str:
     """Coverage after RL in one Findings line, all held-out prompts pooled: per arm the trained model's
     gain over the base at k = 1 with its interval, and where (if anywhere up to n) the base overtakes it."""
-    at_1 = curves[(curves["difficulty"] == "all") & (curves["k"] == curves["k"].min())]
     parts = []
     for _, row in crossings[crossings["difficulty"] == "all"].iterrows():
-        arm = short_label(arm_name(row, by))
-        match = (at_1[list(by)].map(value_text) == [value_text(row[k]) for k in by]).all(axis=1)
-        gain = at_1[match].iloc[0]
-        text = f"{arm} {gain['gain']:+.3f} [{gain['gain_low']:+.3f}, {gain['gain_high']:+.3f}] at k = 1"
-        if row["gain_at_1"] <= 0:
-            text += ", not ahead of the base to begin with"
-        elif np.isnan(row["cross_k"]):
-            text += f", still ahead at k = {row['n']}"
-        else:
-            text += (f", overtaken by the base at k = {row['cross_k']:g} (95% interval {_k(row['cross_low'])}–"
-                     f"{_k(row['cross_high'])})")
-        parts.append(text)
+        parts.append(f"{short_label(arm_name(row, by))}: {verdict(row, _arm_curve(curves, row, by))}")
     n = int(crossings["n"].max())
     return (f"Coverage after RL (trained − base pass@k on all held-out prompts, k up to {n}; 95% intervals over "
             f"prompts and seeds): {'; '.join(parts)}.")
 
 
+def _arm_curve(curves: pd.DataFrame, row: pd.Series, by: Sequence[str]) -> pd.DataFrame:
+    """The arm of `row`'s gain curve on all prompts, by k."""
+    rows = curves[curves["difficulty"] == "all"]
+    match = (rows[list(by)].map(value_text) == [value_text(row[k]) for k in by]).all(axis=1)
+    return rows[match].sort_values("k")
+
+
+def _ahead(point: pd.Series) -> str:
+    """The gain at one k in words: ahead or behind only where its interval excludes zero."""
+    if point["gain_low"] > 0:
+        return "ahead"
+    if point["gain_high"] < 0:
+        return "behind"
+    return "no detectable difference"
+
+
+def verdict(row: pd.Series, curve: pd.DataFrame) -> str:
+    """Where the trained model stands against the base, from its gain curve (`curve`: the arm's rows on all
+    prompts, by k) and its crossing (`row`): "ahead" or "behind" only where the interval at that k excludes
+    zero, a crossing only where its interval is bounded (a resample that never crosses makes it unbounded)."""
+    first, last = curve.iloc[0], curve.iloc[-1]
+    at = lambda point: (f"k = {int(point['k'])} (gain {point['gain']:+.3f} "  # noqa: E731
+                        f"[{point['gain_low']:+.3f}, {point['gain_high']:+.3f}])")
+    if _ahead(first) != "ahead":
+        return ("behind the base" if _ahead(first) == "behind" else "no detectable gain over the base") + \
+            f" at {at(first)}"
+    start = f"ahead at {at(first)}"
+    if np.isnan(row["cross_k"]):
+        if _ahead(last) == "ahead":
+            return f"{start}, still ahead at {at(last)}"
+        return f"{start}; no detectable difference at {at(last)}, though the estimate never crosses below zero"
+    span = f"95% interval {_k(row['cross_low'])}–{_k(row['cross_high'])}"
+    if np.isinf(row["cross_high"]):
+        return (f"{start}; the estimate crosses below zero at k = {row['cross_k']:g}, but no crossing is established "
+                f"({span}: some resamples never cross up to k = {int(last['k'])}); {_ahead(last)} at {at(last)}")
+    return f"{start}; overtaken by the base at k = {row['cross_k']:g} ({span})"
+
+
 def _k(value: float) -> str:
     return "never" if np.isinf(value) else f"{value:g}"
-

@@ -29,7 +29,8 @@ def section(tables: Tables, ctx: Context, counted: pd.DataFrame | None, budget: 
     same = budget == "tokens" and rate.max() <= rate.min() * (1 + TOKENS_SAME)
     shown = (f"Every arm generated about the same tokens per sample ({markdown.cell(rate.min(), 3)} to "
              f"{markdown.cell(rate.max(), 3)}), so its curves against tokens repeat those against samples: no figure."
-             if same else files.figure(f"budget_{budget}", figures.budget_curves, bands, arm=arm, budget=budget))
+             if same else files.figure(f"budget_{budget}", figures.budget_curves, bands, arm=arm, budget=budget,
+                               colours=ctx.colours))
     one_seed = int(final["seeds"].max()) <= 1
     if one_seed:  # lowest = highest = the one value: no spread to show
         final = final.drop(columns=[c for c in final.columns if c.endswith(("_low", "_high"))])

@@ -15,9 +15,10 @@ from analysis.data.arms import short_label
 from analysis.measures.equal_steps import AT_EQUAL_SAMPLES
 from analysis.measures.equal_steps import METRICS as EQUAL_STEPS
 from analysis.measures.ranking import RANKED_METRICS
+from analysis.measures.reversal import reversal
 from analysis.measures.spend import BUDGET_TOLERANCE, unequal_budgets
 from analysis.measures.ties import MIN_PROMPTS
-from analysis.render.markdown import MAX_LISTED, cell
+from analysis.render.markdown import MAX_LISTED, cell, p_value
 from analysis.sections.section import Section
 from analysis.stats.seeds import ALPHA, detectable
 
@@ -55,8 +56,8 @@ def p_text(row: pd.Series) -> str:
     """The test's p as adjusted: plain where its family (the pairs of arms on its metric) holds one
     test, Holm's with the family's size otherwise."""
     family = int(row.get("family", 1) or 1)
-    return f"p = {cell(row['p_holm'], 3)}" if family <= 1 else \
-        f"Holm p = {cell(row['p_holm'], 3)} over the {family} pairs on this metric"
+    return f"p = {p_value(row['p_holm'])}" if family <= 1 else \
+        f"Holm p = {p_value(row['p_holm'])} over the {family} pairs on this metric"
 
 
 def _test_name(row: pd.Series) -> str:
@@ -90,31 +91,83 @@ def _power(row: pd.Series) -> str:
     and the minimum detectable difference of the quantity the verdict reads (the interval's)."""
     basis = ("over new prompts and seeds, from this interval's width" if _over_prompts(row)
              else "t approximation over seeds")
-    return (f" With {row['seeds_a']} and {row['seeds_b']} seeds the exact test's smallest p is "
-            f"{cell(row['smallest_p'], 3)}; the minimum detectable difference (80% power, α = {ALPHA}, {basis}) is "
-            f"{cell(row['mde'], 3)}.")
+    floor = (f" With {row['seeds_a']} and {row['seeds_b']} seeds the exact test's smallest p is "
+             f"{cell(row['smallest_p'], 3)}")
+    if pd.notna(row["mde"]) and math.isfinite(row["mde"]):
+        return (f"{floor}; the minimum detectable difference (80% power, α = {ALPHA}, {basis}) is "
+                f"{cell(row['mde'], 3)}.")
+    why = (f"at or above α = {ALPHA}, so no difference of any size can be detected with these seeds"
+           if pd.notna(row["smallest_p"]) and row["smallest_p"] >= ALPHA else
+           "and the per-seed differences have no spread to measure it by (fewer than two seeds a side)")
+    return f"{floor}, {why}: there is no minimum detectable difference to give."
+
+
+STEP_TOLERANCE = 0.10  # arms whose steps differ by more than this at a compared point: both counts are named
+
+
+def twin_metric(metric: str) -> str | None:
+    """The metric of the same comparison at equal optimizer steps: a held-out score's "(equal steps)" row, the
+    first-round tie fraction's over the steps every job took (`equal_steps`); None for the others."""
+    if metric in AT_EQUAL_SAMPLES:
+        return AT_EQUAL_SAMPLES[metric]
+    return f"{metric} (equal steps)" if metric.startswith("held-out") and not metric.endswith(")") else None
+
+
+def is_twin(metric: str) -> bool:
+    """Whether a metric is another alignment's view of a comparison made at equal samples (said with it)."""
+    return metric in AT_EQUAL_SAMPLES.values() or (metric.startswith("held-out") and metric.endswith(
+        (" (equal steps)", " (equal tokens)")))
+
+
+def mean_steps(text: object) -> float:
+    """The mean of a comparison's steps per job as the held-out tables write them ("80, 83"); NaN if none."""
+    values = [float(v) for v in str(text).split(",") if v.strip().replace(".", "", 1).isdigit()]
+    return sum(values) / len(values) if values else math.nan
+
+
+def steps_differ(a: float, b: float) -> bool:
+    """Whether two arms' optimizer steps differ by more than STEP_TOLERANCE (relative to the larger)."""
+    return bool(math.isfinite(a) and math.isfinite(b) and abs(a - b) > STEP_TOLERANCE * max(a, b))
+
+
+def _steps_taken(row: pd.Series, steps: dict[str, float]) -> tuple[float, float]:
+    """Each arm's optimizer steps at a row's compared point: the held-out rows carry them (`steps_a`, `steps_b`),
+    the others are at the end of each job (the mean over the arm's jobs, `steps`)."""
+    if pd.notna(row.get("steps_a")) and pd.notna(row.get("steps_b")):
+        return mean_steps(row["steps_a"]), mean_steps(row["steps_b"])
+    return steps.get(row["a"], math.nan), steps.get(row["b"], math.nan)
 
 
 def _at_equal_steps(row: pd.Series, twin: pd.Series, steps: dict[str, float]) -> str:
-    """A training-dynamics row at equal samples followed by the same measure over the same optimizer steps,
-    saying plainly when the difference at equal samples is one of training progress."""
-    span = str(twin["interval"]).removeprefix("seeds, ")
-    taken = "; ".join(f"{short_label(a)} {v:,.0f}" for a, v in steps.items() if a in (row["a"], row["b"]))
-    text = (f" Over the same optimizer steps ({span}; steps per job: {taken}): {cell(twin['mean_a'], 3)} vs "
+    """A row at equal samples whose arms took different numbers of optimizer steps, followed by the same
+    comparison at equal steps, saying which alignment the difference holds at: both step counts named."""
+    a_steps, b_steps = _steps_taken(row, steps)
+    where = str(twin["interval"]).removeprefix("seeds, ").removeprefix("prompts and seeds, ")
+    text = (f" At equal samples {short_label(row['a'])} took {a_steps:,.0f} optimizer steps and "
+            f"{short_label(row['b'])} {b_steps:,.0f}; at equal steps ({where}): {cell(twin['mean_a'], 3)} vs "
             f"{cell(twin['mean_b'], 3)}, difference {cell(twin['difference'], 3)} [{cell(twin['ci_low'], 3)}, "
             f"{cell(twin['ci_high'], 3)}] ({p_text(twin)}): {verdict(twin)}")
     if detectable(row) and not detectable(twin):
-        text += ", so the difference at equal samples is one of training progress (the arms took different steps)"
+        text += (", so the difference holds at equal samples, not at equal steps: it is one of training progress "
+                 "(the arms took different steps), not of the arms at an equal step")
     elif detectable(row) and detectable(twin) and (row["difference"] > 0) != (twin["difference"] > 0):
         text += (", the opposite sign: the difference at equal samples comes from training progress (the arms "
                  "took different steps)")
+    elif detectable(row) and detectable(twin):
+        text += ", so the difference holds at both alignments"
+    elif detectable(twin):
+        text += ", a difference at equal steps that equal samples do not show"
     return text + "."
 
 
 def _waste_by_difficulty(row: pd.Series, by_difficulty: pd.DataFrame | None, names: dict[str, str]) -> str:
-    """Where the wasted samples are: each difficulty's wasted / drawn in a, then b."""
+    """Where the wasted samples are: each difficulty's wasted / drawn in a, then b; where the pooled difference
+    is reversed at every difficulty, that in its place (`reversal`)."""
     if by_difficulty is None or by_difficulty.empty:
         return ""
+    flipped = reversal(row["difference"], by_difficulty, row["a"], row["b"], "wasted_frac", "samples")
+    if flipped is not None:
+        return " " + flipped.text(names, "wasted_frac", "samples drawn")
     a = by_difficulty[by_difficulty["arm"] == row["a"]].set_index("difficulty")["wasted_frac"]
     b = by_difficulty[by_difficulty["arm"] == row["b"]].set_index("difficulty")["wasted_frac"]
     shared = [d for d in a.index if d in b.index]
@@ -127,17 +180,32 @@ def _waste_by_difficulty(row: pd.Series, by_difficulty: pd.DataFrame | None, nam
             f"{parts}; the gap is widest at {names.get(widest, widest)} ({cell(gaps[widest], 3)}).")
 
 
+def _ties_reversed(row: pd.Series, by_difficulty: pd.DataFrame | None, names: dict[str, str]) -> str:
+    """The first-round tie fraction's pooled difference reversed at every difficulty, in words; "" if not."""
+    if by_difficulty is None or by_difficulty.empty:
+        return ""
+    flipped = reversal(row["difference"], by_difficulty, row["a"], row["b"], "tie_frac", "groups")
+    return "" if flipped is None else " " + flipped.text(names, "the first-round tie fraction", "first-round groups")
+
+
+def _by_construction(row: pd.Series) -> str | None:
+    """The reason a comparison is fixed by an arm's rule (`analysis.measures.construction`), or None."""
+    why = row.get("by_construction")
+    return None if why is None or pd.isna(why) else str(why)
+
+
 @dataclass(frozen=True)
 class Inputs:
     """What the Findings read besides the tests' family: each arm's tie fraction beside its prediction
     (the ties section's `calibration`), its samples per job (`budgets_per_arm`), its optimizer steps
-    per job (`steps_per_arm`), its wasted_frac per difficulty (the what-trained section's), and the
-    difficulty names."""
+    per job (`steps_per_arm`), its wasted_frac and first-round tie fraction per difficulty (the what-trained and
+    ties sections'), and the difficulty names."""
 
     calibration: pd.DataFrame | None = None
     budgets: pd.DataFrame | None = None
     steps: dict[str, float] = field(default_factory=dict)
     waste_by_difficulty: pd.DataFrame | None = None
+    ties_by_difficulty: pd.DataFrame | None = None
     names: dict[str, str] = field(default_factory=dict)
 
 
@@ -219,6 +287,48 @@ def calibration_text(calibration: pd.DataFrame | None) -> str | None:
             "prediction assumes pass rates constant within a step window)" + (f"; {few}" if few else "") + ".")
 
 
+def _twin(row: pd.Series, twins: pd.DataFrame) -> pd.Series | None:
+    """The same comparison over the same optimizer steps (`equal_steps`), where there is one."""
+    twin = twins[(twins["metric"] == twin_metric(row["metric"])) & (twins["a"] == row["a"])
+                 & (twins["b"] == row["b"])]
+    return twin.iloc[0] if len(twin) else None
+
+
+def _other_comparisons(rest: pd.DataFrame, twins: pd.DataFrame, inputs: Inputs) -> str:
+    """The comparisons a many-arm study does not rank, counted: the detectable differences listed; those that
+    vanish or flip over the same optimizer steps, and those an arm's rule fixes, counted apart and never listed as
+    differences of the arms."""
+    fixed = rest[[_by_construction(row) is not None for _, row in rest.iterrows()]]
+    found, progress = [], []
+    for _, row in rest.drop(fixed.index).iterrows():
+        if not detectable(row):
+            continue
+        text = f"{row['metric']}: {short_label(row['b'])} − {short_label(row['a'])} {cell(row['difference'], 3)}"
+        twin = _twin(row, twins)
+        if twin is not None and (not detectable(twin) or (twin["difference"] > 0) != (row["difference"] > 0)):
+            progress.append(f"{text} (over the same steps {cell(twin['difference'], 3)})")
+            continue
+        if row["metric"] == "tie_frac (first rounds)" and _ties_reversed(row, inputs.ties_by_difficulty, {}):
+            text += " (reversed within every difficulty: the arms' mix of difficulties)"
+        found.append(text)
+    counted = len(rest) - len(fixed)
+    text = (f"Of the other {counted} comparisons ({', '.join(dict.fromkeys(rest.drop(fixed.index)['metric']))}; "
+            f"every pair of arms, under Tests across seeds), {len(found)} "
+            f"{'is a detectable difference' if len(found) == 1 else 'are detectable differences'}"
+            + (f": {'; '.join(found[:MAX_LISTED])}" + ("; …" if len(found) > MAX_LISTED else "") if found else "")
+            + ".")
+    if progress:
+        text += (f" {len(progress)} more {'is' if len(progress) == 1 else 'are'} detectable at equal samples only, and "
+                 "vanish or change sign over the same optimizer steps (the arms took different steps: a difference "
+                 f"of training progress, not of the arms): {'; '.join(progress[:MAX_LISTED])}"
+                 + ("; …" if len(progress) > MAX_LISTED else "") + ".")
+    if len(fixed):
+        text += (f" {len(fixed)} {'comparison is' if len(fixed) == 1 else 'comparisons are'} fixed by an arm's own "
+                 f"rule ({', '.join(dict.fromkeys(fixed['metric']))}: `by_construction` under Tests across seeds) and "
+                 "not counted.")
+    return text
+
+
 def findings(tests: pd.DataFrame, inputs: Inputs, unit_weight: str, ranked: Sequence[str] = (),
              coverage: str | None = None, first: Sequence[str] = ()) -> str:
     """The Findings section from the family of tests (`tests`, with p_holm), what else they quote
@@ -228,34 +338,42 @@ def findings(tests: pd.DataFrame, inputs: Inputs, unit_weight: str, ranked: Sequ
     mixed code versions). A training-dynamics comparison at equal samples is followed by the same
     measure at equal optimizer steps where the arms took different steps."""
     lines: list[str] = list(first)
-    at_steps = tests["metric"].isin(EQUAL_STEPS.values())
-    twins = tests[tests["metric"].isin(AT_EQUAL_SAMPLES.values())]
-    dynamics = tests[at_steps & ~tests["metric"].isin(AT_EQUAL_SAMPLES.values())]
+    twinned = tests["metric"].map(is_twin).astype(bool)
+    at_steps = tests["metric"].isin(EQUAL_STEPS.values()) | twinned
+    twins = tests[twinned]
+    dynamics = tests[at_steps & ~twinned]
     if ranked:
         lines += ranked
         rest = tests[~tests["metric"].isin(RANKED_METRICS)]
         if len(rest):
-            found = [f"{row['metric']}: {short_label(row['b'])} − {short_label(row['a'])} {cell(row['difference'], 3)}"
-                     for _, row in rest.iterrows() if detectable(row)]
-            lines.append(f"Of the other {len(rest)} comparisons ({', '.join(dict.fromkeys(rest['metric']))}; every pair "
-                         f"of arms, under Tests across seeds), {len(found)} "
-                         f"{'is a detectable difference' if len(found) == 1 else 'are detectable differences'}"
-                         + (f": {'; '.join(found[:MAX_LISTED])}" + ("; …" if len(found) > MAX_LISTED else "")
-                            if found else "") + ".")
+            lines.append(_other_comparisons(rest, twins, inputs))
     elif len(tests):
         told = tests[~at_steps]
         order = ["held-out pass@1", "held-out", "wasted_frac", "tie_frac (first rounds)"]
         ranked_rows = sorted(range(len(told)), key=lambda i: next(
             (n for n, prefix in enumerate(order) if told["metric"].iloc[i].startswith(prefix)), len(order)))
-        for n, i in enumerate(ranked_rows[:MAX_SENTENCES]):
+        powered = False  # what the seeds can detect, said after the first comparison that is tested
+        for i in ranked_rows[:MAX_SENTENCES]:
             row = told.iloc[i]
-            line = _sentence(row) + (_power(row) if n == 0 else "")
+            why = _by_construction(row)
+            if why is not None:  # measured, but the arm's rule fixed it: no test, no finding
+                lines.append(f"{_difference(row)}: by construction, not a finding ({why}).")
+                continue
+            line = _sentence(row) + ("" if powered else _power(row))
+            powered = True
             if row["metric"] == "wasted_frac":
                 line += _waste_by_difficulty(row, inputs.waste_by_difficulty, inputs.names)
-            twin = twins[(twins["metric"] == AT_EQUAL_SAMPLES.get(row["metric"])) & (twins["a"] == row["a"])
-                         & (twins["b"] == row["b"])]
-            if len(twin):
-                line += _at_equal_steps(row, twin.iloc[0], inputs.steps)
+            if row["metric"] == "tie_frac (first rounds)":
+                line += _ties_reversed(row, inputs.ties_by_difficulty, inputs.names)
+            twin, taken = _twin(row, twins), _steps_taken(row, inputs.steps)
+            if steps_differ(*taken) and twin is not None:
+                line += _at_equal_steps(row, twin, inputs.steps)
+            elif steps_differ(*taken):
+                line += (f" At equal samples {short_label(row['a'])} took {taken[0]:,.0f} optimizer steps and "
+                         f"{short_label(row['b'])} {taken[1]:,.0f}" + (
+                             "; no checkpoint at equal steps was evaluated (`eval.every` gives every job one), so "
+                             "whether the difference is one of the arms or of training progress is not known."
+                             if row["metric"].startswith("held-out") else "."))
             lines.append(line)
         if len(dynamics):
             span = str(dynamics["interval"].iloc[0]).removeprefix("seeds, ")

@@ -27,7 +27,7 @@ def section(tables: Tables, ctx: Context) -> Section | None:
         + (" The clip fraction is left out: it is 0 at every step of every job (with mu = 1 a step's one pass has "
            "ratio exactly 1, so nothing is clipped)." if "clip_frac" in flat else "")
         + _unmeasured_kl(no_kl_jobs(curves), "kl" in flat), "",
-        files.figure("health", figures.health, curves),
+        files.figure("health", figures.health, curves, colours=ctx.colours),
     ]), files=files)
 
 

@@ -9,6 +9,7 @@ from statistics import NormalDist
 import pandas as pd
 
 from analysis.data.load import Tables
+from analysis.data.settings import OtherSetting
 from analysis.measures.comparisons import ARM_TEST, checkpoint_comparisons
 from analysis.measures.scores import prompt_scores, seed_bands, seed_scores, smallest_n
 from analysis.render import scores as figures
@@ -56,7 +57,7 @@ def section(tables: Tables, ctx: Context) -> HeldOut:
         f"**base** (0 samples), **final** (each job's last evaluated step, the end of its budget) and intermediate "
         f"points, aligned {aligned}; a point is shown for an arm only where every job of it was evaluated there. "
         "Lines: mean over seeds; bands: lowest to highest seed.", "",
-        files.figure("heldout", figures.heldout, bands, arm=arm), "",
+        files.figure("heldout", figures.heldout, bands, arm=arm, colours=ctx.colours), "",
         f"Per job: {files.csv('heldout_by_seed', scores)}; per arm: {files.csv('heldout', bands)}", "",
         "### Arms compared at equal samples", "",
         f"b − a at base, at each aligned point both arms have, at final, and each arm's final against its base; "
@@ -65,9 +66,23 @@ def section(tables: Tables, ctx: Context) -> HeldOut:
         files.table("at_k_comparisons", comparisons, [c for c in comparisons.columns if c not in ("steps_a", "steps_b")]),
         "",
         f"Each seed's difference: {files.csv('at_k_per_seed', per_seed)}",
+        *left_out(tables),
     ])
     return HeldOut(text=text, files=files, comparisons=final_comparisons(comparisons, per_seed), scores=scores,
                    prompt_scores=per_prompt)
+
+
+def left_out(tables: Tables) -> list[str]:
+    """The paragraph naming the evaluations left out of every statistic here (`analysis.data.settings`), each job's
+    at other settings than those its results use; [] when there are none."""
+    other = [s for s in tables.skipped if isinstance(s, OtherSetting)]
+    if not other:
+        return []
+    return ["", "### Evaluations at other settings", "",
+            "Each job's held-out results above are of one evaluation setting (the run's own where it has rows there, "
+            "else the one most of its checkpoints were evaluated at); these evaluations of the same jobs were left out "
+            "of every number here, never pooled or compared with them:", "",
+            *(f"- `{s.name}`: step{'s' * (len(s.steps) > 1)} {', '.join(map(str, s.steps))}" for s in other)]
 
 
 def interval_mde(low: float, high: float, alpha: float = ALPHA, power: float = 0.8) -> float:
@@ -77,12 +92,18 @@ def interval_mde(low: float, high: float, alpha: float = ALPHA, power: float = 0
     return float((z + NormalDist().inv_cdf(power)) * (high - low) / (2 * z))
 
 
+ALIGNED = {"steps": " (equal steps)", "tokens": " (equal tokens)"}  # the family rows at the other alignments
+
+
 def final_comparisons(comparisons: pd.DataFrame, per_seed: pd.DataFrame) -> pd.DataFrame | None:
-    """The tests' family rows: each comparison of two arms at their final checkpoints that was not
-    refused, its seed test redone on each seed's mean (`compare_values`), its estimate and interval
-    kept from the prompts-and-seeds bootstrap, and its minimum detectable difference read from that
-    interval (`interval_mde`: the verdict needs it to exclude zero); None when there is none."""
-    final = comparisons[(comparisons["checkpoint"] == "final") & comparisons["refused"].isna()]
+    """The tests' family rows: each comparison of two arms at their final checkpoints (equal samples: the end of
+    the budget) and at the study's equal-steps and equal-tokens points (metrics named "... (equal steps)") that
+    was not refused, its seed test redone on each seed's mean (`compare_values`), its estimate and interval
+    kept from the prompts-and-seeds bootstrap, its minimum detectable difference read from that interval
+    (`interval_mde`: the verdict needs it to exclude zero), and each side's steps there (`steps_a`, `steps_b`,
+    as text); None when there is none."""
+    aligned = comparisons["alignment"].isin(list(ALIGNED)) if "alignment" in comparisons else False
+    final = comparisons[((comparisons["checkpoint"] == "final") | aligned) & comparisons["refused"].isna()]
     of = per_seed.groupby(["metric", "k", "a", "b"], sort=False).indices if len(final) else {}  # each's seeds
     rows = []
     for _, row in final.iterrows():
@@ -93,7 +114,9 @@ def final_comparisons(comparisons: pd.DataFrame, per_seed: pd.DataFrame) -> pd.D
         result |= {key: row[key] for key in ("mean_a", "mean_b", "difference", "ci_low", "ci_high", "prompts")}
         # the verdict needs this interval to exclude zero: what it can detect follows from its width
         result["mde"] = interval_mde(row["ci_low"], row["ci_high"])
-        name = f"held-out {row['metric'].replace('@k', '@' + str(row['k']))}"
-        rows.append({"metric": name, "a": row["a"].removesuffix(" @ final"), "b": row["b"].removesuffix(" @ final"),
-                     **result, "interval": "prompts and seeds"})
+        at = ALIGNED.get(row.get("alignment"), "")
+        name = f"held-out {row['metric'].replace('@k', '@' + str(row['k']))}{at}"
+        rows.append({"metric": name, "a": row["a"].rsplit(" @ ", 1)[0], "b": row["b"].rsplit(" @ ", 1)[0], **result,
+                     "interval": "prompts and seeds" + (f", {row['checkpoint']}" if at else ""),
+                     "steps_a": row["steps_a"], "steps_b": row["steps_b"]})
     return pd.DataFrame(rows) if rows else None

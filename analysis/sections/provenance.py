@@ -17,6 +17,7 @@ from analysis.data.arms import value_text, varying_keys
 from analysis.data.config import ALIASES
 from analysis.data.labels import natural_sorted
 from analysis.data.load import Tables
+from analysis.data.plan import Plan
 from analysis.data.records import run_records
 from analysis.render import markdown
 from analysis.render.writer import relative
@@ -70,16 +71,19 @@ def _value(value: object, report_dir: Path) -> str:
     return relative(text, report_dir) if os.path.isabs(text) and not text.startswith("//") else text
 
 
-def section(tables: Tables, ctx: Context, command: str | None) -> Section:
+def section(tables: Tables, ctx: Context, command: str | None, plan: Plan | None = None) -> Section:
     """The collapsed block under the findings: command, source, jobs, code, packages, machines and the arms;
     wall times and the resolved config are on the details page (`details`). `command`: the command that
-    produced the runs, if known."""
-    return Section(text=provenance(tables, ctx.arm, ctx.out, command))
+    produced the runs, if known; `plan`: what the sweep meant to run (`data.plan.missing_jobs`)."""
+    return Section(text=provenance(tables, ctx.arm, ctx.out, command, plan))
 
 
-def provenance(tables: Tables, arm: Sequence[str], report_dir: Path, command: str | None) -> str:
+def provenance(tables: Tables, arm: Sequence[str], report_dir: Path, command: str | None,
+               plan: Plan | None = None) -> str:
     """The provenance block's markdown (paths relative to `report_dir`)."""
     jobs = tables.jobs
+    missing = (f", {len(plan.missing)} of the {plan.meant} the sweep meant to run missing (no run left)"
+               if plan is not None and plan.missing else "")
     records = run_records(jobs)
     packages = [f"{name} {_count([str(r.get(key) or 'not recorded') for r in records])}"
                 for key, name in PACKAGES.items()]
@@ -89,7 +93,7 @@ def provenance(tables: Tables, arm: Sequence[str], report_dir: Path, command: st
         (f"- Source: `{relative(tables.root, report_dir)}` (relative to this report)" if len(tables.roots) <= 1 else
          f"- Sources ({len(tables.roots)}, relative to this report; a job is named `<source>/<job>`): "
          + ", ".join(f"`{relative(r, report_dir)}`" for r in tables.roots)),
-        f"- Jobs: {len(jobs)} loaded, {len(tables.skipped)} jobs or parts skipped (listed under Jobs, "
+        f"- Jobs: {len(jobs)} loaded, {len(tables.skipped)} jobs or parts skipped{missing} (listed under Jobs, "
         f"[{DETAILS}]({DETAILS}))",
         f"- Code: git {_count([_git(r) for r in records])}",
         f"- Packages: {', '.join(packages)}",
@@ -140,7 +144,7 @@ def mixed_code(tables: Tables, report_dir: Path) -> str | None:
             dirty |= bool(git.get("dirty"))
     if len(by_commit) < 2:
         return None
-    ran = "; ".join(f"`{commit[:12]}` ran job{'s' * (len(jobs) > 1)} {_jobs_text(jobs)}"
+    ran = "; ".join(f"`{commit[:12]}` ran job{'s' * (len(jobs) > 1)} {jobs_text(jobs)}"
                     for commit, jobs in by_commit.items())
     return f"**{len(by_commit)} code versions in one sweep**: {ran}. {_changes(list(by_commit), dirty)}"
 
@@ -166,7 +170,7 @@ def _changes(commits: list[str], dirty: bool) -> str:
             f"sweep from one version.{uncommitted}")
 
 
-def _jobs_text(jobs: Sequence[str]) -> str:
+def jobs_text(jobs: Sequence[str]) -> str:
     """Job names with runs of consecutive numbers as ranges: "0-9, 12, x"."""
     out: list[str] = []
     numbers = [int(j) for j in jobs if j.isdigit()]

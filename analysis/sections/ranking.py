@@ -4,13 +4,16 @@ words for the Findings."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import pandas as pd
 
 from analysis.data.arms import iter_arms, short_label
 from analysis.data.load import Tables
-from analysis.measures.ranking import INFORMATIVE, PASS1, Ranking, informative_by_arm, pass1_by_arm, rank
+from analysis.data.alignment import equal_steps_point
+from analysis.measures.ranking import (INFORMATIVE, PASS1, PASS1_STEPS, Ranking, informative_by_arm, pass1_at_step,
+                                       pass1_by_arm, rank)
 from analysis.render import intervals as figures
 from analysis.render.markdown import MAX_LISTED, cell
 from analysis.render.writer import Files
@@ -26,27 +29,43 @@ class Ranked(Section):
 
 
 def section(tables: Tables, ctx: Context, tests: pd.DataFrame, scores: pd.DataFrame | None,
-            per_job: pd.DataFrame | None) -> Ranked | None:
+            per_job: pd.DataFrame | None, fixed: Mapping[str, str] | None = None,
+            prompt_scores: pd.DataFrame | None = None) -> Ranked | None:
     """The ranking section from the tests' family (with p_holm), the held-out section's per-job
     scores (`seed_scores`; None without eval tables) and the what-trained section's per-job spend
-    (`per_job_spend`); None with two arms or fewer, whose one comparison per metric says it all."""
+    (`per_job_spend`); None with two arms or fewer, whose one comparison per metric says it all.
+    `fixed`: the arms whose wasted fraction their own rule fixes (label -> why: `construction.Fixed.wasted`),
+    left out of the informative ranking and named apart. `prompt_scores`: every prompt's scores at every job and
+    step (the held-out section's), for the ranking at the study's equal-steps point where the arms took
+    different numbers of steps (`alignment.equal_steps_point`)."""
     arm = list(ctx.arm)
     if len(list(iter_arms(tables.jobs, arm))) <= 2:
         return None
     rankings: list[Ranking] = []
     if scores is not None:
         rankings.append(rank(PASS1, pass1_by_arm(scores, arm), tests))
+    at_step = equal_steps_point(tables.eval.drop_duplicates(["job", "step"])) if not tables.eval.empty else None
+    if prompt_scores is not None and at_step is not None:
+        rankings.append(rank(PASS1_STEPS, pass1_at_step(prompt_scores, tables.eval, arm, at_step), tests))
+    fixed = dict(fixed or {})
     if not tables.groups.empty:
-        rankings.append(rank(INFORMATIVE, informative_by_arm(tables.groups, arm, per_job), tests))
+        by_arm = informative_by_arm(tables.groups, arm, per_job)
+        rankings.append(rank(INFORMATIVE, by_arm[~by_arm["arm"].isin(fixed)].reset_index(drop=True), tests))
     if not rankings:
         return None
     sentences = [sentence(r) for r in rankings]
+    left_out = unranked_text(fixed)
+    if left_out and rankings[-1].measure == INFORMATIVE:
+        sentences[-1] += f" {left_out}"
     sentences[0] += f" Power: {power(rankings[0])}"
     files = Files()
     parts = [
         "## Ranking", "",
-        "Each arm at the end of its sample budget, best first: held-out pass@1 (mean over held-out prompts and "
-        "seeds) and informative samples per 1,000 drawn (1000 × (1 − wasted_frac), each job's own rate), each with "
+        "Each arm at the end of its sample budget (equal samples), best first: held-out pass@1 (mean over held-out "
+        "prompts and seeds), "
+        + (f"the same at the study's equal-steps point (step {at_step}: every job evaluated there, whatever its "
+           "budget; arms that spend samples on redraws take fewer steps to a budget), " if at_step is not None else "")
+        + "and informative samples per 1,000 drawn (1000 × (1 − wasted_frac), each job's own rate), each with "
         "Student's t 95% interval over seeds (the trained models; every arm is scored on the same held-out prompts, "
         "so the pass@1 interval is for these prompts, while the tests' intervals resample prompts too). An "
         "ordering of two arms is **resolved** when their comparison under Tests across seeds is a detectable difference: its interval excludes zero and the exact "
@@ -56,10 +75,19 @@ def section(tables: Tables, ctx: Context, tests: pd.DataFrame, scores: pd.DataFr
         f"order of the means that no resolved ordering backs is not a finding. Power: {power(rankings[0])}", "",
         files.figure("ranking", figures.ranking, rankings), ""]
     for r in rankings:
-        name = "ranking_" + ("pass1" if r.measure == PASS1 else "informative")
+        name = "ranking_" + {PASS1: "pass1", PASS1_STEPS: "pass1_equal_steps", INFORMATIVE: "informative"}[r.measure]
         text = resolved_text(r)
-        parts += [f"### {r.measure}", "", files.table(name, r.table), "", f"{text[0].upper()}{text[1:]}.", ""]
+        apart = f" {left_out}" if r.measure == INFORMATIVE and left_out else ""
+        parts += [f"### {r.measure}", "", files.table(name, r.table), "", f"{text[0].upper()}{text[1:]}.{apart}", ""]
     return Ranked(text="\n".join(parts).rstrip(), files=files, sentences=sentences)
+
+
+def unranked_text(fixed: Mapping[str, str]) -> str:
+    """The arms left out of the informative ranking because their rule fixes it, with the rule; "" if none."""
+    if not fixed:
+        return ""
+    return ("Not ranked on informative samples, fixed by their own rule: " +
+            "; ".join(f"{short_label(a)} ({why})" for a, why in fixed.items()) + ".")
 
 
 def power(r: Ranking) -> str:
@@ -107,5 +135,6 @@ def sentence(r: Ranking, digits: int = 3) -> str:
                      for a, m, lo, hi, ranks in r.table[["arm", "mean", "ci_low", "ci_high", "ranks"]].itertuples(
                          index=False))
     text = resolved_text(r)
-    return (f"Ranking on {r.measure} at the end of the budget (mean [95% interval over {r.interval}] "
+    where = "" if r.measure == PASS1_STEPS else " at the end of the budget (equal samples)"
+    return (f"Ranking on {r.measure}{where} (mean [95% interval over {r.interval}] "
             f"(possible ranks), best first): {arms}. {text[0].upper()}{text[1:]}.")

@@ -20,6 +20,8 @@ class Context:
     out: Path  # the report's folder: paths in the text are relative to it
     arm: tuple[str, ...]  # the config keys that tell arms apart (`analysis.data.arms.arm_keys`)
     names: Mapping[str, str]  # what each difficulty label is ("1" -> "1+1 digits"), as the runs recorded
+    # each arm's colour in every figure, by its label (`render.canvas.report_colours`); None: each figure its own
+    colours: Mapping[str, str] | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -7,20 +7,27 @@ from collections.abc import Sequence
 
 import pandas as pd
 
+from analysis.measures.construction import Fixed
 from analysis.render import intervals as figures
 from analysis.render.writer import Files
 from analysis.sections.section import Section
 from analysis.stats.seeds import ALPHA, SEED_TEST, detectable, with_holm
 
 FAMILY_COLUMNS = ("metric", "a", "b", "paired", "seeds_a", "seeds_b", "mean_a", "mean_b", "difference", "ci_low",
-                  "ci_high", "interval", "p_value", "p_holm", "family", "b_higher", "b_lower", "smallest_p", "mde")
+                  "ci_high", "interval", "p_value", "p_holm", "family", "b_higher", "b_lower", "smallest_p", "mde",
+                  "by_construction")
 FOREST_PAIRS = 6  # arm pairs the forest plot shows in full; more: only those with the first arm
 
 
-def family(parts: Sequence[pd.DataFrame | None]) -> pd.DataFrame:
-    """The sections' comparisons (None: a section had none) as one table with `p_holm`."""
+def family(parts: Sequence[pd.DataFrame | None], fixed: Fixed | None = None) -> pd.DataFrame:
+    """The sections' comparisons (None: a section had none) as one table with `p_holm`; `fixed`: what the arms'
+    rules fix (`construction.fixed_by_rule`), whose rows are labelled `by_construction` and kept out of Holm's
+    families."""
     found = [part for part in parts if part is not None]
-    return with_holm(pd.concat(found, ignore_index=True)) if found else pd.DataFrame(columns=FAMILY_COLUMNS)
+    if not found:
+        return pd.DataFrame(columns=FAMILY_COLUMNS)
+    table = pd.concat(found, ignore_index=True)
+    return with_holm((fixed or Fixed()).label(table))
 
 
 def section(tests: pd.DataFrame) -> Section:
@@ -49,7 +56,10 @@ def section(tests: pd.DataFrame) -> Section:
         "smallest p the exact test can give with these seeds (at or above α nothing can be detected, however "
         "large); `mde` is the minimum detectable difference at 80% power and α: for held-out rows from the width "
         "of their prompts-and-seeds interval, the one the verdict needs to exclude zero; for the others by the t "
-        "approximation from the spread of per-seed differences (inf: not reachable with these seeds).", "",
+        "approximation from the spread of per-seed differences (inf: not reachable with these seeds). "
+        "`by_construction` names a quantity an arm's own rule fixes (RL-ZVP's informative share, PODS's cap on the "
+        "samples that train, the tie fraction of larger groups): such a row is measured but is no finding, and is "
+        "in no family (`p_holm` empty).", "",
         files.table("tests", tests[list(FAMILY_COLUMNS)]), "",
         "The same differences with their 95% intervals (dashed: no difference); a filled dot where the findings "
         "call it a detectable difference" + (", one panel per metric (each on its own scale)" if len(pairs) > 1 else "")

@@ -7,6 +7,8 @@ from __future__ import annotations
 import pandas as pd
 
 from analysis.data.load import Tables
+from analysis.measures.recipes import COLUMNS as RECIPE_COLUMNS
+from analysis.measures.recipes import recipe_rows, shared_base
 from analysis.measures.tie_learning import (WINDOWS, from_unanimous_start, shares_over_training, split_reused,
                                             tie_outcomes)
 from analysis.render import tie_learning as figures
@@ -47,14 +49,17 @@ def section(tables: Tables, ctx: Context) -> Section | None:
         "sections above (a nonzero advantage), although tied. A replay buffer trains an earlier mixed group in "
         "place of a tie: `replayed` groups (`replayed_samples`) were drawn and counted at an earlier step and are "
         "never counted as draws here or elsewhere in this report; the tie they replaced stays a tied, wasted draw. "
-        "Shares are of the groups an arm **drew**, per job, then the mean over seeds.", "",
+        "`all_correct_share` and `all_wrong_share` are shares of the groups an arm **drew**; `tied_trained_share` is "
+        "a share of its **tied** groups (those that still trained, of all that tied); each per job, then the mean "
+        "over seeds.", "",
         files.table("tie_outcomes", outcomes, [*arm, *OUTCOME_COLUMNS]), "",
     ]
     if not shares.empty:
         lines += [f"Over training ({WINDOWS} equal spans of samples drawn, up to the most every job drew): the "
                   "share of drawn groups tied all correct (prompts the policy has mastered, or collapsed onto) and "
                   "all wrong (prompts it cannot yet solve). Bands: 95% t intervals over seeds.", "",
-                  files.figure("tie_learning_shares", figures.unanimous_over_training, shares, by=arm),
+                  files.figure("tie_learning_shares", figures.unanimous_over_training, shares, by=arm,
+                               colours=ctx.colours),
                   "", f"As CSV: {files.csv('tie_learning_shares', shares)}", ""]
     if not started.empty:
         lines += ["Held-out prompts by how they started: at each job's first checkpoint, prompts whose samples were "
@@ -65,4 +70,31 @@ def section(tables: Tables, ctx: Context) -> Section | None:
                   "the start (the samples are a fixed prompt set, so part of a rise is regression to the mean of "
                   "a prompt's pass rate, the same for every arm).", "",
                   files.table("tie_learning_start", started), ""]
+    lines += recipes(tables, arm, files)
     return Section(text="\n".join(lines).rstrip() + "\n", files=files)
+
+
+def recipes(tables: Tables, arm: list[str], files: Files) -> list[str]:
+    """Each arm against its method's published recipe (`analysis.measures.recipes`): the base recipe the arms
+    share, named in one sentence, and the table of each arm's departures."""
+    rows = recipe_rows(tables.jobs, arm)
+    if rows.empty:
+        return []
+    base = shared_base(tables.jobs, arm)
+    shared = "No two arms share one recipe (the objective's keys differ between every pair)."
+    if base:
+        labels, keys = base
+        sep = "; " if any(", " in label for label in labels) else ", "  # a label of several keys has commas
+        which = f"All {len(labels)} arms" if len(labels) == len(rows) else f"{len(labels)} of the {len(rows)} arms"
+        shared = (f"{which} ({sep.join(labels)}) run on one base recipe ({', '.join(f'{k} {v}' for k, v in keys.items())}"
+                  "): they differ in what they do with ties, not in the objective, so each departs from its own "
+                  "paper where the table says.")
+    return ["### Each arm against its paper's recipe", "",
+            "The recipe each arm's method was published with, read from its paper and official code "
+            "(grpo-lab's `docs/RECIPES.md` gives the source of every value), against the arm's config: clip (`algo.eps_low`, `algo.eps_high`), KL weight "
+            "(`algo.beta`), loss aggregation (`algo.loss_agg`), the advantage's std (`algo.std`, `algo.std_eps`), "
+            "updates a batch (`algo.mu`), the share of drawn answers that train (PODS's keep) and the sampler's "
+            "filter. `departures`: each key where the arm differs (\"as the paper\": none); `not_settable`: what "
+            "the paper's recipe needs that no config key sets. With one update a batch of fresh samples every "
+            "ratio is exactly 1, so a clip departure there changes nothing (marked inert). " + shared, "",
+            files.table("recipes", rows, list(RECIPE_COLUMNS)), ""]

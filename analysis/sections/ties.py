@@ -10,12 +10,13 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from analysis.data.arms import iter_arms, unit_keys
+from analysis.data.arms import iter_arms, job_arms, unit_keys
 from analysis.data.config import ALIASES
 from analysis.data.load import Tables
 from analysis.measures.ties import (ASSUMPTION, MIN_PROMPTS, per_job_first_rounds, predict_ties, samples_by_window,
                                     tie_fractions, tie_rows)
 from analysis.render import ties as figures
+from analysis.render.canvas import colours_by
 from analysis.render.writer import Files
 from analysis.sections.section import Context, Section
 from analysis.stats.seeds import compare_arms_by_seed
@@ -39,14 +40,27 @@ def prediction_text(predicted: int, groups: int, window: int) -> str:
             "only where prompts recur three times or more per window.")
 
 
+def partial_text(by_step: pd.DataFrame, by: list[str]) -> str:
+    """The caption's word on partial windows (`render.ties.partial_windows`), or "" where there is none."""
+    windows = by_step.loc[figures.partial_windows(by_step, by).to_numpy(), [*by, "step_window"]].drop_duplicates()
+    if windows.empty:
+        return ""
+    return (f" Hollow points: {len(windows)} window{'s' * (len(windows) != 1)} of an arm holding fewer than half the "
+            "groups of its median window (a run that ended part way through one), drawn off the lines, without "
+            "band or prediction: its few groups a level would end a line at 0 or 1.")
+
+
 @dataclass(frozen=True, kw_only=True)
 class Ties(Section):
     """`comparisons`: every pair of arms on the first-round tie fraction (rows of the tests' family);
     `calibration`: each arm's first-round tie fraction beside its prediction (`tie_fractions` rows over
-    all its groups, with the arm's label in `arm`; empty when there are none)."""
+    all its groups, with the arm's label in `arm`; empty when there are none); `by_difficulty`: each arm's
+    first-round groups and tie fraction per difficulty, summed over its jobs (arm, difficulty, groups, tie_frac),
+    for the Findings' reversal check."""
 
     comparisons: pd.DataFrame
     calibration: pd.DataFrame = field(default_factory=pd.DataFrame)
+    by_difficulty: pd.DataFrame = field(default_factory=pd.DataFrame)
 
 
 def section(tables: Tables, ctx: Context) -> Ties | None:
@@ -79,6 +93,8 @@ def section(tables: Tables, ctx: Context) -> Ties | None:
         pooled = (" Arms that draw first-round groups of several sizes (knapsack's allocations, Reinforce-Ada's "
                   "rounds) are pooled over their sizes in the figures (the prediction is per group, so it pools "
                   "alike); the tables split them by `group_size`.")
+    # the report's colour of each arm, by the keys the figures tell arms apart by (the group size drawn first)
+    colours = colours_by(ctx.colours, job_arms(round0, list(dict.fromkeys([*shown_by, *arm]))), arm, shown_by)
     comparisons = (compare_arms_by_seed(per_job_first_rounds(groups, arm).reset_index(), arm, ["tie_frac"])
                    .assign(metric="tie_frac (first rounds)", interval="seeds"))
     every = pd.Categorical.from_codes(np.zeros(len(round0), np.int8), ["all"])  # not a column of 1M strings
@@ -103,7 +119,8 @@ def section(tables: Tables, ctx: Context) -> Ties | None:
         "(solid) under all-wrong ties (hatched); the black bar is the 95% interval of their sum (the tie fraction) "
         "and the hollow diamond the prediction p^G + (1−p)^G. Pooled over training, a level whose pass rate moves "
         "shows its average; the next figure follows it over samples drawn.", "",
-        files.figure("ties_by_difficulty", figures.ties_by_difficulty, shown_difficulty, by=shown_by, names=names),
+        files.figure("ties_by_difficulty", figures.ties_by_difficulty, shown_difficulty, by=shown_by, names=names,
+                     colours=colours),
         "",
         files.table("ties_by_difficulty", by_difficulty, [*TIE_COLUMNS, *by[2:]]), "",
         "### Redraws (rounds after a tie), apart", "",
@@ -113,9 +130,21 @@ def section(tables: Tables, ctx: Context) -> Ties | None:
         "the arm's jobs had drawn by the window's end (`samples_drawn`, mean over jobs), so arms that draw at "
         "different rates line up. Columns: difficulties; rows: all-correct ties, all-wrong ties (learning moves "
         "groups from the second to the first; collapse fills the second) and all ties with the prediction "
-        "(diamonds). Bands: 95% intervals clustered by prompt.", "",
-        files.figure("ties_over_samples", figures.ties_over_samples, shown_step, by=shown_by, names=names), "",
+        "(diamonds). Bands: 95% intervals clustered by prompt." + partial_text(shown_step, shown_by), "",
+        files.figure("ties_over_samples", figures.ties_over_samples, shown_step, by=shown_by, names=names,
+                     colours=colours), "",
         # a row per window, difficulty and arm: the figure carries it, the CSV holds it
         f"As CSV, with observed − predicted and its interval per window: {files.csv('ties_by_step', by_step)}",
     ])
-    return Ties(text=text, files=files, comparisons=comparisons, calibration=calibration)
+    return Ties(text=text, files=files, comparisons=comparisons, calibration=calibration,
+                by_difficulty=arm_tie_fractions(round0, arm))
+
+
+def arm_tie_fractions(round0: pd.DataFrame, arm: list[str]) -> pd.DataFrame:
+    """Each arm's first-round groups and tie fraction per difficulty, summed over its jobs."""
+    parts = []
+    for label, rows in iter_arms(round0, arm):
+        counted = rows.groupby(rows["difficulty"].astype(str), observed=True)["tie"].agg(groups="size", tied="sum")
+        parts.append(counted.reset_index().assign(arm=label, tie_frac=counted["tied"].to_numpy() / counted["groups"]
+                                                  .to_numpy()))
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()

@@ -82,7 +82,8 @@ def section(tables: Tables, ctx: Context) -> Trained:
         "`train_accuracy_round0`, a secondary measure on *training* prompts: the fraction correct of the "
         "first-round samples drawn in each window (redraws go to prompts that just tied, so they are left out; "
         "the training-health figure's reward shows the same trend); held-out results above come first.", "",
-        files.figure("budget_samples", figures.budget_curves, bands, arm=arm, budget="samples"), "",
+        files.figure("budget_samples", figures.budget_curves, bands, arm=arm, budget="samples",
+                     colours=ctx.colours), "",
         f"Per job and budget point: {files.csv('budget_curves_samples', curves)}",
     ])
     labelled = pd.concat([part.assign(arm=label) for label, part in iter_arms(by_difficulty, arm)], ignore_index=True)

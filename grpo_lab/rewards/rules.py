@@ -10,7 +10,9 @@ that is not one. A careful grader's rule: **one final answer, whole.**
   equal with no numeric tolerance where the gold is exact: a decimal answer must equal the gold
   exactly (0.5 = 1/2; 0.50000001 and 0.4999999 are not), and other floats are rounded to
   FLOAT_DIGITS places, not math-verify's default 6; a qualifier the gold lacks (\\approx, \\%, \\ldots,
-  a line break, "or") makes it another answer.
+  a line break, "or") makes it another answer. An undefined value is never right, whatever the gold: NaN
+  spelled out ("nan", "\\text{NaN}": NaN equals nothing, though sympy's NaN equals itself), a fraction over
+  zero ("\\frac{0}{0}", "1/0"), or what math-verify reads as undefined.
 - every other final-answer statement of the completion (each box, answer line and "answer is N":
   grpo_lab/rewards/answers.py) must say the same answer, else the completion is wrong: two answers
   that disagree are a hedge, whichever comes last. The same answer stated twice is right (its format
@@ -34,7 +36,7 @@ from grpo_lab.rewards.answers import MAX_ANSWER_CHARS, MAX_STATEMENTS, answer_li
 from grpo_lab.rewards.numbers import last_number, number_alone, number_text
 
 __all__ = ["ANSWER_FORMATS", "MAX_ANSWER_CHARS", "RewardWeights", "Scored", "extract_integer", "final_answer",
-           "last_boxed", "score"]
+           "last_boxed", "score", "undefined"]
 
 _INT = re.compile(r"[+-]?[0-9]+")  # ASCII only: "٤٦" is not an answer
 _DECIMAL = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)")
@@ -42,6 +44,9 @@ FLOAT_DIGITS = 12  # math-verify rounds floats inside expressions to this many p
 EXACT_DIGITS = 50  # exact golds: a difference must vanish at 50 digits (math-verify's default: 15)
 # an exponent that holds another power, has 4+ digits, or a factorial of 4+ digits or of a group:
 # numbers too large to build; a gold written that way still matches as text
+# a value (its dress and spaces off) that spells an undefined one: NaN, a fraction over zero (math-verify finds the
+# rest, e.g. 0/0 written otherwise); checked on the text, as a text-equal answer never reaches math-verify
+_UNDEFINED = re.compile(r"[+-]?(?:nan|\\[dt]?frac\{[^{}]*\}\{[+-]?0+(?:\.0*)?\}|[^/]+/[+-]?0+(?:\.0*)?)", re.IGNORECASE)
 _HUGE = re.compile(r"\^\s*\{[^{}]*\^|\^\s*[0-9]+\s*\^|\^\s*\{?\s*[0-9]{4,}|\*\*|[0-9]{4,}\s*!|[)}\]]\s*!")
 
 
@@ -70,6 +75,11 @@ def extract_integer(completion: str) -> str | None:
     return str(int(text))
 
 
+def undefined(value: str) -> bool:
+    """Whether a LaTeX value spells an undefined number (NaN, a fraction over zero), its dress and spaces off."""
+    return bool(_UNDEFINED.fullmatch(re.sub(r"\s+", "", clean(value))))
+
+
 def _exact_number(text: str) -> Fraction | None:
     """A plain decimal or integer literal as an exact fraction ("0.5" -> 1/2); None for anything else."""
     text = text.strip()
@@ -79,12 +89,14 @@ def _exact_number(text: str) -> Fraction | None:
 def _latex_equal(answer: str, gold: str) -> bool:
     """math-verify's equivalence, strict where the gold is exact. Call in a worker: it can be slow."""
     from math_verify import parse, verify  # imported lazily: sympy is slow to import
-    from sympy import Number, Rational
+    from sympy import Basic, Number, Rational, nan, zoo
 
     logging.getLogger("math_verify").setLevel(logging.ERROR)  # it warns that we time it ourselves
     g = parse(f"${gold}$", parsing_timeout=None)
     p = parse(f"${answer}$", parsing_timeout=None)
     if not (g and p):
+        return False
+    if any(isinstance(x, Basic) and x.has(nan, zoo) for x in (g[0], p[0])):  # undefined: equal to nothing
         return False
     decimal = _exact_number(answer)
     gold_value = g[0]
@@ -181,10 +193,12 @@ def _latex_answer(completion: str, gold: str) -> tuple[str | None, bool | None, 
         return boxed, False, []
     answer = re.sub(r"\s+", "", clean(boxed))
     gold_text = re.sub(r"\s+", "", gold)
+    if undefined(gold):  # no answer equals it
+        return answer or None, False, []
     values = {re.sub(r"\s+", "", clean(v)) if v is not None else "" for v in said}
     pending = []
     for value in sorted(values):
-        if not value or "\x00" in value or hedges(value) - hedges(gold_text):
+        if not value or "\x00" in value or _UNDEFINED.fullmatch(value) or hedges(value) - hedges(gold_text):
             return answer or None, False, []
         if value != gold_text:
             if _HUGE.search(value):  # cheap pre-filter: never build such a number

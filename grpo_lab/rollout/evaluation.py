@@ -6,10 +6,12 @@ import dataclasses
 
 import torch
 
+from grpo_lab.footprint import EVAL_BATCH_ROWS  # rows of one batch, as the memory check counts
 from grpo_lab.rewards.rules import RewardWeights
 from grpo_lab.rewards.scorer import Scorer, score_all
 from grpo_lab.rollout.generate import sample_groups
 from grpo_lab.tasks.base import Problem, Task
+
 
 
 def evaluate(
@@ -33,8 +35,14 @@ def evaluate(
 ) -> list[dict]:
     """Sample n completions for each problem and score them. A generator of its own, seeded by
     (seed, step), keeps evaluation from moving the training run's random stream. max_rows: rows per
-    generation call (rollout.max_rows_per_call)."""
+    generation call (rollout.max_rows_per_call). Every row records how it was sampled (n, temperature,
+    top_p: 1, no nucleus cut; max_new_tokens), so rows of two evaluations are never taken for one.
+
+    A batch holds at most EVAL_BATCH_ROWS rows (fewer prompts a batch at a large n): its tokens, texts and,
+    without max_rows, its KV cache exist at once, as a training step's draw does."""
     generator = torch.Generator(device=next(model.parameters()).device).manual_seed(seed * 1_000_003 + step)
+    setting = dict(n=n, temperature=temperature, top_p=1.0, max_new_tokens=max_new_tokens)
+    prompts_per_batch = max(1, min(prompts_per_batch, EVAL_BATCH_ROWS // n))  # the same batches at n <= 1024
     rows = []
     was_training = model.training
     model.eval()
@@ -50,7 +58,7 @@ def evaluate(
         for k, s in enumerate(scored):
             p = batch[k // n]
             rows.append(dict(run_id=run_id, step=step, prompt_id=p.prompt_id, difficulty=p.difficulty,
-                             sample=k % n, answer=s.answer, correct=s.correct, tokens=lengths[k]))
+                             sample=k % n, answer=s.answer, correct=s.correct, tokens=lengths[k], **setting))
     model.train(was_training)
     return rows
 

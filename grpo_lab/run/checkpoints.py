@@ -2,13 +2,18 @@
 
 A full checkpoint (weights + state.pt) can resume a run; a weights-only one (state.pt removed, the
 largest part: the optimizer's moments are twice the weights) can only be evaluated. Under LoRA the weights
-are the adapters (adapter_config.json + adapter_model.safetensors) and the optimizer state is theirs."""
+are the adapters (adapter_config.json + adapter_model.safetensors) and the optimizer state is theirs.
+
+state.pt holds tensors and plain containers only (grpo_lab/run/plain.py) and is read with
+torch.load(weights_only=True): a checkpoint is data, and loading one never runs code. One holding anything
+else (a planted payload, or numpy objects pickled by an older version) is refused in one line."""
 
 from __future__ import annotations
 
 import errno
 import json
 import os
+import pickle
 import random
 import re
 import shutil
@@ -20,7 +25,8 @@ import torch
 from grpo_lab import distributed
 from grpo_lab.errors import InputError
 from grpo_lab.model.sharding import is_sharded
-from grpo_lab.run.sharded import drop_optimizer, load_sharded, save_sharded
+from grpo_lab.run.plain import BadCheckpoint, UnsafeCheckpoint, from_plain, to_plain
+from grpo_lab.run.sharded import OPTIM, check_metadata, drop_optimizer, load_sharded, save_sharded
 from grpo_lab.model.lora import is_adapter_folder, load_adapters
 
 _STEP = re.compile(r"step-(\d{6})$")
@@ -65,7 +71,7 @@ def save_checkpoint(run_dir: Path, step: int, model, optimizer, generator: torch
         else:
             model.save_pretrained(tmp)  # loadable on its own by from_pretrained, e.g. for evaluation
         if main:
-            torch.save({
+            torch.save(to_plain({
                 "step": step,
                 "optimizer": None if sharded else optimizer.state_dict(),
                 **rng_state(generator),  # rank 0's (the only one in a single process)
@@ -73,7 +79,7 @@ def save_checkpoint(run_dir: Path, step: int, model, optimizer, generator: torch
                 "world_size": len(ranks_rng) if ranks_rng else 1,
                 "strategy": "fsdp" if sharded else "ddp",
                 "ranks_rng": ranks_rng,
-            }, tmp / "state.pt")
+            }), tmp / "state.pt")
     except OSError:
         raise
     except Exception as e:  # safetensors and torch report a failed write in their own types
@@ -180,8 +186,30 @@ def checkpoint_totals(path: Path) -> dict:
     if (path / "counters.json").exists():
         return json.loads((path / "counters.json").read_text())
     if (path / "state.pt").exists():  # a checkpoint written before counters.json
-        return torch.load(path / "state.pt", weights_only=False, map_location="cpu").get("counters", {})
+        return read_state(path, mmap=True).get("counters", {})
     return {}
+
+
+def read_state(path: Path, mmap: bool = False) -> dict:
+    """The state.pt of the checkpoint folder `path`, read safely (weights_only) and rebuilt (numpy arrays,
+    sampler dataclasses). Raises UnsafeCheckpoint in one line, naming the file and what it would have run
+    (BadCheckpoint for a file that is not a readable state at all).
+    mmap: leave the tensors on disk until used (the optimizer's moments are twice the weights)."""
+    file = Path(path) / "state.pt"
+    try:
+        state = torch.load(file, weights_only=True, map_location="cpu", mmap=mmap)
+        return from_plain(state)
+    except pickle.UnpicklingError as e:
+        found = re.search(r"(?:Unsupported global|Unsupported operand|Trying to call reduce for|Unsupported class)"
+                          r"[:\s]*(?:GLOBAL\s+)?([^\s]+)", str(e))
+        what = f" ({found.group(1)})" if found else ""
+        raise UnsafeCheckpoint(
+            f"{file}: refused: it holds pickled Python objects{what}, not only tensors and plain data, and loading "
+            "them could run code; nothing was loaded (an older grpo-lab's checkpoint holds numpy objects: it cannot "
+            "resume, its weights still evaluate; start over with resume=never or a new out_dir)") from None
+    except Exception as e:  # noqa: BLE001 - cut short, or not a torch file: torch's readers raise many types
+        first = (str(e).strip().splitlines() or [""])[0][:200]
+        raise BadCheckpoint(f"{file}: not a readable checkpoint state ({type(e).__name__}: {first})") from None
 
 
 class WorldSizeChanged(InputError):
@@ -196,7 +224,9 @@ def check_world_size(path: Path, world: int, strategy: str | None = None) -> Non
     """Raise WorldSizeChanged, in one line, when the checkpoint at `path` was saved by a run of
     another number of processes, or (given `strategy`) under another dist.strategy: a ddp checkpoint holds the
     whole optimizer in state.pt, an fsdp one its shards in optim/ (read lazily: the optimizer state stays on disk)."""
-    state = torch.load(path / "state.pt", weights_only=False, mmap=True)
+    state = read_state(path, mmap=True)
+    if (path / OPTIM).exists():  # an fsdp checkpoint's optimizer: its DCP metadata is a pickle too
+        check_metadata(path / OPTIM)
     saved = state.get("world_size", 1)
     if saved != world:
         raise WorldSizeChanged(
@@ -215,7 +245,7 @@ def load_checkpoint(path: Path, model, optimizer, generator: torch.Generator, ra
     A sharded model: every rank calls it and reads its own shards."""
     sharded = is_sharded(model)
     check_world_size(path, world, "fsdp" if sharded else "ddp")
-    state = torch.load(path / "state.pt", weights_only=False)
+    state = read_state(path)
     if sharded:
         load_sharded(path, model, optimizer)
     else:

@@ -1,58 +1,166 @@
-"""Standalone evaluation of a run directory: the base model and saved checkpoints, written as eval parts."""
+"""Standalone evaluation of a run directory (experiments.evaluate): the base model and saved checkpoints, n
+samples per held-out prompt each, written as eval parts beside the run's own (grpo_lab/run/evaluations.py).
+
+A writer like training: everything that can refuse is checked before any model loads (`plan_evaluation`, one
+line naming the key, step or file): the values (the bounds training's config has), the steps and every
+requested checkpoint's weight files, the memory its rows will take, and rows of the same settings already there
+(replaced only with overwrite=true; rows of other settings are never touched). Each part is written whole
+under a temporary name and renamed, so a killed evaluation leaves every old part as it was and no half part.
+"""
 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
+from grpo_lab.config import MAX_SAMPLES_PER_STEP, MAX_TEMPERATURE, MIN_TEMPERATURE
+from grpo_lab.errors import ConfigError, InputError, require
+from grpo_lab.model.files import ModelFileError, check_model_folder, check_safetensors
 from grpo_lab.model.load import amp
-from grpo_lab.model.lora import add_adapters
+from grpo_lab.model.lora import add_adapters, is_adapter_folder
 from grpo_lab.rollout.evaluation import evaluate
+from grpo_lab.checks import check_memory
 from grpo_lab.run.checkpoints import checkpoint_dir, checkpoint_steps, checkpoint_totals, load_weights
+from grpo_lab.run.evaluations import EvalSetting, existing_rows, record_evaluation, setting_tag
 from grpo_lab.run.guards import RunLock
 from grpo_lab.run.loading import load_task_and_policy
+from grpo_lab.run.record import git_state
 from grpo_lab.run.tables import write_part
+from grpo_lab.tasks import build_task
+
+MAX_N = MAX_SAMPLES_PER_STEP  # samples per prompt, as eval.n: pass@k is known for every k up to it
 
 
-def evaluate_checkpoints(cfg, run_dir: Path, *, n: int, temperature: float, steps: list[int] | None = None,
-                         on_start: Callable[[Path], None] | None = None) -> list[int]:
-    """Standalone evaluation of a run: the base model (step 0) and saved checkpoints, n samples per
-    held-out prompt each, written as eval parts (replacing those steps' parts). cfg: the run's
-    TrainConfig. `on_start(run_dir)` runs once the lock is held, before anything is written.
-    Returns the steps evaluated."""
-    run_dir = Path(run_dir)
-    meta = run_dir / "run.json"
-    if not meta.exists():
-        raise FileNotFoundError(f"run_dir: {run_dir} has no run.json; is it a grpo-lab run directory?")
-    run_id = json.loads(meta.read_text())["run_id"]
+@dataclass(frozen=True)
+class Plan:
+    """What an evaluation will do, decided before any model loads: the steps (ascending), the settings, the part
+    tag (None: the run's own parts), the steps whose rows of these settings it replaces (overwrite=true), and the
+    samples and tokens the run had drawn at each step (read before: an unsafe state.pt is refused before any work)."""
+
+    steps: list[int]
+    setting: EvalSetting
+    tag: str | None
+    replaces: list[int]
+    drawn: dict[int, dict]
+
+
+def check_values(n: object, temperature: object, steps: object, overwrite: object) -> None:
+    """The evaluation's own values, bounded as training's config bounds eval.n and the temperatures (ConfigError,
+    one line naming the key); n or temperature None: not given (the run's own, checked once known)."""
+    if n is not None:
+        require(isinstance(n, int) and not isinstance(n, bool) and 1 <= n <= MAX_N, "n", n,
+                f"must be in [1, {MAX_N:,}] (samples per held-out prompt)")
+    if temperature is not None:
+        require(isinstance(temperature, (int, float)) and not isinstance(temperature, bool), "temperature",
+                temperature, "must be a number")
+        require(math.isfinite(temperature), "temperature", temperature, "must be a finite number")
+        require(temperature == 0 or MIN_TEMPERATURE <= temperature <= MAX_TEMPERATURE, "temperature", temperature,
+                f"must be 0 (greedy) or in [{MIN_TEMPERATURE}, {MAX_TEMPERATURE:g}]: below {MIN_TEMPERATURE} one "
+                "token takes all the probability within float rounding, so the n samples are one answer; past "
+                f"{MAX_TEMPERATURE:g} every token is about as likely as any other")
+    if steps is not None:
+        require(isinstance(steps, list) and len(steps) > 0, "steps", steps,
+                "must name at least one step, or be null (the base model and every checkpoint)")
+        require(all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in steps), "steps", steps,
+                "steps count from 0 (0: the base model)")
+    require(isinstance(overwrite, bool), "overwrite", overwrite, "must be true or false")
+
+
+def check_checkpoint(path: Path, trust_remote_code: bool = False) -> None:
+    """A checkpoint's weight files, read as far as their headers (ModelFileError naming the file): a LoRA
+    checkpoint's adapter_config.json and adapter_model.safetensors, a model folder's config.json and every
+    safetensors file (an index's shards included), at least one of them."""
+    if is_adapter_folder(path):
+        try:
+            json.loads((path / "adapter_config.json").read_text())
+        except (OSError, UnicodeDecodeError, ValueError) as e:
+            raise ModelFileError(f"{path / 'adapter_config.json'}: not a readable JSON file ({e})") from None
+        if not (path / "adapter_model.safetensors").exists():
+            raise ModelFileError(f"{path / 'adapter_model.safetensors'}: missing (the checkpoint's adapters)")
+        check_safetensors(path / "adapter_model.safetensors")
+        return
+    # config.json, and every safetensors file as long as its header says; a run trained with custom code (trusted
+    # then) keeps it in its checkpoints, and only their safetensors are read here
+    check_model_folder(path, trust_remote_code)
+    if not any(path.glob("*.safetensors")) and not any(path.glob("*.safetensors.index.json")):
+        raise ModelFileError(f"{path / 'model.safetensors'}: missing (the checkpoint has no weights file)")
+
+
+def plan_evaluation(cfg, run_dir: Path, *, n: int | None = None, temperature: float | None = None,
+                    steps: list[int] | None = None, overwrite: bool = False) -> Plan:
+    """Check an evaluation of `run_dir` (its TrainConfig `cfg`) before anything loads, and say what it will do.
+    n and temperature None: the run's own (eval.n, eval.temperature). Raises InputError (one line)."""
+    check_values(n, temperature, steps, overwrite)  # what the command line gave, first
     available = [0] + checkpoint_steps(run_dir, resumable=False)  # weights-only checkpoints evaluate too
     wanted = available if steps is None else sorted(set(steps))  # ascending: step 0 before any checkpoint loads
     missing = sorted(set(wanted) - set(available))
     if missing:
-        raise ValueError(f"steps: no checkpoint for step {missing[0]} in {run_dir} (have {available})")
+        raise InputError(f"steps: no checkpoint for step {missing[0]} in {run_dir} (have {available})")
+    if n is None and not cfg.eval.n:
+        raise ConfigError("n is required: the run evaluates nothing itself (eval.n=0, eval=none); add n=N")
+    n, temperature = cfg.eval.n if n is None else n, cfg.eval.temperature if temperature is None else temperature
+    check_values(n, temperature, steps, overwrite)  # the run's own, where they were not given
+    for step in (s for s in wanted if s):  # every checkpoint asked for, before any is evaluated (0: the base)
+        try:
+            check_checkpoint(checkpoint_dir(run_dir, step), cfg.model.trust_remote_code)
+        except ModelFileError as e:
+            raise InputError(f"steps: checkpoint {step} cannot be evaluated: {e}") from None
+    task = build_task(cfg.task)
+    require(len(task.held_out) > 0, "task.eval_per_level", cfg.task.eval_per_level,
+            "the run has no held-out prompts: nothing to evaluate")
+    check_memory(cfg, len(task.train), len(task.held_out), eval_n=n, eval_key="n")
+    setting = EvalSetting(n, temperature, 1.0, cfg.rollout.max_new_tokens)
+    tag = setting_tag(cfg, setting)
+    found = [(step, *there) for step in wanted if (there := existing_rows(run_dir, step, tag))]
+    if found and not overwrite:
+        step, path, said = found[0]
+        more = f" (and step{'s' * (len(found) > 2)} {', '.join(str(s) for s, _, _ in found[1:])})" if found[1:] else ""
+        raise InputError(f"step {step}{more} already has eval rows with {said} ({path.relative_to(run_dir)}); add "
+                         "overwrite=true to replace them")
+    drawn = {step: {} if step == 0 else checkpoint_totals(checkpoint_dir(run_dir, step)) for step in wanted}
+    return Plan(wanted, setting, tag, [step for step, _, _ in found], drawn)
+
+
+def evaluate_checkpoints(cfg, run_dir: Path, *, n: int | None = None, temperature: float | None = None,
+                         steps: list[int] | None = None, overwrite: bool = False,
+                         on_start: Callable[[Path], None] | None = None) -> list[int]:
+    """Standalone evaluation of a run: the base model (step 0) and saved checkpoints, n samples per held-out
+    prompt each (None: the run's own eval.n and eval.temperature), each step's rows one eval part: the run's own
+    part at the run's own settings, else a part tagged with the settings beside it (`plan_evaluation`). cfg: the
+    run's TrainConfig. `on_start(run_dir)` runs once the lock is held, before anything is written. Every part
+    written is recorded in evaluations.jsonl. Returns the steps evaluated."""
+    run_dir = Path(run_dir)
+    meta = run_dir / "run.json"
+    if not meta.exists():
+        raise FileNotFoundError(f"run_dir: {run_dir} has no run.json; is it a grpo-lab run directory?")
     with RunLock(run_dir):  # one writer: never beside a training process on the same directory
+        # checked again under the lock: rows another evaluation wrote since the caller's check are refused too
+        plan = plan_evaluation(cfg, run_dir, n=n, temperature=temperature, steps=steps, overwrite=overwrite)
+        run_id = json.loads(meta.read_text())["run_id"]
+        for tmp in (run_dir / "eval").glob(".part-*.tmp"):  # a killed writer's (we hold the lock: none is live)
+            tmp.unlink(missing_ok=True)
         if on_start is not None:
             on_start(run_dir)
+        git = git_state()
         task, model, tokenizer, end_ids = load_task_and_policy(cfg)  # pass-rate labels as training measured them
         model, peft = add_adapters(model, cfg.model.lora)  # LoRA: each checkpoint's adapters go onto the base
+        s = plan.setting
         with amp(cfg.model.dtype, next(model.parameters()).device):
-            for step in wanted:
+            for step in plan.steps:
                 if step:
                     load_weights(checkpoint_dir(run_dir, step), model if peft is None else peft)
-                rows = evaluate(model, tokenizer, task.held_out, n=n, temperature=temperature,
-                                max_new_tokens=cfg.rollout.max_new_tokens, end_ids=end_ids,
+                rows = evaluate(model, tokenizer, task.held_out, n=s.n, temperature=s.temperature,
+                                max_new_tokens=s.max_new_tokens, end_ids=end_ids,
                                 answer_kind=task.answer_kind, seed=cfg.seed, run_id=run_id, step=step,
                                 max_rows=cfg.rollout.max_rows_per_call, answer_format=task.answer_format,
                                 stop=cfg.rollout.stop)
-                drawn = 0 if step == 0 else _samples_drawn(checkpoint_dir(run_dir, step))
-                for row in rows:
-                    row["samples_total"] = drawn
-                write_part(run_dir, "eval", step, rows)
-    return wanted
-
-
-def _samples_drawn(checkpoint: Path) -> int | None:
-    """Samples the run had drawn at a checkpoint (counters.json, kept when a pruned checkpoint loses its
-    state.pt; else state.pt's counters); None when not recorded."""
-    return checkpoint_totals(checkpoint).get("samples_total")
+                for row in rows:  # what the run had drawn there (0 at the base model; null: not recorded)
+                    row["samples_total"] = 0 if step == 0 else plan.drawn[step].get("samples_total")
+                    row["tokens_total"] = 0 if step == 0 else plan.drawn[step].get("tokens_total")
+                path = write_part(run_dir, "eval", step, rows, plan.tag)
+                record_evaluation(run_dir, process="evaluate", step=step, setting=s, part=path, rows=len(rows),
+                                  run_id=run_id, git=git, replaced=step in plan.replaces)
+    return plan.steps

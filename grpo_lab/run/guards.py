@@ -21,9 +21,10 @@ from typing import Any
 from grpo_lab.config import TrainConfig
 from grpo_lab.errors import InputError
 from grpo_lab.run.lock import LOCK_NAME, RunDirBusy, RunDirUnwritable, RunLock
+from grpo_lab.run.owned import ForeignFile, delete_run
 
-__all__ = ["LOCK_NAME", "MAY_DIFFER", "ConfigMismatch", "RunDirBusy", "RunDirUnwritable", "RunLock", "config_diff",
-           "check_resume", "flat_config", "prepare", "saved_config"]
+__all__ = ["LOCK_NAME", "MAY_DIFFER", "ConfigMismatch", "ForeignFile", "RunDirBusy", "RunDirUnwritable", "RunLock",
+           "config_diff", "check_resume", "flat_config", "prepare", "saved_config"]
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +42,7 @@ MAY_DIFFER: dict[str, str] = {
     "max_tokens": "as max_steps",
     "eval.every": "how often the held-out pool is evaluated; evaluation has its own RNG and never moves training",
     "eval.every_samples": "as eval.every, counted in samples drawn",
+    "eval.every_tokens": "as eval.every, counted in tokens generated",
     "checkpoint.keep_last": "which checkpoints are kept on disk, not what any step computes",
     "checkpoint.keep_steps": "as checkpoint.keep_last",
     "checkpoint.keep_eval": "as checkpoint.keep_last",
@@ -95,12 +97,10 @@ def config_diff(saved: dict[str, Any], new: dict[str, Any]) -> list[tuple[str, A
 
 
 def has_run(run_dir: Path) -> bool:
-    """Whether the directory holds a started run (a status file, tables or checkpoints)."""
-    return any((run_dir / name).exists() for name in ("run.json", "groups", "steps", "eval", "checkpoints"))
-
-
-# what resume=never deletes: everything a run writes but Hydra's .hydra/ and the lock
-RUN_CONTENTS = ("run.json", CONFIG_NAME, "groups", "steps", "eval", "completions", "checkpoints", "tensorboard")
+    """Whether the directory holds a started run: a status file, table parts or checkpoints, by their names
+    (a folder that merely has an eval/ or checkpoints/ of other files is no run)."""
+    return (run_dir / "run.json").exists() or any(
+        any(run_dir.glob(pattern)) for pattern in ("*/part-[0-9]*.parquet", "checkpoints/step-[0-9]*"))
 
 
 def saved_config(run_dir: str | Path) -> dict[str, Any] | None:
@@ -133,17 +133,13 @@ def check_resume(run_dir: str | Path, cfg: TrainConfig) -> None:
 
 def prepare(run_dir: str | Path, cfg: TrainConfig) -> None:
     """Before a (re)start, holding the lock: refuse a config that differs from the saved one (before anything
-    changes), or with resume=never delete the run's contents; say when the last start ended unrecorded, remove
-    temporaries a killed start left, and save config.json."""
+    changes), or with resume=never delete the run's own files (refusing, before any deletion, a folder holding
+    others); record a last start that ended unrecorded as killed, remove temporaries a killed start left, and
+    save config.json."""
     run_dir = Path(run_dir)
     check_resume(run_dir, cfg)
-    if cfg.resume == "never":
-        for name in RUN_CONTENTS:
-            path = run_dir / name
-            if path.is_dir():
-                shutil.rmtree(path)
-            elif path.exists():
-                path.unlink()
+    if cfg.resume == "never":  # only the files a run writes, by name; anything else refuses (grpo_lab/run/owned.py)
+        delete_run(run_dir)
     elif not (run_dir / CONFIG_NAME).exists() and has_run(run_dir):
         log.warning("%s has no %s (made by an older version): resuming without a config check", run_dir, CONFIG_NAME)
     note_unfinished(run_dir)
@@ -152,16 +148,25 @@ def prepare(run_dir: str | Path, cfg: TrainConfig) -> None:
 
 
 def note_unfinished(run_dir: Path) -> None:
-    """A run.json that still says `running` while we hold the lock: its writer died without recording
-    why (killed, or a disk that refused the write). Say so; the run resumes from its last checkpoint."""
+    """A run.json that still says `running` while we hold the lock: its writer is gone (the kernel released its
+    lock), without recording why (kill -9, a lost node, a disk that refused the write). Record that start as
+    `killed` (the report names it so) and say so; the run resumes from its last checkpoint."""
+    path = run_dir / "run.json"
     try:
-        record = json.loads((run_dir / "run.json").read_text())
+        record = json.loads(path.read_text())
     except (OSError, ValueError):
         return
-    if isinstance(record, dict) and record.get("status") == "running":
-        who = f" (pid {record['pid']} on {record.get('host')})" if record.get("pid") else ""
-        log.warning("the previous start of %s%s, started %s, ended without recording how (run.json still said "
-                    "running): it was killed or could not write", run_dir, who, record.get("started"))
+    if not isinstance(record, dict) or record.get("status") != "running":
+        return
+    who = f" (pid {record['pid']} on {record.get('host')})" if record.get("pid") else ""
+    log.warning("the previous start of %s%s, started %s, ended without recording how (run.json still said "
+                "running): it was killed or could not write; recorded as killed", run_dir, who, record.get("started"))
+    record.update(status="killed", finished=None, signal=None,
+                  error=f"the process{who} ended without recording how; the next start found run.json running")
+    try:
+        _write_json(path, record)
+    except OSError as e:  # the start goes on: its own run.json write will say whether the disk takes writes
+        log.warning("could not record %s as killed (%s)", path, e.strerror)
 
 
 def clean_temporaries(run_dir: Path) -> int:

@@ -14,7 +14,8 @@ def load_task_and_policy(cfg, policy: tuple | None = None):
     policy: an already loaded (model, tokenizer) of cfg.model, to skip loading it again."""
     task = build_task(cfg.task)
     model, tokenizer = policy or load_policy(cfg.model.name, cfg.model.path, cfg.model.device, cfg.model.dtype,
-                                             gguf_file=cfg.model.gguf_file)
+                                             gguf_file=cfg.model.gguf_file,
+                                             trust_remote_code=cfg.model.trust_remote_code)
     end_ids = eos_ids(model, tokenizer)
     if cfg.task.chat_template:  # as the model's users run it: chat-rendered prompts, turns end at end-of-turn
         task = render_task(task, tokenizer, cfg.task.system_prompt, cfg.task.shots)

@@ -39,6 +39,7 @@ class RunRecord:
             "started": old.get("started") or _now(),
             "finished": None,
             "error": None,
+            "signal": None,  # status killed: the signal that stopped it (SIGTERM, SIGINT)
             "stopped": None,  # why a run ended before max_steps or its budget (a sampler's cap)
             "version": __version__,
             "seed": seed,

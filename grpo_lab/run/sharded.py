@@ -5,15 +5,28 @@ A checkpoint folder holds the weights once, as an ordinary transformers folder (
 model-0000k-of-0000K.safetensors and their index: from_pretrained, load_weights and evaluation read it as
 they read a ddp checkpoint), and the AdamW state in DCP's own format under optim/ (each rank its shards).
 A weight tied to another (the output layer to the embedding) is written once and aliased on load.
+
+Loading runs no code from the files: DCP's own reader unpickles optim/.metadata and torch.loads the optimizer's
+non-tensor items with weights_only=False; here the metadata is unpickled with DCP's metadata classes alone
+allowed (`SafeReader`) and those items are read with weights_only=True (`SafePlanner`).
 """
 
 from __future__ import annotations
 
+import io
+import pickle
 import shutil
 from pathlib import Path
 
+import torch
 import torch.distributed.checkpoint as dcp
-from torch.distributed.checkpoint import HuggingFaceStorageReader, HuggingFaceStorageWriter
+from torch.distributed.checkpoint import (
+    DefaultLoadPlanner,
+    FileSystemReader,
+    HuggingFaceStorageReader,
+    HuggingFaceStorageWriter,
+)
+from torch.distributed.checkpoint.metadata import StorageMeta
 from torch.distributed.checkpoint.state_dict import (
     get_model_state_dict,
     get_optimizer_state_dict,
@@ -22,9 +35,64 @@ from torch.distributed.checkpoint.state_dict import (
 )
 
 from grpo_lab import distributed
+from grpo_lab.run.plain import UnsafeCheckpoint
 
 FILE_BYTES = 5 * 2**30  # weights per safetensors file, as transformers' save_pretrained splits them
 OPTIM = "optim"
+# what DCP's .metadata pickle may name: its own metadata records, torch's sizes, dtypes and layouts, a path
+METADATA_GLOBALS = frozenset({
+    *(("torch.distributed.checkpoint.metadata", name) for name in (
+        "Metadata", "MetadataIndex", "StorageMeta", "TensorProperties", "TensorStorageMetadata",
+        "BytesStorageMetadata", "ChunkStorageMetadata", "_MEM_FORMAT_ENCODING")),
+    ("torch.distributed.checkpoint.filesystem", "_StorageInfo"), ("torch", "Size"),
+    ("torch.serialization", "_get_layout"), ("torch._utils", "_get_layout"), ("pathlib", "PosixPath"),
+    ("pathlib", "PurePosixPath"), ("collections", "OrderedDict"),
+    *(("torch", name) for name, value in vars(torch).items() if isinstance(value, torch.dtype)),
+})
+
+
+class _MetadataUnpickler(pickle.Unpickler):
+    def find_class(self, module: str, name: str):
+        if (module, name) not in METADATA_GLOBALS:
+            raise pickle.UnpicklingError(f"{module}.{name}, not a DCP metadata record")
+        return super().find_class(module, name)
+
+
+def read_metadata(path: Path):
+    """A DCP .metadata file, unpickled with only METADATA_GLOBALS allowed; UnsafeCheckpoint (one line) otherwise."""
+    with open(path, "rb") as f:
+        try:
+            return _MetadataUnpickler(f).load()
+        except pickle.UnpicklingError as e:
+            raise UnsafeCheckpoint(f"{path}: refused: it names {e}, and loading it could run code; nothing was "
+                                   "loaded") from None
+
+
+def check_metadata(folder: Path) -> None:
+    """Refuse, before any rank loads anything, an optimizer folder whose DCP metadata is not DCP's own."""
+    read_metadata(Path(folder) / ".metadata")
+
+
+class SafeReader(FileSystemReader):
+    """DCP's FileSystemReader, its .metadata read by `read_metadata`: a planted payload is refused, never run."""
+
+    def read_metadata(self, *args, **kwargs):
+        metadata = read_metadata(Path(self._get_metadata_path(kwargs.get("rank"))))
+        if getattr(metadata, "storage_meta", None) is None:
+            metadata.storage_meta = StorageMeta()
+        metadata.storage_meta.load_id = self.load_id
+        return metadata
+
+
+class SafePlanner(DefaultLoadPlanner):
+    """DCP's default planner, the non-tensor items (the optimizer's param_groups) read with weights_only=True."""
+
+    def load_bytes(self, read_item, value: io.BytesIO) -> None:
+        plain = torch.load(value, weights_only=True)  # refuses anything but tensors and plain containers
+        again = io.BytesIO()
+        torch.save(plain, again)  # the parent's reader then reads back what was just checked, nothing else
+        again.seek(0)
+        super().load_bytes(read_item, again)
 
 
 def _untied(model, state: dict) -> tuple[dict, dict[str, str]]:
@@ -68,10 +136,11 @@ def load_sharded(folder: Path, model, optimizer) -> None:
     """Read a save_sharded checkpoint into this rank's shards of `model` and `optimizer` (every rank)."""
     state = get_model_state_dict(model)
     weights, aliases = _untied(model, state)
-    dcp.load(weights, storage_reader=HuggingFaceStorageReader(path=str(folder)))  # each rank reads its slices
+    # each rank reads its slices (safetensors and JSON: no pickle)
+    dcp.load(weights, storage_reader=HuggingFaceStorageReader(path=str(folder)), planner=SafePlanner())
     set_model_state_dict(model, {**weights, **{name: weights[kept] for name, kept in aliases.items()}})
     optim = {OPTIM: get_optimizer_state_dict(model, optimizer)}
-    dcp.load(optim, checkpoint_id=folder / OPTIM)
+    dcp.load(optim, storage_reader=SafeReader(folder / OPTIM), planner=SafePlanner())
     set_optimizer_state_dict(model, optimizer, optim[OPTIM])
 
 

@@ -15,7 +15,7 @@ def run_summary(run_dir: Path, seconds: float) -> str:
     steps = read_table(run_dir, "steps").to_pandas()
     groups = read_table(run_dir, "groups").to_pandas()
     groups = groups[~groups["reused"].fillna(False).astype(bool)]  # replays are not draws: ties are of draws
-    ev = read_table(run_dir, "eval").to_pandas()
+    ev = read_table(run_dir, "eval", own=True).to_pandas()  # the run's own evaluation, not experiments.evaluate's
     lines = [f"run finished: {run_dir}"]
     if steps.empty:
         return lines[0] + " (no steps)"

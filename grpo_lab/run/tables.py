@@ -79,6 +79,13 @@ EVAL = pa.schema([
     ("correct", pa.bool_()),
     ("tokens", pa.int32()),
     ("samples_total", pa.int64()),  # samples the run had drawn when this checkpoint was evaluated (null: unknown)
+    ("tokens_total", pa.int64()),  # tokens it had generated there (null: unknown, or written before it was recorded)
+    # how the rows were sampled (grpo_lab/run/evaluations.py): samples per prompt, temperature (0: greedy), nucleus
+    # (1: none; recorded so another engine can), the token limit. Null in parts written before they were recorded
+    ("n", pa.int32()),
+    ("temperature", pa.float32()),
+    ("top_p", pa.float32()),
+    ("max_new_tokens", pa.int32()),
 ])
 
 # A few completions a step (log_completions=N), so a reader sees what groups and ties look like.
@@ -102,32 +109,55 @@ COMPLETIONS = pa.schema([
 ])
 
 SCHEMAS = {"groups": GROUPS, "steps": STEPS, "eval": EVAL, "completions": COMPLETIONS}
-_PART = re.compile(r"part-(\d{6})\.parquet$")
+# a step's part; an eval part of an evaluation at other settings than the run's own carries their tag
+# (`part-000030-n4-t0.5-p1-m6.parquet`: grpo_lab/run/evaluations.py), so it lies beside the run's own part
+_PART = re.compile(r"part-(\d{6})\.parquet")
+_TAGGED = re.compile(r"part-(\d{6})-([A-Za-z0-9.]+(?:-[A-Za-z0-9.]+)*)\.parquet")
 
 
-def write_part(run_dir: Path, table: str, step: int, rows: list[dict]) -> Path:
-    """Write rows as `<run_dir>/<table>/part-<step>.parquet`, atomically."""
-    folder = Path(run_dir) / table
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"part-{step:06d}.parquet"
-    tmp = folder / f".{path.name}.{os.getpid()}.tmp"  # unique per process: never two writers on one temp
+def part_path(run_dir: Path, table: str, step: int, tag: str | None = None) -> Path:
+    """Where a step's part of `table` goes: `part-<step>.parquet`, or `part-<step>-<tag>.parquet`."""
+    name = f"part-{step:06d}.parquet" if tag is None else f"part-{step:06d}-{tag}.parquet"
+    if tag is not None and not _TAGGED.fullmatch(name):
+        raise ValueError(f"part tag {tag!r}: letters, digits, dots and single dashes only")
+    return Path(run_dir) / table / name
+
+
+def write_part(run_dir: Path, table: str, step: int, rows: list[dict], tag: str | None = None) -> Path:
+    """Write rows as `<run_dir>/<table>/part-<step>[-<tag>].parquet`, atomically: the old part, if any, is
+    replaced whole by the rename, never removed before the new one is complete."""
+    path = part_path(run_dir, table, step, tag)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.parent / f".{path.name}.{os.getpid()}.tmp"  # unique per process: never two writers on one temp
     pq.write_table(pa.Table.from_pylist(rows, schema=SCHEMAS[table]), tmp)
     os.replace(tmp, path)
     return path
 
 
 def parts(run_dir: Path, table: str) -> list[tuple[int, Path]]:
+    """The run's own parts of `table`, (step, path) in step order: the trainer's (an eval part of another
+    evaluation's settings, `tagged_parts`, is not among them)."""
     folder = Path(run_dir) / table
-    found = [(int(m.group(1)), p) for p in folder.glob("part-*.parquet") if (m := _PART.search(p.name))]
+    found = [(int(m.group(1)), p) for p in folder.glob("part-*.parquet") if (m := _PART.fullmatch(p.name))]
+    return sorted(found)
+
+
+def tagged_parts(run_dir: Path, table: str = "eval") -> list[tuple[int, str, Path]]:
+    """The parts written beside the run's own, (step, tag, path) in step and tag order: evaluations at other
+    settings (experiments.evaluate)."""
+    folder = Path(run_dir) / table
+    found = [(int(m.group(1)), m.group(2), p) for p in folder.glob("part-*.parquet") if (m := _TAGGED.fullmatch(p.name))]
     return sorted(found)
 
 
 def remove_parts_after(run_dir: Path, step: int) -> int:
     """Drop every part written after `step` (and stray temporaries); returns how many went. Only the
-    run directory's lock holder may call this: another writer's temporaries would go too."""
+    run directory's lock holder may call this: another writer's temporaries would go too. Evaluations at
+    other settings past `step` go too: they are of checkpoints the resumed run writes again."""
     removed = 0
     for table in SCHEMAS:
-        for s, path in parts(run_dir, table):
+        found = parts(run_dir, table) + [(s, p) for s, _, p in tagged_parts(run_dir, table)]
+        for s, path in found:
             if s > step:
                 path.unlink()
                 removed += 1
@@ -136,9 +166,11 @@ def remove_parts_after(run_dir: Path, step: int) -> int:
     return removed
 
 
-def read_table(run_dir: Path, table: str) -> pa.Table:
-    """All parts of one table of one run, concatenated in step order (empty table if none)."""
-    found = parts(run_dir, table)
+def read_table(run_dir: Path, table: str, *, own: bool = False) -> pa.Table:
+    """All parts of one table of one run, concatenated in step order (empty table if none): eval rows of every
+    evaluation, each row with its settings (`n`, `temperature`, ...), or with `own` the run's own parts only
+    (`parts`: the trainer's evaluation)."""
+    found = [(s, "", p) for s, p in parts(run_dir, table)] + ([] if own else tagged_parts(run_dir, table))
     if not found:
         return SCHEMAS[table].empty_table()
-    return pa.concat_tables([pq.read_table(p, schema=SCHEMAS[table]) for _, p in found])
+    return pa.concat_tables([pq.read_table(p, schema=SCHEMAS[table]) for _, _, p in sorted(found)])

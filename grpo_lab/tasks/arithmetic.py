@@ -13,6 +13,8 @@ from grpo_lab.tasks.base import Problem, Task
 # level -> digits of the two operands. More digits means more carries to get right, and the
 # character model writes the most significant digit first, so difficulty rises steeply.
 LEVELS: dict[int, tuple[int, int]] = {1: (1, 1), 2: (2, 1), 3: (2, 2), 4: (3, 3)}
+# the keys only this task reads (grpo_lab/reads.py: set under task=mathset, they are refused)
+KEYS = ("task.levels", "task.train_per_level", "task.eval_per_level", "task.seed", "task.answer_format")
 
 
 # How each answer format asks for the answer (the task states its format; rewards.final_answer reads it).

@@ -3,21 +3,31 @@
 from __future__ import annotations
 
 import json
+import logging
+import math
 import os
 import re
+import unicodedata
 import zlib
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
 from grpo_lab.errors import InputError
-from grpo_lab.rewards.rules import MAX_ANSWER_CHARS, last_boxed
+from grpo_lab.rewards.answers import clean
+from grpo_lab.rewards.rules import MAX_ANSWER_CHARS, last_boxed, undefined
 from grpo_lab.tasks.base import Problem, Task
+
+log = logging.getLogger(__name__)
 
 DEFAULT_TEMPLATE = "{problem}\nPut the final answer in \\boxed{{}}.\n"
 NO_LEVEL = "all"  # the difficulty of problems whose file has no level field
 # A record is one problem: a prompt. 1 MiB of text is some 250,000 tokens, past the context of any model
 # trained here; a longer line is refused before it is read whole (a 50 MB `problem` was once accepted).
 MAX_RECORD_BYTES = 1 << 20
+EVAL_FRACTION = 0.2  # the held-out share of a file split by hash (without task.eval_path)
+# the keys only this task reads (grpo_lab/reads.py): its files, and the LaTeX answer checks (worker processes)
+KEYS = ("task.path", "task.eval_path", "reward.workers", "reward.answer_timeout_s", "reward.step_budget_s")
 
 
 class DataError(InputError):
@@ -71,6 +81,8 @@ def _text(where: str, rec: dict, key: str) -> str:
         raise DataError(f"{where}: field {key!r} is null")
     if isinstance(value, bool) or not isinstance(value, (str, int, float)):
         raise DataError(f"{where}: field {key!r} must be text or a number, not {type(value).__name__}")
+    if isinstance(value, float) and not math.isfinite(value):  # JSON's NaN and Infinity, a parquet float's NaN
+        raise DataError(f"{where}: field {key!r} is {value} (not a finite number)")
     if not str(value).strip():
         raise DataError(f"{where}: field {key!r} is empty")
     if len(str(value).encode("utf-8", "surrogatepass")) > MAX_RECORD_BYTES:
@@ -78,60 +90,154 @@ def _text(where: str, rec: dict, key: str) -> str:
     return str(value)
 
 
-def _problems(path: Path, problem_field: str, answer_field: str, level_field: str, template: str) -> list[Problem]:
-    problems = []
+def _answer(where: str, rec: dict, answer_field: str) -> str:
+    """The answer a reply must state: the field, or MATH's last box of its solution; refused (file:line) when no
+    reply could state it: empty once its dress is off, a non-finite number (NaN never equals itself), or longer
+    than answers are read."""
+    if rec.get(answer_field) is None and rec.get("solution") is not None:  # MATH boxes it in the solution
+        answer = last_boxed(_text(where, rec, "solution"))
+        if answer is None or not answer.strip():
+            raise DataError(f"{where}: no field {answer_field!r} and no \\boxed{{}} answer in 'solution'")
+    else:
+        answer = _text(where, rec, answer_field)
+    if not clean(answer).strip():
+        raise DataError(f"{where}: the answer {answer!r} is empty once its dress ($, \\text{{}}, \\boxed{{}}) is off")
+    if non_finite(clean(answer)) or undefined(answer):
+        raise DataError(f"{where}: the answer {answer!r} is not a defined finite number (NaN equals nothing, "
+                        "infinity is written \\infty): no reply could be right")
+    if len(answer) > MAX_ANSWER_CHARS:  # answers are read up to this length: no completion could match it
+        raise DataError(f"{where}: the answer is {len(answer):,} characters; answers are read up to "
+                        f"{MAX_ANSWER_CHARS}, so no completion could be right")
+    return answer
+
+
+def non_finite(text: str) -> bool:
+    """Whether `text` reads as a number that is not finite ("nan", "NaN", "-inf", "Infinity"): what a float
+    column holding NaN, or its text, becomes."""
+    try:
+        return not math.isfinite(float(text.replace(" ", "")))
+    except ValueError:
+        return False
+
+
+def normalised(text: str) -> str:
+    """A problem's text as the held-out split compares it: Unicode NFKC, case folded, whitespace runs one space."""
+    return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
+
+
+def _problems(path: Path, problem_field: str, answer_field: str, level_field: str,
+              template: str) -> list[tuple[str, str, Problem]]:
+    """(where, the problem's normalised text, the Problem) of every record; two records with one id refused."""
+    out, seen = [], {}
     for i, (where, rec) in enumerate(_read_records(path)):
         if not isinstance(rec, dict):
             raise DataError(f"{where}: not a JSON object (a {type(rec).__name__})")
         problem = _text(where, rec, problem_field)
         level = _text(where, rec, level_field) if level_field in rec else NO_LEVEL  # optional: one difficulty
-        if rec.get(answer_field) is None and rec.get("solution") is not None:  # MATH boxes it in the solution
-            answer = last_boxed(_text(where, rec, "solution"))
-            if answer is None or not answer.strip():
-                raise DataError(f"{where}: no field {answer_field!r} and no \\boxed{{}} answer in 'solution'")
-        else:
-            answer = _text(where, rec, answer_field)
-        if len(answer) > MAX_ANSWER_CHARS:  # answers are read up to this length: no completion could match it
-            raise DataError(f"{where}: the answer is {len(answer):,} characters; answers are read up to "
-                            f"{MAX_ANSWER_CHARS}, so no completion could be right")
+        answer = _answer(where, rec, answer_field)
         pid = str(rec.get("unique_id") or rec.get("id") or f"{path.stem}-{i}")
-        problems.append(Problem(pid, template.format(problem=problem), answer, _level(level)))
-    if not problems:
+        if pid in seen:  # one prompt_id for two problems would merge their histories and pools
+            raise DataError(f"{where}: id {pid!r} is also the id of {seen[pid]}: two problems with one id")
+        seen[pid] = where
+        out.append((where, normalised(problem), Problem(pid, template.format(problem=problem), answer, _level(level))))
+    if not out:
         raise DataError(f"{path}: no records")
-    return problems
+    return out
+
+
+def held_out_by_text(text: str, eval_fraction: float = EVAL_FRACTION) -> bool:
+    """The stable hash split: a problem is held out by a hash of its normalised text, so the same problem under
+    two ids (or spelled with other spaces or case) is on one side, never both."""
+    return zlib.crc32(text.encode("utf-8", "surrogatepass")) % 1000 < eval_fraction * 1000
+
+
+@dataclass(frozen=True)
+class MathFile:
+    """What the checks need of a math-set file: its problems' ids and normalised texts (each with the first place
+    it is found), how many repeat an earlier problem's text, and how many the hash split holds out."""
+
+    ids: dict[str, str]
+    texts: dict[str, str]
+    repeats: int
+    held_out: int
+
+    @property
+    def count(self) -> int:
+        return len(self.ids)
 
 
 @lru_cache(maxsize=8)
-def _checked(path: str, size: int, mtime_ns: int) -> None:
-    _problems(Path(path), "problem", "answer", "level", DEFAULT_TEMPLATE)
+def _checked(path: str, size: int, mtime_ns: int) -> MathFile:
+    rows = _problems(Path(path), "problem", "answer", "level", DEFAULT_TEMPLATE)
+    texts: dict[str, str] = {}
+    for where, text, _ in rows:
+        texts.setdefault(text, where)
+    return MathFile({p.prompt_id: where for where, _, p in rows}, texts, len(rows) - len(texts),
+                    sum(held_out_by_text(text) for _, text, _ in rows))
 
 
-def check_math_file(path: str, key: str = "task.path") -> None:
+def check_math_file(path: str, key: str = "task.path") -> MathFile:
     """Read and check every record of a math-set file (cached while the file is unchanged); raises a
     one-line DataError naming file:line and field. Config validation calls it before any model loads."""
     try:
         st = os.stat(path)
     except OSError as e:
         raise DataError(f"{key}: {path}: {e.strerror}") from None
-    _checked(str(path), st.st_size, st.st_mtime_ns)
+    return _checked(str(path), st.st_size, st.st_mtime_ns)
+
+
+def check_math_task(path: str, eval_path: str | None = None) -> tuple[int, int]:
+    """Both files checked, and an id in both refused naming both places; (training problems, held-out
+    problems), as load_math_task will make them."""
+    train = check_math_file(path, "task.path")
+    if not eval_path:
+        return train.count - train.held_out, train.held_out
+    held = check_math_file(eval_path, "task.eval_path")
+    for pid, where in held.ids.items():
+        if pid in train.ids:
+            raise DataError(f"{where}: id {pid!r} is also the id of the training problem at {train.ids[pid]}: "
+                            "a held-out problem must not be a training one")
+    return train.count - sum(t in held.texts for t in train.texts), held.count
 
 
 def load_math_task(
     path: str,
     eval_path: str | None = None,
     *,
-    eval_fraction: float = 0.2,
+    eval_fraction: float = EVAL_FRACTION,
     problem_field: str = "problem",
     answer_field: str = "answer",
     level_field: str = "level",
     template: str = DEFAULT_TEMPLATE,
 ) -> Task:
-    """Load a local math set. Without `eval_path`, a stable hash of each prompt id puts
-    `eval_fraction` of the problems in the held-out pool (the same split on every machine)."""
+    """Load a local math set. Without `eval_path`, a stable hash of each problem's normalised text puts
+    `eval_fraction` of the problems in the held-out pool (the same split on every machine, the same problem
+    on one side whatever its ids); with it, a training problem whose text is held out leaves training.
+    Problems that repeat another's text are counted in a warning."""
     fields = dict(problem_field=problem_field, answer_field=answer_field, level_field=level_field, template=template)
-    problems = _problems(Path(path), **fields)
+    rows = _problems(Path(path), **fields)
+    _warn_repeats(path, [text for _, text, _ in rows])
     if eval_path:
-        return Task("mathset", tuple(problems), tuple(_problems(Path(eval_path), **fields)), "latex")
-    held = [(zlib.crc32(p.prompt_id.encode()) % 1000) < eval_fraction * 1000 for p in problems]
-    train = tuple(p for p, h in zip(problems, held) if not h)
-    return Task("mathset", train, tuple(p for p, h in zip(problems, held) if h), "latex")
+        held = _problems(Path(eval_path), **fields)
+        _warn_repeats(eval_path, [text for _, text, _ in held])
+        ids = {p.prompt_id: where for where, _, p in rows}
+        for where, _, p in held:
+            if p.prompt_id in ids:
+                raise DataError(f"{where}: id {p.prompt_id!r} is also the id of the training problem at "
+                                f"{ids[p.prompt_id]}: a held-out problem must not be a training one")
+        texts = {text for _, text, _ in held}
+        train = tuple(p for _, text, p in rows if text not in texts)
+        if len(train) < len(rows):
+            log.warning("%s: %d training problems have the text of a held-out problem in %s: left out of training",
+                        path, len(rows) - len(train), eval_path)
+        return Task("mathset", train, tuple(p for _, _, p in held), "latex")
+    side = [held_out_by_text(text, eval_fraction) for _, text, _ in rows]
+    train = tuple(p for (_, _, p), h in zip(rows, side) if not h)
+    return Task("mathset", train, tuple(p for (_, _, p), h in zip(rows, side) if h), "latex")
+
+
+def _warn_repeats(path: str, texts: list[str]) -> None:
+    repeats = len(texts) - len(set(texts))
+    if repeats:
+        log.warning("%s: %d problems repeat the text of another (%d distinct texts); each text stays on one side "
+                    "of the held-out split", path, repeats, len(set(texts)))

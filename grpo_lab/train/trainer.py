@@ -15,7 +15,8 @@ import numpy as np
 import torch
 
 from grpo_lab import distributed
-from grpo_lab.config import TrainConfig, validate
+from grpo_lab.checks import validate
+from grpo_lab.config import TrainConfig
 from grpo_lab.errors import InputError
 from grpo_lab.model.kvcache import autocast_dtype
 from grpo_lab.model.load import amp, frozen_copy
@@ -37,10 +38,12 @@ from grpo_lab.run.checkpoints import (
     save_checkpoint,
 )
 from grpo_lab.run.completions import completion_rows
+from grpo_lab.run.evaluations import record_own_evaluation
 from grpo_lab.run.guards import RunDirUnwritable, RunLock, prepare
 from grpo_lab.run.loading import load_task_and_policy
 from grpo_lab.run.record import RunRecord, _now
 from grpo_lab.run.rows import group_rows
+from grpo_lab.run.signals import Killed, stop_on_signals
 from grpo_lab.run.summary import run_summary
 from grpo_lab.run.tables import parts, read_table, remove_parts_after, write_part
 from grpo_lab.run.tracking import Tracker, build_tracker, eval_metrics, step_metrics
@@ -149,9 +152,12 @@ class Trainer:
             order = {p.prompt_id: i for i, p in enumerate(self.task.held_out)}
             rows = sorted((r for part in distributed.gather_objects(rows) for r in part),
                           key=lambda r: order[r["prompt_id"]])  # stable: each prompt's samples stay in order
-            for row in rows:  # so checkpoints align by samples drawn, not by step
+            for row in rows:  # so checkpoints align by samples (or tokens) drawn, not only by step
                 row["samples_total"] = self.counters["samples_total"]
+                row["tokens_total"] = self.counters["tokens_total"]
             self._write("eval", step, rows)
+            if distributed.is_main():  # every evaluation that wrote rows is recorded (evaluations.jsonl)
+                record_own_evaluation(self.run_dir, cfg, step, len(rows), self.record.run_id)
             self.tracker.log(eval_metrics(rows), step)
 
     def _draw_round(self, problems: list[Problem], rnd: int, size: int | None = None) -> list[Group]:
@@ -249,12 +255,13 @@ class Trainer:
         evaluated = {s for s, _ in parts(self.run_dir, "eval")} if c.keep_eval else set()
         prune_checkpoints(self.run_dir, c.keep_last, set(c.keep_steps), evaluated)
 
-    def eval_due(self, step: int, drawn_before: int) -> bool:
+    def eval_due(self, step: int, before: dict) -> bool:
         """Whether `step` is evaluated: the last step (max_steps or the budget), every eval.every steps, or
-        when its draw crossed a multiple of eval.every_samples (`drawn_before`: samples drawn before it)."""
+        when its draw crossed a multiple of eval.every_samples or eval.every_tokens (`before`: samples_total and
+        tokens_total before it): the union of the three schedules, so one sweep aligns arms all three ways."""
         c = self.cfg
-        n = c.eval.every_samples
-        crossed = bool(n) and drawn_before // n < self.counters["samples_total"] // n
+        crossed = any(every and before[key] // every < self.counters[key] // every
+                      for key, every in (("samples_total", c.eval.every_samples), ("tokens_total", c.eval.every_tokens)))
         return step == c.max_steps or self.budget_spent() or bool(c.eval.every and step % c.eval.every == 0) or crossed
 
     def budget_spent(self) -> bool:
@@ -270,12 +277,12 @@ class Trainer:
         if self.last_step == 0:
             self.evaluate(0)
         elif not (self.run_dir / "eval" / f"part-{self.last_step:06d}.parquet").exists():
-            last = read_table(self.run_dir, "steps").to_pylist()[-1:]  # the restored step's own row
-            before = last[0]["samples_total"] - last[0]["samples"] if last else self.counters["samples_total"]
-            if self.eval_due(self.last_step, before):
+            rows = read_table(self.run_dir, "steps").to_pylist()[-2:]  # the restored step's row and the one before
+            before = {key: rows[-2][key] if len(rows) > 1 else 0 for key in ("samples_total", "tokens_total")}
+            if self.eval_due(self.last_step, before if rows else dict(self.counters)):
                 self.evaluate(self.last_step)
         while self.last_step < cfg.max_steps and not self.budget_spent():
-            drawn_before = self.counters["samples_total"]
+            before = dict(self.counters)
             try:
                 step = self.step()["step"]
             except SamplerExhausted as stop:  # a clean end: save and evaluate what was learned so far
@@ -283,7 +290,7 @@ class Trainer:
                 self.checkpoint()
                 self.evaluate(self.last_step)
                 return str(stop)
-            at_eval = self.eval_due(step, drawn_before)
+            at_eval = self.eval_due(step, before)
             if at_eval or step % cfg.checkpoint_every == 0:
                 self.checkpoint()
             if at_eval:
@@ -317,7 +324,7 @@ def train(cfg: TrainConfig, on_start: Callable[[Path], None] | None = None) -> P
     (grpo_lab.run.guards). Nothing in the directory changes before both accept the start; then
     `on_start(run_dir)` runs on every rank (the entry point writes its own records there). When the job
     fails, run.json records why and the original error is raised, even if run.json itself can no longer
-    be written (a full or read-only disk)."""
+    be written (a full or read-only disk); SIGTERM or SIGINT end it as `killed` (raising Killed)."""
     validate(cfg)
     distributed.setup(cfg.dist.backend, cfg.dist.timeout_s)  # under torchrun: join the other ranks
     run_dir = Path(cfg.out_dir)
@@ -344,6 +351,7 @@ def train(cfg: TrainConfig, on_start: Callable[[Path], None] | None = None) -> P
         if (ckpt := latest_checkpoint(run_dir)) is not None:
             check_world_size(ckpt, distributed.world())  # before run.json changes: a finished run stays finished
         cfg = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, device=distributed.device(cfg.model.device)))
+        held.enter_context(stop_on_signals())  # SIGTERM, SIGINT: run.json says killed (grpo_lab/run/signals.py)
         record = RunRecord(run_dir, cfg.seed)
         record.update()
         log.info("run %s in %s: loading the model (%d torch threads)", record.run_id, run_dir, torch.get_num_threads())
@@ -354,8 +362,12 @@ def train(cfg: TrainConfig, on_start: Callable[[Path], None] | None = None) -> P
             stopped = trainer.run()
             trainer.finish()
         except BaseException as e:
+            killed = isinstance(e, Killed)
+            if killed:
+                e.where = f"at step {trainer.last_step if trainer else 0} ({run_dir})"
             try:
-                record.update(status="failed", finished=_now(), error=f"{type(e).__name__}: {e}",
+                record.update(status="killed" if killed else "failed", finished=_now(),
+                              signal=e.signal if killed else None, error=f"{type(e).__name__}: {e}",
                               traceback=traceback.format_exc(limit=20))
             except Exception as also:  # noqa: BLE001 - the first error is the one to show
                 log.error("could not record the failure in %s (%s: %s); the next start will say the run ended "

@@ -1,0 +1,69 @@
+"""The three alignments a comparison of arms can be made at: equal samples drawn (the checkpoint labels of
+`analysis.data.checkpoints`), equal optimizer steps, and equal tokens drawn. At one sample budget an arm that
+redraws ties (resample_on_tie) or draws more than it trains (PODS) takes fewer optimizer steps: a difference at
+equal samples may be one of training progress, and the same arms compared at an equal step say whether it is.
+
+Equal steps: the largest step every job was evaluated at (the trainer evaluates every `eval.every` steps, at
+`eval.every_samples` and at its end: the union), one point for the whole study so that every pair and every
+ranking is made there. Equal tokens: the largest multiple of `eval.every_tokens` every job crossed (the trainer
+evaluates on crossing one), where the runs have that schedule."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+SAMPLES, STEPS, TOKENS = "samples", "steps", "tokens"
+EVERY_TOKENS = "eval.every_tokens"
+
+
+def with_tokens(eval: pd.DataFrame) -> pd.DataFrame:
+    """`eval` with `tokens_total`, the tokens its job had generated at each checkpoint, as its rows recorded them
+    (0 at the base model; NaN where rows written before the column have none). Read from the eval rows alone,
+    never counted from the groups: the held-out comparisons begin before the groups are read."""
+    tokens = eval["tokens_total"].to_numpy(float) if "tokens_total" in eval else np.full(len(eval), np.nan)
+    return eval.assign(tokens_total=np.where(eval["step"].to_numpy() == 0, 0.0, tokens))
+
+
+def equal_steps_point(steps: pd.DataFrame) -> int | None:
+    """The step of the study's equal-steps comparisons: the largest step above 0 that every job was evaluated at,
+    where the jobs' last evaluated steps differ (else equal samples are equal steps: None); None where no step
+    but the base model's is shared. `steps`: one row per job and evaluated step."""
+    evaluated = steps.groupby("job", observed=True)["step"].agg(lambda s: frozenset(int(v) for v in s))
+    if evaluated.empty or len({max(s) for s in evaluated}) <= 1:
+        return None
+    shared = frozenset.intersection(*evaluated) - {0}
+    return max(shared) if shared else None
+
+
+def token_points(steps: pd.DataFrame) -> pd.Series:
+    """Each row's multiple of `eval.every_tokens` (the tokens drawn, rounded down to one: the trainer evaluates on
+    crossing it), NaN where the job has no token schedule or no token count."""
+    if EVERY_TOKENS not in steps or "tokens_total" not in steps:
+        return pd.Series(np.nan, index=steps.index)
+    every = pd.to_numeric(steps[EVERY_TOKENS], errors="coerce").to_numpy(float)
+    every = np.where(np.isnan(every) | (every <= 0), np.nan, every)
+    return pd.Series(np.floor(steps["tokens_total"].to_numpy(float) / every) * every, index=steps.index)
+
+
+def equal_tokens_point(steps: pd.DataFrame) -> float | None:
+    """The study's equal-tokens point: the largest multiple of `eval.every_tokens` above 0 that every job was
+    evaluated on crossing (the first checkpoint at or past it); None without a token schedule in every job."""
+    points = token_points(steps)
+    if points.isna().any() or steps.empty:
+        return None
+    first = points.groupby(steps["job"].astype(str).to_numpy()).agg(lambda p: frozenset(p.unique()))
+    shared = frozenset.intersection(*first) - {0.0}
+    return float(max(shared)) if shared else None
+
+
+def at_point(rows: pd.DataFrame, alignment: str, point: object) -> pd.DataFrame:
+    """The rows (one per job and step, with `checkpoint` and, for tokens, `tokens_total`) of one aligned point:
+    a checkpoint label (samples), a step (steps), or a token multiple (tokens: each job's first checkpoint at
+    or past it)."""
+    if alignment == SAMPLES:
+        return rows[rows["checkpoint"] == point]
+    if alignment == STEPS:
+        return rows[rows["step"] == point]
+    at = rows[token_points(rows) == point]
+    return at.sort_values("step").drop_duplicates("job")

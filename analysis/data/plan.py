@@ -1,0 +1,98 @@
+"""The jobs a sweep meant to run against those it holds. Hydra's `multirun.yaml` records the sweep (its
+sweeper's `params` and the command line's overrides); their product, in Hydra's order (its BasicSweeper's),
+is every job the sweep launches, job k in the folder `k` (Hydra's default subdir). A launcher whose worker
+died takes down the jobs it had not begun: they leave no folder, and the report names each with its
+overrides (`missing_jobs`), so a sweep that lost jobs never reads as a smaller sweep that ran whole."""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from analysis.data.config import job_overrides
+from analysis.data.load import SkippedWarning, find_jobs, is_run, source_names
+
+MAX_PLANNED = 100_000  # a sweep of more jobs is not enumerated (its count alone would not be read)
+
+
+class MissingJobsWarning(SkippedWarning):
+    """Jobs a sweep meant to run that left no run; the message names them."""
+
+
+@dataclass(frozen=True)
+class Missing:
+    """A job the sweep meant to run that left no run: its name as the report names jobs (its folder;
+    `<source>/<folder>` with several sources) and its overrides."""
+
+    job: str
+    overrides: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What the sources' multirun.yaml meant: `meant` jobs in all (sources without one count none), of which
+    `missing` left no run."""
+
+    meant: int = 0
+    missing: list[Missing] = field(default_factory=list)
+
+
+def planned_jobs(root: Path) -> list[tuple[str, ...]] | None:
+    """Each job's overrides in Hydra's job order, from `root/multirun.yaml`; None where there is none, or it
+    cannot be read as a basic sweep's (another sweeper, an override Hydra's parser refuses, too many jobs)."""
+    path = root / "multirun.yaml"
+    if not path.is_file():
+        return None
+    try:
+        hydra = (yaml.safe_load(path.read_text()) or {}).get("hydra") or {}
+        sweeper = hydra.get("sweeper") or {}
+        if not str(sweeper.get("_target_") or "BasicSweeper").endswith("BasicSweeper"):
+            return None  # another sweeper (optuna, ...) chooses its jobs as it runs
+        params = [f"{k}={v}" for k, v in (sweeper.get("params") or {}).items()]
+        task = [str(o) for o in ((hydra.get("overrides") or {}).get("task") or [])]
+        # Hydra's own parser and product: its grammar (choice, range, glob, quoting) is not re-implemented here
+        from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+        from hydra.core.override_parser.overrides_parser import OverridesParser
+
+        overrides = OverridesParser.create().parse_overrides(params + task)
+        sizes = {o.get_key_element(): len(list(o.sweep_string_iterator())) if o.is_sweep_override() else 1
+                 for o in overrides}  # a key given twice: the last wins, as in Hydra's product
+        if math.prod(sizes.values()) > MAX_PLANNED:
+            return None
+        batches = BasicSweeper.split_arguments(overrides, None)
+    except Exception:  # noqa: BLE001 - a record Hydra itself would not read: the sweep's size cannot be told
+        return None
+    return [tuple(job) for batch in batches for job in batch]
+
+
+def missing_jobs(roots: Sequence[Path]) -> Plan:
+    """The jobs each source's multirun.yaml meant to run that left no run: job k is there where its folder
+    `k` holds one, or a run whose recorded overrides are job k's (a sweep with another subdir). Named in a
+    `MissingJobsWarning` and in the report (its Jobs section and a line of the Findings)."""
+    meant, missing = 0, []
+    for root, source in zip(roots, source_names(roots)):
+        planned = planned_jobs(root)
+        if planned is None:
+            continue
+        meant += len(planned)
+        found = {tuple(sorted(_overrides(job))) for job in find_jobs(root)}
+        for k, overrides in enumerate(planned):
+            if not is_run(root / str(k)) and tuple(sorted(overrides)) not in found:
+                missing.append(Missing(str(k) if len(roots) == 1 else f"{source}/{k}", overrides))
+    if missing:
+        named = "; ".join(f"{m.job} ({' '.join(m.overrides)})" for m in missing[:5])
+        warnings.warn(f"missing {len(missing)} of the {meant} jobs the sweep meant to run (multirun.yaml), which "
+                      f"left no run: {named}{' ...' if len(missing) > 5 else ''}", MissingJobsWarning, stacklevel=2)
+    return Plan(meant, missing)
+
+
+def _overrides(job: Path) -> list[str]:
+    try:
+        return job_overrides(job)
+    except (OSError, ValueError, yaml.YAMLError):  # unreadable: the job is matched by its folder alone
+        return []

@@ -1,0 +1,161 @@
+"""What resume=never may delete: the files a run writes, proven by their names, and nothing else.
+
+resume=never starts a run over in its directory. It deletes run.json, config.json and the run's own folders,
+each file in them checked against the names a run writes:
+
+    groups/ steps/ eval/ completions/   part-NNNNNN.parquet, eval's part-NNNNNN-<settings>.parquet (and their
+                                        .part-*.parquet.PID.tmp)
+    checkpoints/                        step-NNNNNN/ holding only what save_checkpoint writes (CHECKPOINT_FILES,
+                                        optim/ of DCP files, the custom-code .py files its config.json's auto_map
+                                        names); .step-NNNNNN.PID[.old].tmp folders in the making
+    tensorboard/                        events.out.tfevents.* (SummaryWriter's files)
+
+Anything else there (a file of another name, a folder, a symlink: a run writes none) is refused in one line
+naming it, before anything is deleted; the folder stays as it was. run.json, config.json and evaluations.jsonl
+go too, when the directory holds a run (a run.json with run_id and status, or a config.json with seed and
+max_steps); without one, a file of those names is not a run's and is refused. Everything
+else at the top of the directory is kept: Hydra's .hydra/ and the job log (appended to), wandb/ (W&B's own
+files, synced or not), the lock, and whatever a person put there (notes, a report).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+from grpo_lab.errors import InputError
+
+TABLES = ("groups", "steps", "eval", "completions")
+# a step's part, or an evaluation's at other settings (eval/part-NNNNNN-n4-t0.5-p1-m6.parquet), and their temporaries
+PART = re.compile(r"part-\d{6}(-[A-Za-z0-9.]+)*\.parquet|\.part-\d{6}(-[A-Za-z0-9.]+)*\.parquet\.\d+\.tmp")
+STEP = re.compile(r"step-\d{6}")
+STEP_TMP = re.compile(r"\.step-\d{6}\.\d+(\.old)?\.tmp")  # save_checkpoint's folders in the making
+CHECKPOINT_FILES = re.compile(
+    r"state\.pt|counters\.json|config\.json|generation_config\.json|model\.safetensors|model\.safetensors\.index\.json"
+    r"|model-\d{5}-of-\d{5}\.safetensors|adapter_config\.json|adapter_model\.safetensors|README\.md")  # README: peft's
+OPTIM_FILES = re.compile(r"\.metadata|__\d+_\d+\.distcp")  # DCP's files (grpo_lab/run/sharded.py)
+EVENTS = re.compile(r"events\.out\.tfevents\.\d+\..+")
+RECORD, CONFIG, RESERVE = "run.json", "config.json", ".run.json.reserve"
+EVALUATIONS = "evaluations.jsonl"  # the record of every evaluation's part (grpo_lab/run/evaluations.py)
+
+
+class ForeignFile(InputError):
+    """A path in a run's folders that no run writes: resume=never refuses to delete it (and everything else)."""
+
+
+def run_files(run_dir: Path) -> list[Path]:
+    """Every path resume=never deletes in `run_dir` (files, and temporary folders whole), in a fixed order.
+    Raises ForeignFile at the first path there that a run does not write; reads only."""
+    run_dir = Path(run_dir)
+    ours = _is_record(run_dir / RECORD) or _is_config(run_dir / CONFIG)
+    found = []
+    for name in (RECORD, CONFIG, EVALUATIONS, RESERVE):
+        path = run_dir / name
+        if path.is_symlink() or path.is_dir():
+            _refuse(path, run_dir, "a run writes it as a plain file")
+        if path.exists():
+            if name != RESERVE and not ours:
+                _refuse(path, run_dir, "not a record of a grpo-lab run")
+            found.append(path)
+    for table in TABLES:
+        found += _folder(run_dir / table, run_dir, lambda p: p.is_file() and PART.fullmatch(p.name))
+    found += _folder(run_dir / "tensorboard", run_dir, lambda p: p.is_file() and EVENTS.fullmatch(p.name))
+    for path in _entries(run_dir / "checkpoints", run_dir):
+        if path.is_symlink() or not path.is_dir():  # a symlinked step: deleting through it would reach elsewhere
+            _refuse(path, run_dir, "checkpoints/ holds step-NNNNNN folders")
+        elif STEP_TMP.fullmatch(path.name):
+            found.append(path)
+        elif STEP.fullmatch(path.name):
+            found += _checkpoint(path, run_dir)
+        else:
+            _refuse(path, run_dir, "checkpoints/ holds step-NNNNNN folders")
+    return found
+
+
+def delete_run(run_dir: Path) -> int:
+    """resume=never: check every path first (ForeignFile, nothing deleted), then delete the run's files one by
+    one and remove its folders once empty. A file that appears meanwhile is never deleted: its folder stays."""
+    run_dir = Path(run_dir)
+    paths = run_files(run_dir)
+    for path in paths:
+        if path.is_dir():  # a checkpoint in the making (never a symlink: refused): its name is save_checkpoint's
+            shutil.rmtree(path)
+        else:
+            path.unlink(missing_ok=True)
+    folders = sorted({p.parent for p in paths if p.parent != run_dir}, key=lambda p: len(p.parts), reverse=True)
+    for folder in [*folders, *(run_dir / name for name in (*TABLES, "tensorboard", "checkpoints"))]:
+        try:
+            folder.rmdir()  # only when empty: nothing but the run's files was in it
+        except OSError:
+            pass
+    return len(paths)
+
+
+def _checkpoint(step: Path, run_dir: Path) -> list[Path]:
+    """A step-NNNNNN folder's files, each one save_checkpoint writes (ForeignFile otherwise)."""
+    code = _custom_code(step / "config.json")
+    found = []
+    for path in _entries(step, run_dir):
+        if path.name == "optim" and path.is_dir() and not path.is_symlink():
+            found += _folder(path, run_dir, lambda p: p.is_file() and OPTIM_FILES.fullmatch(p.name))
+        elif path.is_file() and not path.is_symlink() and (CHECKPOINT_FILES.fullmatch(path.name) or path.name in code):
+            found.append(path)
+        else:
+            _refuse(path, run_dir, "a checkpoint holds only what save_checkpoint writes")
+    return found
+
+
+def _folder(folder: Path, run_dir: Path, ours) -> list[Path]:
+    found = []
+    for path in _entries(folder, run_dir):
+        if path.is_symlink() or not ours(path):
+            _refuse(path, run_dir, f"{folder.name}/ holds only the files a run writes there")
+        found.append(path)
+    return found
+
+
+def _entries(folder: Path, run_dir: Path) -> list[Path]:
+    """A run folder's entries, sorted (the first foreign one is always the same); [] when it is absent."""
+    if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
+        _refuse(folder, run_dir, "a run writes it as a folder")
+    try:
+        return sorted(folder.iterdir())
+    except FileNotFoundError:
+        return []
+
+
+def _refuse(path: Path, run_dir: Path, why: str) -> None:
+    kind = "a symlink" if path.is_symlink() else "a folder" if path.is_dir() else "a file"
+    raise ForeignFile(f"{path}: {kind} no grpo-lab run writes ({why}); resume=never deletes only a run's own "
+                      f"files, so nothing in {run_dir} was deleted: move it out, or use another out_dir")
+
+
+def _json(path: Path) -> object:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
+
+
+def _is_record(path: Path) -> bool:
+    data = _json(path)
+    return isinstance(data, dict) and {"run_id", "status"} <= set(data)
+
+
+def _is_config(path: Path) -> bool:
+    data = _json(path)
+    return isinstance(data, dict) and {"seed", "max_steps"} <= set(data)
+
+
+def _custom_code(config: Path) -> set[str]:
+    """The .py files save_pretrained copies beside a trusted custom model (model.trust_remote_code): the modules
+    its config.json's auto_map names."""
+    data = _json(config)
+    auto_map = data.get("auto_map") if isinstance(data, dict) else None
+    if not isinstance(auto_map, dict):
+        return set()
+    names = [v for value in auto_map.values() for v in (value if isinstance(value, list) else [value])]
+    return {f"{str(v).split('--')[-1].rsplit('.', 1)[0]}.py" for v in names if v and "." in str(v)}
+

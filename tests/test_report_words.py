@@ -1,0 +1,247 @@
+"""Words a reviewer would reject (issue 35): "ahead" only where the interval excludes zero, a crossing stated
+only where its interval is bounded, and no infinite minimum detectable difference printed as a number."""
+
+import math
+
+import pytest
+
+import numpy as np
+import pandas as pd
+
+from analysis.sections.coverage import verdict
+from analysis.sections.findings import _power
+
+
+def curve(gains: list[tuple[float, float, float]]) -> pd.DataFrame:
+    """A gain curve on all prompts: one (gain, low, high) per k = 1, 2, ..."""
+    return pd.DataFrame([{"k": k, "gain": g, "gain_low": lo, "gain_high": hi, "difficulty": "all"}
+                         for k, (g, lo, hi) in enumerate(gains, start=1)])
+
+
+def crossing(cross_k: float = math.nan, low: float = math.nan, high: float = math.nan) -> pd.Series:
+    return pd.Series({"cross_k": cross_k, "cross_low": low, "cross_high": high})
+
+
+def test_ahead_only_where_the_interval_excludes_zero():
+    # the gain at the largest k is exactly 0 with no spread (every prompt solved by both): not "still ahead"
+    flat = verdict(crossing(), curve([(0.2, 0.1, 0.3), (0.05, -0.01, 0.1), (0.0, 0.0, 0.0)]))
+    assert "still ahead" not in flat and "no detectable difference at k = 3" in flat
+    assert verdict(crossing(), curve([(0.2, 0.1, 0.3), (0.1, 0.02, 0.2)])).endswith(
+        "still ahead at k = 2 (gain +0.100 [+0.020, +0.200])")
+    # no gain to begin with: never "ahead", whatever the point estimate
+    assert verdict(crossing(), curve([(0.05, -0.02, 0.1), (0.01, -0.05, 0.06)])).startswith(
+        "no detectable gain over the base at k = 1")
+    assert verdict(crossing(), curve([(-0.1, -0.2, -0.05)])).startswith("behind the base at k = 1")
+
+
+def test_a_crossing_is_stated_only_where_its_interval_is_bounded():
+    gains = curve([(0.2, 0.1, 0.3), (-0.01, -0.05, 0.03), (-0.02, -0.06, 0.02)])
+    unbounded = verdict(crossing(2, 2, np.inf), gains)
+    assert "overtaken" not in unbounded and "no crossing is established" in unbounded
+    assert "95% interval 2–never" in unbounded
+    bounded = verdict(crossing(2, 2, 3), gains)
+    assert bounded.endswith("overtaken by the base at k = 2 (95% interval 2–3)")
+
+
+def row(**fields) -> pd.Series:
+    base = {"seeds_a": 4, "seeds_b": 4, "smallest_p": 0.125, "mde": math.inf, "interval": "seeds"}
+    return pd.Series({**base, **fields})
+
+
+def test_no_infinite_detectable_difference_is_printed():
+    unreachable = _power(row())
+    assert "inf" not in unreachable and "no difference of any size can be detected" in unreachable
+    assert "0.125" in unreachable
+    lonely = _power(row(seeds_a=1, seeds_b=1, smallest_p=0.01, mde=math.nan))
+    assert "nan" not in lonely.lower() and "fewer than two seeds" in lonely
+    finite = _power(row(seeds_a=10, seeds_b=10, smallest_p=0.002, mde=0.0312))
+    assert finite.endswith("is 0.0312.")
+
+
+def _build(root):
+    import warnings
+
+    from analysis.report import build_report
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return build_report(root)
+
+
+def _findings(report) -> list[str]:
+    text = report.read_text()
+    return [line[2:] for line in text[text.index("## Findings"):text.index("<details>")].splitlines()
+            if line.startswith("- ")]
+
+
+def _raw_groups(root) -> pd.DataFrame:
+    """Every job's groups parts, read with pyarrow alone, and its sampler and seed from its config."""
+    import json
+
+    import pyarrow.parquet as pq
+    import yaml
+
+    frames = []
+    for job in sorted(p for p in root.iterdir() if (p / "run.json").exists()):
+        cfg = yaml.safe_load((job / ".hydra" / "config.yaml").read_text())
+        part = pq.read_table(job / "groups").to_pandas()
+        frames.append(part.assign(job=job.name, sampler=cfg["sampler"]["name"], seed=cfg["seed"],
+                                  advantage=cfg["algo"].get("advantage", "grpo"),
+                                  run=json.loads((job / "run.json").read_text())["run_id"]))
+    return pd.concat(frames, ignore_index=True)
+
+
+def test_a_pooled_difference_reversed_at_every_difficulty_is_said_in_its_sentence(tmp_path):
+    """A Simpson reversal whose truth is set: resample_on_tie redraws where groups tie, at the easiest and the
+    hardest levels, so it wastes fewer samples at every level but more pooled (its samples go where waste is)."""
+    from fixtures.synthetic import job_config, write_sweep
+
+    levels = ("1", "2", "3", "4")
+    prompts = pd.DataFrame({"prompt_id": [f"L{lv}-{i}" for lv in levels for i in range(24)],
+                            "difficulty": np.repeat(levels, 24), "p": np.repeat([0.98, 0.6, 0.4, 0.005], 24)})
+    configs = [job_config(s, group_size=8, seed=seed, max_steps=30, prompts_per_step=6, max_rounds=4)
+               for s in ("fixed", "resample_on_tie") for seed in range(6)]
+    root = write_sweep(tmp_path / "sweep", configs, prompts)
+    # the truth, recounted from the raw parts: lower at every level, higher pooled (per job, mean over seeds)
+    raw = _raw_groups(root)
+    raw["wasted"] = raw["group_size"] - raw["n_informative"]
+    level = raw.groupby(["sampler", "difficulty"])[["wasted", "group_size"]].sum()
+    level = level["wasted"] / level["group_size"]
+    assert (level["resample_on_tie"] < level["fixed"]).all()
+    per_job = raw.groupby(["sampler", "job"])[["wasted", "group_size"]].sum()
+    pooled = (per_job["wasted"] / per_job["group_size"]).groupby("sampler").mean()
+    assert pooled["resample_on_tie"] > pooled["fixed"]
+
+    line = next(f for f in _findings(_build(root)) if f.startswith("wasted_frac:"))
+    assert "Reversed within every difficulty: resample_on_tie is lower than fixed" in line
+    for d in levels:  # each level's value, as recounted
+        assert f"{d} {level['fixed'][d]:.3f} → {level['resample_on_tie'][d]:.3f}" in line
+    share = raw.groupby(["sampler", "difficulty"])["group_size"].sum()
+    share = share / share.groupby("sampler").transform("sum")
+    assert f"4 {share['fixed']['4']:.0%} → {share['resample_on_tie']['4']:.0%}" in line
+    assert "the gap is widest" not in line  # the widest gap of a reversed difference would mislead
+
+
+def test_quantities_an_arms_rule_fixes_are_never_ranked_or_counted(tmp_path):
+    """Three arms whose configs set what their rules fix: RL-ZVP's informative share (by its advantage rule, from
+    its config alone), and groups of 4 against groups of 8 on the tie fraction."""
+    from fixtures.synthetic import job_config, prompt_pool, write_sweep
+
+    configs = []
+    for advantage, size in (("grpo", 8), ("rl_zvp", 8), ("grpo", 4)):
+        for seed in range(6):
+            cfg = job_config("fixed", group_size=size, seed=seed, max_steps=12, prompts_per_step=4)
+            cfg["algo"]["advantage"] = advantage
+            configs.append(cfg)
+    root = write_sweep(tmp_path / "sweep", configs, prompt_pool(levels=("1", "2"), per_level=16))
+    report = _build(root)
+    tests = pd.read_csv(report.parent / "tables" / "tests.csv")
+    fixed = tests[tests["by_construction"].notna()]
+    wasted = tests[tests["metric"] == "wasted_frac"]
+    # every wasted_frac pair with the rl_zvp arm, and every tie pair across group sizes, is fixed by construction
+    assert set(map(tuple, fixed[fixed["metric"] == "wasted_frac"][["a", "b"]].to_numpy())) == {
+        tuple(r) for r in wasted[["a", "b"]].to_numpy() if any("rl_zvp" in x for x in r)}
+    ties = tests[tests["metric"] == "tie_frac (first rounds)"]
+    assert set(map(tuple, fixed[fixed["metric"] == "tie_frac (first rounds)"][["a", "b"]].to_numpy())) == {
+        tuple(r) for r in ties[["a", "b"]].to_numpy() if sum("group_size=4" in x for x in r) == 1}
+    assert fixed["p_holm"].isna().all()
+    kept = wasted[wasted["by_construction"].isna()]
+    assert len(kept) == 1 and (kept["family"] == 1).all()  # Holm's family holds only the one real comparison
+    ranking = pd.read_csv(report.parent / "tables" / "ranking_informative.csv")
+    assert not ranking["arm"].str.contains("rl_zvp").any() and len(ranking) == 2
+    text = "\n".join(_findings(report))
+    assert "Not ranked on informative samples, fixed by their own rule: " in text and "RL-ZVP gives every" in text
+
+
+def test_a_difference_of_training_progress_is_attributed_to_steps(tmp_path):
+    """Arms identical per optimizer step (the held-out model improves with each step, whatever it drew) but
+    drawing 4 or 8 prompts a step to one sample budget: at equal samples the arm of 4 has taken twice the steps
+    and scores higher; at equal steps the gap vanishes. The report must say both, with both step counts."""
+    from fixtures.synthetic import job_config, prompt_pool, write_sweep
+
+    configs = [job_config("fixed", group_size=8, seed=seed, max_steps=64, prompts_per_step=size,
+                          eval_every_samples=1024) for size in (8, 4) for seed in range(6)]
+    for cfg in configs:
+        cfg["max_samples"] = 2048
+    root = write_sweep(tmp_path / "sweep", configs, prompt_pool(levels=("1", "2"), per_level=16),
+                       eval_prompts=prompt_pool(levels=("1", "2"), per_level=24, seed=3), eval_n=8, eval_every=8,
+                       eval_learn=0.04, stop_steps=[32] * 6 + [64] * 6)  # each ended by max_samples
+    report = _build(root)
+    table = pd.read_csv(report.parent / "tables" / "at_k_comparisons.csv")
+    steps = table[(table["alignment"] == "steps") & (table["metric"] == "pass@k") & (table["k"] == 1)]
+    assert len(steps) == 1 and steps["checkpoint"].iloc[0] == "step 32"
+    row = steps.iloc[0]
+    assert set(row["steps_a"].split(", ")) == {"32"} and row["steps_a"] == row["steps_b"]
+    assert row["samples_a"] == 2048 and row["samples_b"] == 1024  # equal steps: unequal samples, said in the row
+    # recount at equal steps from the raw eval parts: each job's mean pass@1 at step 32
+    raw = []
+    for job in sorted(p for p in root.iterdir() if (p / "run.json").exists()):
+        import pyarrow.parquet as pq
+        import yaml
+
+        cfg = yaml.safe_load((job / ".hydra" / "config.yaml").read_text())
+        rows = pq.read_table(job / "eval").to_pandas()
+        rows = rows[rows["step"] == 32]
+        raw.append((cfg["prompts_per_step"], rows.groupby("prompt_id")["correct"].mean().mean()))
+    means = pd.DataFrame(raw, columns=["size", "pass1"]).groupby("size")["pass1"].mean()
+    assert row["mean_a"] == pytest.approx(means[8]) and row["mean_b"] == pytest.approx(means[4])
+    line = next(f for f in _findings(report) if f.startswith("held-out pass@1:"))
+    assert "At equal samples 8 took 32 optimizer steps and 4 64" in line
+    assert "a detectable difference" in line.split("At equal samples")[0]
+    assert "holds at equal samples, not at equal steps" in line and "(step 32)" in line
+
+
+def test_arms_evaluated_on_a_token_schedule_are_compared_at_equal_tokens(tmp_path):
+    """With `eval.every_tokens`, each job is evaluated on crossing every multiple of it: the report compares the
+    arms at the largest multiple every job crossed (`alignment` = tokens), each job at its first checkpoint past
+    it, and says the tokens each side had generated there."""
+    from analysis.data.alignment import token_points
+    from fixtures.synthetic import job_config, prompt_pool, write_sweep
+
+    configs = [job_config("fixed", group_size=8, seed=seed, max_steps=64, prompts_per_step=size)
+               for size in (8, 4) for seed in range(4)]
+    for cfg in configs:
+        cfg["eval"]["every_tokens"] = 2000
+    root = write_sweep(tmp_path / "sweep", configs, prompt_pool(levels=("1", "2"), per_level=16),
+                       eval_prompts=prompt_pool(levels=("1", "2"), per_level=12, seed=3), eval_n=4,
+                       stop_steps=[32] * 4 + [64] * 4)
+    table = pd.read_csv(_build(root).parent / "tables" / "at_k_comparisons.csv")
+    tokens = table[(table["alignment"] == "tokens") & (table["metric"] == "pass@k") & (table["k"] == 1)]
+    assert len(tokens) == 1
+    # the truth from the raw parts: every job's eval checkpoints and the tokens it had generated there
+    import pyarrow.parquet as pq
+
+    crossed = []
+    for job in sorted(p for p in root.iterdir() if (p / "run.json").exists()):
+        rows = pq.read_table(job / "eval", columns=["step", "tokens_total"]).to_pandas().drop_duplicates("step")
+        points = token_points(rows.assign(**{"eval.every_tokens": 2000}))
+        crossed.append(set(points[rows["step"] > 0]))
+    point = max(set.intersection(*crossed))
+    assert tokens["checkpoint"].iloc[0] == f"{point:,.0f} tokens"
+    assert point <= tokens["tokens_a"].iloc[0] < point + 2000 and point <= tokens["tokens_b"].iloc[0] < point + 2000
+
+
+def test_arms_swept_as_a_preset_are_named_as_the_user_named_them(tmp_path):
+    """A sweep over `arm=grpo,ngrpo,dynamic` (presets of several keys each): every sentence, table and figure names
+    the arms grpo, ngrpo, dynamic, not the keys each sets; the keys stay in the config columns."""
+    import yaml
+
+    from fixtures.synthetic import job_config, prompt_pool, write_sweep
+
+    arms = {"grpo": ("fixed", "grpo"), "ngrpo": ("fixed", "ngrpo"), "dynamic": ("dynamic", "grpo")}
+    configs = []
+    for sampler, advantage in arms.values():
+        for seed in range(3):
+            cfg = job_config(sampler, group_size=4, seed=seed, max_steps=8, prompts_per_step=4)
+            cfg["algo"]["advantage"] = advantage
+            configs.append(cfg)
+    root = write_sweep(tmp_path / "sweep", configs, prompt_pool(levels=("1", "2"), per_level=8))
+    for i, cfg in enumerate(configs):  # the command line chose the preset: Hydra records it as an override
+        name = list(arms)[i // 3]
+        (root / str(i) / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump([f"arm={name}", f"seed={cfg['seed']}"]))
+    report = _build(root)
+    tests = pd.read_csv(report.parent / "tables" / "tests.csv")
+    assert set(tests["a"]) | set(tests["b"]) == {"arm=grpo", "arm=ngrpo", "arm=dynamic"}
+    text = report.read_text()
+    assert "algo.advantage=ngrpo" not in text and "sampler=dynamic," not in text
+    assert "ngrpo" in "\n".join(_findings(report))
