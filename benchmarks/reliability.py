@@ -1,6 +1,7 @@
-"""Reliability trials, each against a known right outcome; prints a table of trials and passes.
+"""Reliability trials, each against a known right outcome; prints a table of trials and passes, and how the
+trials that report an outcome ended (refused in one line, correct, tracebacks, silent wrongs, data lost, code run).
 
-    python benchmarks/reliability.py [--kills 12] [--seed 0]
+    python benchmarks/reliability.py [--kills 12] [--seed 0] [--only-guards | --only-writers]
 
 - kill: a training process is killed with SIGKILL (during a part write, a checkpoint write, or at a
   random moment; some twice), then restarted until done; its tables must equal an uninterrupted run's.
@@ -13,6 +14,10 @@
   hostile batch must come back within the scorer's step budget with its timeouts counted.
 - guards (benchmarks/reliability_guards.py): lock races, refused starts that leave every file as it was,
   values and files that cannot work, read-only and full filesystems, one final answer.
+- writers (benchmarks/reliability_writers.py): issue 34's items 1-14 through the commands a user types, each
+  with its outcome: report folders holding the user's files or runs, resume=never on a folder that is no run,
+  evaluate's values and broken checkpoints, planted pickles and custom model code, keys nothing reads, task
+  files, bounds, near misses, report selections, a sweep whose worker is killed.
 """
 
 from __future__ import annotations
@@ -37,6 +42,8 @@ import pyarrow.compute as pc  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 
 import reliability_guards as guards  # noqa: E402 - beside this file
+import reliability_writers as writers  # noqa: E402
+from reliability_outcomes import tally  # noqa: E402
 
 # A small run: 8 steps, parts every step, checkpoints every 2, evaluation at 0, 4 and 8.
 CONFIG = dict(max_steps=8, prompts_per_step=6, checkpoint_every=2, threads=1,
@@ -289,7 +296,9 @@ def main() -> None:
     parser.add_argument("--fuzz", type=int, default=2000, help="golds for the integer near-miss trial (12 each)")
     parser.add_argument("--lock-rounds", type=int, default=3, help="races of 60 starts per kind of lock left behind")
     parser.add_argument("--answers", type=int, default=2000, help="generated near misses and right answers, each")
-    parser.add_argument("--only-guards", action="store_true", help="run the guards' trials only")
+    only = parser.add_mutually_exclusive_group()
+    only.add_argument("--only-guards", action="store_true", help="run the guards' trials only")
+    only.add_argument("--only-writers", action="store_true", help="run the writers' trials only (issue 34's items)")
     parser.add_argument("--no-locks", action="store_true", help="leave out the lock races and churn (the longest "
                         "guards' trials: about 20 min on 2 busy cores)")
     args = parser.parse_args()
@@ -298,12 +307,12 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="grpo-reliability-") as tmp:
         work = Path(tmp)
         t0 = time.monotonic()
-        if not args.only_guards:
+        if not (args.only_guards or args.only_writers):
             results += kill_trials(work, args.kills, rng)
             results += duplicate_and_changed(work)
             results += analysis_trials(work)
             results += reward_trials(rng, args.fuzz)
-        for folder in ("locks", "refused", "inputs", "disks"):  # each trial writes inside its own
+        for folder in ("locks", "refused", "inputs", "disks", "writers"):  # each trial writes inside its own
             (work / folder).mkdir()
         trials = [("refused starts", lambda: guards.refused_start_trials(work / "refused")),
                   ("inputs", lambda: guards.input_trials(work / "inputs")),
@@ -311,6 +320,10 @@ def main() -> None:
                   ("answers", lambda: guards.answer_trials(rng, args.answers))]
         if not args.no_locks:
             trials.insert(0, ("locks", lambda: guards.lock_trials(work / "locks", args.lock_rounds)))
+        if args.only_writers:
+            trials = []
+        if not args.only_guards:
+            trials.append(("writers", lambda: writers.writer_trials(work / "writers")))
         for name, run in trials:  # a trial group that raises is one failed trial, never the end of the others
             try:
                 results += run()
@@ -318,10 +331,13 @@ def main() -> None:
                 results.append((f"{name}: raised", False, f"{type(err).__name__}: {err}"[:200]))
         took = time.monotonic() - t0
     print("\n| trial | pass | detail |\n|---|---|---|")
-    for name, ok, note in results:
+    for name, ok, note, *_ in results:  # a trial that reports its outcome: (name, passed, detail, outcome)
         print(f"| {name} | {'yes' if ok else '**no**'} | {note.replace('|', '/')} |")
-    passed = sum(ok for _, ok, _ in results)
+    passed = sum(row[1] for row in results)
     print(f"\n{passed} of {len(results)} trials passed in {took:.0f} s")
+    outcomes = [row[3] for row in results if len(row) > 3]
+    if outcomes:
+        print(tally(outcomes))
     sys.exit(0 if passed == len(results) else 1)
 
 

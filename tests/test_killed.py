@@ -85,6 +85,10 @@ def test_a_signal_records_killed_and_the_same_command_resumes_exactly(tmp_path, 
     assert again.returncode == 0, again.stderr[-3000:]
     assert _record(run)["status"] == "done" and _record(run)["signal"] is None
     assert "ended without recording how" not in again.stderr  # it was recorded
+    # the killed start stays in the run's history: when, how it ended, by which process
+    (earlier,) = _record(run)["earlier_starts"]
+    assert earlier["status"] == "killed" and earlier["signal"] == name and earlier["pid"] == proc.pid
+    assert earlier["started"] == record["started"] and earlier["error"] == record["error"][:300]
     assert _groups(run) == _groups(uninterrupted)  # the redrawn rows are the lost ones
 
 

@@ -21,7 +21,7 @@ import pytest
 from analysis.__main__ import main
 from analysis.render.ownership import MARKER, ReportNotWritable, claim, is_packed
 from analysis.report import build_report
-from fixtures.synthetic import job_config, prompt_pool, write_sweep
+from fixtures.synthetic import two_sampler_sweep
 from grpo_lab.run.lock import RunLock
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -31,11 +31,7 @@ COMMITTED = ROOT / "reports" / "main"
 
 @pytest.fixture(scope="module")
 def sweep(tmp_path_factory):
-    prompts = prompt_pool(levels=("1", "2"), per_level=4)
-    configs = [job_config(s, group_size=4, seed=seed, max_steps=6, prompts_per_step=4)
-               for s in ("fixed", "resample_on_tie") for seed in (0, 1)]
-    return write_sweep(tmp_path_factory.mktemp("own") / "sweep", configs, prompts,
-                       overrides=["sampler=fixed,resample_on_tie", "seed=0,1"], eval_prompts=prompts, eval_n=4)
+    return two_sampler_sweep(tmp_path_factory.mktemp("own") / "sweep")
 
 
 def analysis(*args: str | Path, module: str = "analysis") -> subprocess.CompletedProcess:
@@ -299,14 +295,22 @@ def test_two_builds_into_one_new_folder_at_once_both_finish_with_one_whole_repor
 
 def test_a_killed_build_s_folder_is_cleared_but_a_look_alike_is_not(sweep, tmp_path):
     out = tmp_path / "r"
-    left = tmp_path / ".r.tmp-999999999-abcdef"  # a build that died: its folder holds the marker
-    left.mkdir()
-    (left / MARKER).write_text(json.dumps({"written_by": "python -m analysis", "files": []}))
+    import platform
+
+    def marked(name: str, host: str) -> Path:  # a build that died: its folder holds the marker, naming its process
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / MARKER).write_text(json.dumps({"written_by": "python -m analysis", "files": [],
+                                                  "building": {"pid": 999_999_999, "host": host}}))
+        return folder
+
+    left = marked(".r.tmp-999999999-abcdef", platform.node())
+    elsewhere = marked(".r.tmp-999999999-012345", "another-host")  # a build of another host may be running
     mine = tmp_path / ".r.tmp-999999998"  # a user's folder of that name: no marker, never removed
     mine.mkdir()
     (mine / "x.txt").write_text("mine")
     build(sweep, out)
-    assert not left.exists() and (mine / "x.txt").read_text() == "mine"
+    assert not left.exists() and (mine / "x.txt").read_text() == "mine" and elsewhere.exists()
 
 
 def test_pack_refuses_a_part_it_cannot_read_in_one_line_and_leaves_nothing(sweep, tmp_path):

@@ -12,16 +12,12 @@ import pytest
 
 from analysis.__main__ import main
 from analysis.data.load import load
-from fixtures.synthetic import job_config, prompt_pool, write_sweep
+from fixtures.synthetic import two_sampler_sweep
 
 
 @pytest.fixture(scope="module")
 def sweep(tmp_path_factory):
-    prompts = prompt_pool(levels=("1", "2"), per_level=4)
-    configs = [job_config(s, group_size=4, seed=seed, max_steps=6, prompts_per_step=4)
-               for s in ("fixed", "resample_on_tie") for seed in (0, 1)]
-    return write_sweep(tmp_path_factory.mktemp("select") / "sweep", configs, prompts,
-                       overrides=["sampler=fixed,resample_on_tie", "seed=0,1"], eval_prompts=prompts, eval_n=4)
+    return two_sampler_sweep(tmp_path_factory.mktemp("select") / "sweep")
 
 
 def run(capsys, *args):

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import re
 from collections.abc import Iterable
 from fnmatch import fnmatchcase
@@ -52,10 +53,31 @@ def is_own_name(relative: str) -> bool:
     return any(len(parts) == len(p.split("/")) and all(map(fnmatchcase, parts, p.split("/"))) for p in OWN)
 
 
-def marker_text(files: Iterable[str]) -> str:
+def marker_text(files: Iterable[str], building: dict | None = None) -> str:
     """The marker's contents: what wrote the folder and the files it wrote, sorted (the same build, the same
-    bytes: a committed report's marker changes only with its files)."""
-    return json.dumps({"written_by": WRITTEN_BY, "files": sorted(files)}, indent=1) + "\n"
+    bytes: a committed report's marker changes only with its files); while a build is under way, `building`:
+    its process ({"pid", "host"}), so that only a build of this host that is gone has its folder removed."""
+    return json.dumps({"written_by": WRITTEN_BY, "files": sorted(files), **({"building": building} if building
+                                                                            else {})}, indent=1) + "\n"
+
+
+def left_by_a_gone_build(folder: Path) -> bool:
+    """Whether a build folder's marker names a build of this host whose process is gone (a build of another
+    host, on a shared filesystem, may be running: never removed from here)."""
+    try:
+        building = json.loads((folder / MARKER).read_text()).get("building") or {}
+        pid, host = building.get("pid"), building.get("host")
+    except (OSError, ValueError, AttributeError):
+        return False
+    if host != platform.node() or not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except (OSError, OverflowError):  # another user's process: alive
+        return False
+    return False
 
 
 def marked_files(folder: Path) -> frozenset[str] | None:
@@ -140,6 +162,20 @@ def is_packed(folder: Path) -> bool:
     return not unread  # a folder it cannot list may hold anything
 
 
+# the line every build ends REPORT.md with, linking the second page
+BUILT_LINE = f"\nMore in [{DETAILS}]({DETAILS}): "
+
+
+def _built(out: Path) -> bool:
+    """Whether `out`'s pages are a build's: REPORT.md and DETAILS.md, each titled as a build titles it, and
+    REPORT.md ending in the line a build writes to link the second page."""
+    try:
+        pages = {name: (out / name).read_text(errors="replace") for name in TITLES}
+    except OSError:
+        return False
+    return all(text.startswith(TITLES[name]) for name, text in pages.items()) and BUILT_LINE in pages[REPORT]
+
+
 def _earlier_report(out: Path, entries: list[str]) -> tuple[frozenset[str], list[str]]:
     """(own, foreign) for a folder without a marker: the files of a report built before the marker existed
     (its pages, each titled as a build titles it; its figures and CSVs, each linked from a page), and the
@@ -158,7 +194,7 @@ def _earlier_report(out: Path, entries: list[str]) -> tuple[frozenset[str], list
             continue
         if name not in ("figures", "tables") or path.is_symlink() or not path.is_dir():
             foreign.append(name)
-    if own and REPORT not in own:  # a DETAILS.md alone is no report's
+    if own and not _built(out):  # a page titled as a report's is not enough: a person may title one so
         return frozenset(), sorted(own | set(foreign))
     linked = set(re.findall(r"\]\(([^)\s#]+)\)", pages))
     for folder in ("figures", "tables"):

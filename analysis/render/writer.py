@@ -8,6 +8,7 @@ from __future__ import annotations
 import ctypes
 import errno
 import os
+import platform
 import re
 import secrets
 import shutil
@@ -21,8 +22,8 @@ from pathlib import Path
 import pandas as pd
 
 from analysis.render import helper, markdown
-from analysis.render.ownership import (DETAILS, MARKER, REPORT, ReportNotWritable, claim, is_own_name, marked_files,
-                                       marker_text)
+from analysis.render.ownership import (DETAILS, MARKER, REPORT, ReportNotWritable, claim, is_own_name,
+                                       left_by_a_gone_build, marked_files, marker_text)
 
 __all__ = ["DETAILS", "REPORT", "Files", "ReportNotWritable", "finish_build", "relative", "relative_paths",
            "start_build", "write_report"]
@@ -74,7 +75,7 @@ def start_build(out: Path, source: Path) -> Path:
         out.parent.mkdir(parents=True, exist_ok=True)
         prefix = f".{out.name}.tmp-"
         for left in out.parent.glob(f"{prefix}*"):
-            if not _alive(left.name.removeprefix(prefix).split("-")[0]) and marked_files(left) is not None:
+            if marked_files(left) is not None and left_by_a_gone_build(left):
                 _remove(left)
         while True:  # a name of its own: two builds of one process (two threads) never share one
             building = out.parent / f"{prefix}{os.getpid()}-{secrets.token_hex(3)}"
@@ -83,7 +84,7 @@ def start_build(out: Path, source: Path) -> Path:
                 break
             except FileExistsError:
                 continue
-        (building / MARKER).write_text(marker_text(()))
+        (building / MARKER).write_text(marker_text((), {"pid": os.getpid(), "host": platform.node()}))
     except OSError as err:
         raise ReportNotWritable(
             f"cannot write the report in {out} ({err.strerror or err}): choose a folder you can write with --out, "
@@ -98,7 +99,8 @@ def finish_build(building: Path, out: Path) -> None:
     build's (notes, data beside a report: the user's) is carried over (hard links; links as links, folders
     with their modes, `out`'s own mode too), then the two folders are swapped in one step (renameat2's
     RENAME_EXCHANGE where the system has it, else two renames a moment apart), so a build killed at any point
-    leaves the old report or the new one, never a mix. Anything that appeared in `out` between the carrying
+    leaves the old report or the new one, never a mix (without renameat2, not on Linux, a kill between the two
+    renames leaves the old report whole in `.<name>.old-<pid>-...` and no `out`). Anything that appeared in `out` between the carrying
     and the swap is moved into the new folder before the old one is removed."""
     files = sorted(p.relative_to(building).as_posix() for p in building.rglob("*") if p.is_file())
     (building / MARKER).write_text(marker_text(f for f in files if is_own_name(f)))
@@ -252,16 +254,6 @@ def _remove(folder: Path) -> None:
         shutil.rmtree(folder, onexc=writable)
     else:
         shutil.rmtree(folder, onerror=writable)
-
-
-def _alive(pid: str) -> bool:
-    try:
-        os.kill(int(pid), 0)
-    except (ValueError, ProcessLookupError):
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def write_report(out: Path, texts: Sequence[str], files: Sequence[Files], root: Path, shown_at: Path | None = None,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import errno
 import json
+import logging
 import os
 import pickle
 import random
@@ -28,6 +29,8 @@ from grpo_lab.model.sharding import is_sharded
 from grpo_lab.run.plain import BadCheckpoint, UnsafeCheckpoint, from_plain, to_plain
 from grpo_lab.run.sharded import OPTIM, check_metadata, drop_optimizer, load_sharded, save_sharded
 from grpo_lab.model.lora import is_adapter_folder, load_adapters
+
+log = logging.getLogger(__name__)
 
 _STEP = re.compile(r"step-(\d{6})$")
 
@@ -182,11 +185,16 @@ def load_weights(path: Path, model) -> None:
 
 
 def checkpoint_totals(path: Path) -> dict:
-    """samples_total and tokens_total at a checkpoint, full or weights-only ({} if not recorded)."""
+    """samples_total and tokens_total at a checkpoint, full or weights-only ({} if not recorded, or where the
+    only record is a state.pt that is refused unread: an older version's, or a planted payload; its weights still
+    evaluate, and the analysis counts the samples from the groups table)."""
     if (path / "counters.json").exists():
         return json.loads((path / "counters.json").read_text())
     if (path / "state.pt").exists():  # a checkpoint written before counters.json
-        return read_state(path, mmap=True).get("counters", {})
+        try:
+            return read_state(path, mmap=True).get("counters", {})
+        except UnsafeCheckpoint as refused:
+            log.warning("%s; its samples drawn are not recorded here", refused)
     return {}
 
 

@@ -21,7 +21,7 @@ from typing import Any
 from grpo_lab.config import TrainConfig
 from grpo_lab.errors import InputError
 from grpo_lab.run.lock import LOCK_NAME, RunDirBusy, RunDirUnwritable, RunLock
-from grpo_lab.run.owned import ForeignFile, delete_run
+from grpo_lab.run.owned import ForeignFile, delete_run, temporaries
 
 __all__ = ["LOCK_NAME", "MAY_DIFFER", "ConfigMismatch", "ForeignFile", "RunDirBusy", "RunDirUnwritable", "RunLock",
            "config_diff", "check_resume", "flat_config", "prepare", "saved_config"]
@@ -172,8 +172,7 @@ def note_unfinished(run_dir: Path) -> None:
 def clean_temporaries(run_dir: Path) -> int:
     """Remove what an interrupted writer leaves: part and run.json temporaries, checkpoint folders in
     the making. Safe only under the lock. Returns how many went."""
-    found = [*run_dir.glob("*/.part-*.tmp"), *run_dir.glob(".*.json.*.tmp"), *run_dir.glob("run.json.tmp"),
-             *run_dir.glob("checkpoints/.step-*.tmp")]
+    found = temporaries(run_dir)  # by the names the run's writers give them, in the run's own folders only
     for path in found:
         if path.is_dir():
             shutil.rmtree(path, ignore_errors=True)

@@ -26,10 +26,12 @@ import shutil
 from pathlib import Path
 
 from grpo_lab.errors import InputError
+from grpo_lab.model.files import remote_code
 
 TABLES = ("groups", "steps", "eval", "completions")
 # a step's part, or an evaluation's at other settings (eval/part-NNNNNN-n4-t0.5-p1-m6.parquet), and their temporaries
-PART = re.compile(r"part-\d{6}(-[A-Za-z0-9.]+)*\.parquet|\.part-\d{6}(-[A-Za-z0-9.]+)*\.parquet\.\d+\.tmp")
+PART_TMP = re.compile(r"\.part-\d{6}(-[A-Za-z0-9.]+)*\.parquet\.\d+\.tmp")  # tables.write_part's, before its rename
+PART = re.compile(rf"part-\d{{6}}(-[A-Za-z0-9.]+)*\.parquet|{PART_TMP.pattern}")
 STEP = re.compile(r"step-\d{6}")
 STEP_TMP = re.compile(r"\.step-\d{6}\.\d+(\.old)?\.tmp")  # save_checkpoint's folders in the making
 CHECKPOINT_FILES = re.compile(
@@ -39,6 +41,7 @@ OPTIM_FILES = re.compile(r"\.metadata|__\d+_\d+\.distcp")  # DCP's files (grpo_l
 EVENTS = re.compile(r"events\.out\.tfevents\.\d+\..+")
 RECORD, CONFIG, RESERVE = "run.json", "config.json", ".run.json.reserve"
 EVALUATIONS = "evaluations.jsonl"  # the record of every evaluation's part (grpo_lab/run/evaluations.py)
+JSON_TMP = re.compile(r"\.(run|config)\.json\.\d+\.tmp|run\.json\.tmp")  # record.py's and guards' before rename
 
 
 class ForeignFile(InputError):
@@ -91,6 +94,28 @@ def delete_run(run_dir: Path) -> int:
         except OSError:
             pass
     return len(paths)
+
+
+def temporaries(run_dir: Path) -> list[Path]:
+    """What an interrupted writer of the run left, by the names the writers give them: table parts before their
+    rename (in the table folders only), checkpoint folders in the making whose files are a checkpoint's, and
+    run.json's and config.json's temporaries. A path of another name, or a temporary folder holding anything
+    a checkpoint does not, is left alone."""
+    run_dir = Path(run_dir)
+    found = [p for t in TABLES for p in _listed(run_dir / t) if PART_TMP.fullmatch(p.name) and p.is_file()]
+    for path in _listed(run_dir / "checkpoints"):
+        if STEP_TMP.fullmatch(path.name) and path.is_dir() and not path.is_symlink():
+            try:
+                _checkpoint(path, run_dir)
+            except ForeignFile:
+                continue
+            found.append(path)
+    found += [p for p in _listed(run_dir) if JSON_TMP.fullmatch(p.name) and p.is_file() and not p.is_symlink()]
+    return found
+
+
+def _listed(folder: Path) -> list[Path]:
+    return sorted(folder.iterdir()) if folder.is_dir() and not folder.is_symlink() else []
 
 
 def _checkpoint(step: Path, run_dir: Path) -> list[Path]:
@@ -151,11 +176,8 @@ def _is_config(path: Path) -> bool:
 
 def _custom_code(config: Path) -> set[str]:
     """The .py files save_pretrained copies beside a trusted custom model (model.trust_remote_code): the modules
-    its config.json's auto_map names."""
-    data = _json(config)
-    auto_map = data.get("auto_map") if isinstance(data, dict) else None
-    if not isinstance(auto_map, dict):
+    its config.json's auto_map names (`model.files.remote_code`)."""
+    found = remote_code(config.parent)
+    if found is None or found[0].name != config.name:
         return set()
-    names = [v for value in auto_map.values() for v in (value if isinstance(value, list) else [value])]
-    return {f"{str(v).split('--')[-1].rsplit('.', 1)[0]}.py" for v in names if v and "." in str(v)}
-
+    return {f"{name.split('--')[-1].rsplit('.', 1)[0]}.py" for name in found[1] if "." in name}

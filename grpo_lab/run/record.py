@@ -52,6 +52,9 @@ class RunRecord:
             "transformers": transformers.__version__,
             "git": git_state(),  # the code that ran: {"commit", "dirty"}, None outside a checkout
             "world_size": distributed.world(),  # processes of the run (torchrun); 1 without
+            # every earlier start of this run and how it ended (a stale `running` was recorded `killed` by
+            # guards.note_unfinished before this start), oldest first: a resumed run keeps its history
+            "earlier_starts": [*old.get("earlier_starts", []), *([_start(old)] if old.get("status") else [])],
         }
         self.data["run_id"] = distributed.broadcast_object(self.data["run_id"])  # rank 0's, on every rank
 
@@ -134,3 +137,11 @@ def git_state() -> dict | None:
 
 def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def _start(record: dict) -> dict:
+    """What run.json said of one start, kept in the next start's `earlier_starts`: when, by whom, how it ended."""
+    error = record.get("error")
+    return {"started": record.get("started"), "finished": record.get("finished"), "status": record.get("status"),
+            "signal": record.get("signal"), "error": error[:300] if isinstance(error, str) else None,
+            "pid": record.get("pid"), "host": record.get("host")}

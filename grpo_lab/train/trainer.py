@@ -356,15 +356,19 @@ def train(cfg: TrainConfig, on_start: Callable[[Path], None] | None = None) -> P
         record.update()
         log.info("run %s in %s: loading the model (%d torch threads)", record.run_id, run_dir, torch.get_num_threads())
         start = time.monotonic()
-        trainer = None
+        trainer, step = None, 0
         try:
             trainer = Trainer(cfg, record)
             stopped = trainer.run()
             trainer.finish()
+            step, done = trainer.last_step, trainer
+            trainer = None  # closed here, before `done`: a signal while closing is a killed run, recorded so
+            _close(done)
+            record.update(status="done", finished=_now(), stopped=stopped)
         except BaseException as e:
             killed = isinstance(e, Killed)
             if killed:
-                e.where = f"at step {trainer.last_step if trainer else 0} ({run_dir})"
+                e.where = f"at step {trainer.last_step if trainer else step} ({run_dir})"
             try:
                 record.update(status="killed" if killed else "failed", finished=_now(),
                               signal=e.signal if killed else None, error=f"{type(e).__name__}: {e}",
@@ -375,8 +379,12 @@ def train(cfg: TrainConfig, on_start: Callable[[Path], None] | None = None) -> P
             raise
         finally:
             if trainer is not None:
-                trainer.scorer.close()
-                trainer.tracker.close()
-        record.update(status="done", finished=_now(), stopped=stopped)
+                _close(trainer)
     log.info("%s", run_summary(run_dir, time.monotonic() - start))
     return run_dir
+
+
+def _close(trainer: Trainer) -> None:
+    """Stop what a trainer started beside the loop: the answer-checking workers and the tracker."""
+    trainer.scorer.close()
+    trainer.tracker.close()
