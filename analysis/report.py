@@ -40,6 +40,7 @@ from analysis.render.paging import move_long_tables
 from analysis.render.writer import finish_build, start_build, write_report
 from analysis.sections import (at_k, coverage, equal_budget, examples, findings, group_size, header, health, heldout,
                                jobs, persistence, provenance, ranking, tests, tie_learning, ties, trained)
+from analysis.sections import budgets as budgets_text
 from analysis.sections.section import DETAILS, Context, Section
 
 # the columns the sections read; the others (the groups' reward lists first) stay on disk
@@ -174,10 +175,11 @@ def _build(sources: Sequence[Path], out: Path, building: Path, command: str | No
     fixed = fixed_by_rule(tables.jobs, tables.groups, arm)  # quantities an arm's rule fixes: never a finding
     family = tests.family([held.comparisons, what_trained.comparisons, tied.comparisons if tied else None, dynamics],
                           fixed)
-    ranked = ranking.section(tables, ctx, family, held.scores, what_trained.per_job, fixed.wasted, held.prompt_scores)
+    ranked = ranking.section(tables, ctx, family, held.scores, what_trained.per_job, fixed.unranked(),
+                             held.prompt_scores)
     budgets = budgets_per_arm(tables.groups, arm) if not tables.groups.empty else None
     first = [line for line in (pooled, jobs.incomplete_line(tables, plan),
-                               findings.budget_warning(budgets) if budgets is not None else None,
+                               budgets_text.budget_warning(budgets, family) if budgets is not None else None,
                                provenance.mixed_code(tables, ctx.out), settings.left_out_line(tables)) if line]
     quoted = findings.Inputs(calibration=tied.calibration if tied else None, budgets=budgets,
                              steps=steps_per_arm(tables.groups, arm).to_dict() if dynamics is not None else {},

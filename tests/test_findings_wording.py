@@ -124,8 +124,8 @@ def test_a_difference_of_training_progress_is_said_at_equal_steps(step_progress)
     line = line_of(findings(text), "tie_frac (first rounds)")
     assert "a detectable difference" in line.split(" At equal samples")[0]  # learning fills all-correct ties
     assert "At equal samples fixed took 24 optimizer steps and resample_on_tie 12; at equal steps (steps 1–12)" in line
-    assert line.endswith("no detectable difference, so the difference holds at equal samples, not at equal steps: it "
-                         "is one of training progress (the arms took different steps), not of the arms at an equal "
+    assert line.endswith("no detectable difference, so the difference holds at equal samples, not at equal steps "
+                         "(whose interval excludes it): it is one of training progress (the arms took different steps), not of the arms at an equal "
                          "step."), line
     dynamics = next(line for line in findings(text) if line.startswith("Training dynamics over the same"))
     steps = raw(root, "steps")

@@ -113,7 +113,8 @@ def test_a_pooled_difference_reversed_at_every_difficulty_is_said_in_its_sentenc
     assert pooled["resample_on_tie"] > pooled["fixed"]
 
     line = next(f for f in _findings(_build(root)) if f.startswith("wasted_frac:"))
-    assert "Reversed within every difficulty: resample_on_tie is lower than fixed" in line
+    assert "Reversed by difficulty (Simpson's paradox): pooled over the difficulties (summed over seeds) " \
+        "wasted_frac is " in line and "yet resample_on_tie is lower at each level with data" in line
     for d in levels:  # each level's value, as recounted
         assert f"{d} {level['fixed'][d]:.3f} → {level['resample_on_tie'][d]:.3f}" in line
     share = raw.groupby(["sampler", "difficulty"])["group_size"].sum()
@@ -134,6 +135,14 @@ def test_quantities_an_arms_rule_fixes_are_never_ranked_or_counted(tmp_path):
             cfg["algo"]["advantage"] = advantage
             configs.append(cfg)
     root = write_sweep(tmp_path / "sweep", configs, prompt_pool(levels=("1", "2"), per_level=16))
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    for job in range(6, 12):  # the rl_zvp arm's groups as its rule makes them: every sample trains with an advantage
+        for part in (root / str(job) / "groups").glob("part-*.parquet"):
+            table = pq.read_table(part)
+            pq.write_table(table.set_column(table.column_names.index("n_informative"), "n_informative",
+                                            pa.array(table["group_size"].to_numpy(), pa.int16())), part)
     report = _build(root)
     tests = pd.read_csv(report.parent / "tables" / "tests.csv")
     fixed = tests[tests["by_construction"].notna()]
@@ -245,3 +254,38 @@ def test_arms_swept_as_a_preset_are_named_as_the_user_named_them(tmp_path):
     text = report.read_text()
     assert "algo.advantage=ngrpo" not in text and "sampler=dynamic," not in text
     assert "ngrpo" in "\n".join(_findings(report))
+
+
+def test_a_rule_explains_a_difference_only_in_its_own_direction():
+    """PODS wastes more by construction, RL-ZVP less, a larger group ties less: the other way round, a difference
+    is a finding like any other, never put aside."""
+    from analysis.measures.construction import LESS, MORE, Fixed
+
+    fixed = Fixed(wasted={"pods": [(MORE, "cap")], "rl_zvp": [(LESS, "every sample")]},
+                  sizes={"pods": (16,), "grpo": (8,)})
+    assert fixed.reason("wasted_frac", "grpo", "pods", 0.2) == "pods: cap"  # pods wastes more: its rule
+    assert fixed.reason("wasted_frac", "grpo", "pods", -0.1) is None  # pods wastes less: a finding
+    assert fixed.reason("wasted_frac", "rl_zvp", "grpo", 0.3) == "rl_zvp: every sample"
+    assert fixed.reason("wasted_frac", "rl_zvp", "grpo", -0.3) is None
+    assert fixed.reason("wasted_frac", "pods", "rl_zvp", -0.5) == "pods: cap; rl_zvp: every sample"
+    assert fixed.reason("tie_frac (first rounds)", "grpo", "pods", -0.16) is not None  # groups of 16 tie less
+    assert fixed.reason("tie_frac (first rounds)", "grpo", "pods", 0.05) is None
+    assert fixed.reason("held-out pass@1", "grpo", "pods", -0.2) is None
+
+
+def test_final_checkpoints_name_what_they_share():
+    """A final row's `alignment` is what the jobs' last checkpoints share: steps where every job ended at one
+    step, else the budget that ended them (tokens for `max_tokens` alone), samples otherwise; never steps for
+    jobs that ended at different steps, whatever their config says."""
+    from analysis.data.alignment import SAMPLES, STEPS, TOKENS, final_alignment
+
+    def rows(last_steps, **config):
+        return pd.DataFrame([{"job": str(job), "step": step, **config} for job, last in enumerate(last_steps)
+                             for step in range(0, last + 1, 4)])
+
+    assert final_alignment(rows([12, 12])) == STEPS
+    assert final_alignment(rows([12, 12], max_samples=960.0)) == STEPS  # the budget ended both at one step
+    assert final_alignment(rows([12, 8], max_samples=960.0)) == SAMPLES
+    assert final_alignment(rows([12, 8], max_samples=None, max_tokens=5000.0)) == TOKENS
+    assert final_alignment(rows([12, 8], max_samples=None, max_tokens=None)) == SAMPLES  # killed early: no budget
+    assert final_alignment(rows([12, 8])) == SAMPLES

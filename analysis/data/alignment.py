@@ -57,6 +57,18 @@ def equal_tokens_point(steps: pd.DataFrame) -> float | None:
     return float(max(shared)) if shared else None
 
 
+def final_alignment(steps: pd.DataFrame) -> str:
+    """What the jobs' last checkpoints ("final") are aligned by: steps where every job's last evaluated step is
+    the same; else the budget that ended them, read from their configs (`max_tokens` without `max_samples`:
+    tokens); else samples (a sample budget, or rows that carry no config to tell: the report's first
+    alignment)."""
+    if steps.groupby("job", observed=True)["step"].max().nunique() == 1:
+        return STEPS
+    budget = {key: key in steps and pd.to_numeric(steps[key], errors="coerce").notna().all()
+              for key in ("max_samples", "max_tokens")}
+    return TOKENS if budget["max_tokens"] and not budget["max_samples"] else SAMPLES
+
+
 def at_point(rows: pd.DataFrame, alignment: str, point: object) -> pd.DataFrame:
     """The rows (one per job and step, with `checkpoint` and, for tokens, `tokens_total`) of one aligned point:
     a checkpoint label (samples), a step (steps), or a token multiple (tokens: each job's first checkpoint at

@@ -12,7 +12,8 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
-from analysis.data.alignment import SAMPLES, STEPS, TOKENS, at_point, equal_steps_point, equal_tokens_point
+from analysis.data.alignment import (SAMPLES, STEPS, TOKENS, at_point, equal_steps_point, equal_tokens_point,
+                                     final_alignment)
 from analysis.data.arms import arm_pairs, iter_arms
 from analysis.data.checkpoints import BASE, FINAL, checkpoint_labels, checkpoint_rank, steps_text
 from analysis.measures.scores import prompt_scores, smallest_n
@@ -206,6 +207,7 @@ def checkpoint_comparisons(eval: pd.DataFrame, by: Sequence[str], points: Sequen
                   for label, rows in arms.items()}
 
     at_steps, at_tokens = equal_steps_point(steps), equal_tokens_point(steps)
+    final_by = final_alignment(steps)  # the budget that ended the jobs: what their last checkpoints share
     selections: dict[tuple[str, Point], Selection] = {}
 
     def select(arm: str, point: Point) -> Selection:
@@ -262,7 +264,8 @@ def checkpoint_comparisons(eval: pd.DataFrame, by: Sequence[str], points: Sequen
         for checkpoint, a, point_a, b, point_b in pairs:
             at_a, at_b = select(a, point_a), select(b, point_b)
             record: dict[str, object] = {
-                "metric": metric, "k": k, "checkpoint": checkpoint, "alignment": point_a[0],
+                "metric": metric, "k": k, "checkpoint": checkpoint,
+                "alignment": final_by if checkpoint == FINAL else point_a[0],
                 "a": f"{a} @ {name(point_a)}", "b": f"{b} @ {name(point_b)}", "steps_a": at_a.steps,
                 "steps_b": at_b.steps, "samples_a": at_a.samples, "samples_b": at_b.samples,
                 "tokens_a": at_a.tokens, "tokens_b": at_b.tokens}

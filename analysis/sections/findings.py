@@ -16,9 +16,9 @@ from analysis.measures.equal_steps import AT_EQUAL_SAMPLES
 from analysis.measures.equal_steps import METRICS as EQUAL_STEPS
 from analysis.measures.ranking import RANKED_METRICS
 from analysis.measures.reversal import reversal
-from analysis.measures.spend import BUDGET_TOLERANCE, unequal_budgets
 from analysis.measures.ties import MIN_PROMPTS
 from analysis.render.markdown import MAX_LISTED, cell, p_value
+from analysis.sections.budgets import budget_text
 from analysis.sections.section import Section
 from analysis.stats.seeds import ALPHA, detectable
 
@@ -105,12 +105,13 @@ def _power(row: pd.Series) -> str:
 STEP_TOLERANCE = 0.10  # arms whose steps differ by more than this at a compared point: both counts are named
 
 
-def twin_metric(metric: str) -> str | None:
-    """The metric of the same comparison at equal optimizer steps: a held-out score's "(equal steps)" row, the
-    first-round tie fraction's over the steps every job took (`equal_steps`); None for the others."""
-    if metric in AT_EQUAL_SAMPLES:
+def twin_metric(metric: str, at: str = "steps") -> str | None:
+    """The metric of the same comparison at equal optimizer steps (`at` "steps": a held-out score's "(equal
+    steps)" row, the first-round tie fraction's over the steps every job took, `equal_steps`) or equal tokens
+    (`at` "tokens": a held-out score's "(equal tokens)" row); None for the others."""
+    if at == "steps" and metric in AT_EQUAL_SAMPLES:
         return AT_EQUAL_SAMPLES[metric]
-    return f"{metric} (equal steps)" if metric.startswith("held-out") and not metric.endswith(")") else None
+    return f"{metric} (equal {at})" if metric.startswith("held-out") and not metric.endswith(")") else None
 
 
 def is_twin(metric: str) -> bool:
@@ -147,9 +148,12 @@ def _at_equal_steps(row: pd.Series, twin: pd.Series, steps: dict[str, float]) ->
             f"{short_label(row['b'])} {b_steps:,.0f}; at equal steps ({where}): {cell(twin['mean_a'], 3)} vs "
             f"{cell(twin['mean_b'], 3)}, difference {cell(twin['difference'], 3)} [{cell(twin['ci_low'], 3)}, "
             f"{cell(twin['ci_high'], 3)}] ({p_text(twin)}): {verdict(twin)}")
-    if detectable(row) and not detectable(twin):
-        text += (", so the difference holds at equal samples, not at equal steps: it is one of training progress "
-                 "(the arms took different steps), not of the arms at an equal step")
+    if detectable(row) and not detectable(twin) and not twin["ci_low"] <= row["difference"] <= twin["ci_high"]:
+        text += (", so the difference holds at equal samples, not at equal steps (whose interval excludes it): it "
+                 "is one of training progress (the arms took different steps), not of the arms at an equal step")
+    elif detectable(row) and not detectable(twin):
+        text += (f", so it is not established at equal steps ({where}), nor ruled out there: these seeds cannot "
+                 "tell a difference of the arms from one of training progress")
     elif detectable(row) and detectable(twin) and (row["difference"] > 0) != (twin["difference"] > 0):
         text += (", the opposite sign: the difference at equal samples comes from training progress (the arms "
                  "took different steps)")
@@ -165,7 +169,7 @@ def _waste_by_difficulty(row: pd.Series, by_difficulty: pd.DataFrame | None, nam
     is reversed at every difficulty, that in its place (`reversal`)."""
     if by_difficulty is None or by_difficulty.empty:
         return ""
-    flipped = reversal(row["difference"], by_difficulty, row["a"], row["b"], "wasted_frac", "samples")
+    flipped = reversal(by_difficulty, row["a"], row["b"], "wasted_frac", "samples")
     if flipped is not None:
         return " " + flipped.text(names, "wasted_frac", "samples drawn")
     a = by_difficulty[by_difficulty["arm"] == row["a"]].set_index("difficulty")["wasted_frac"]
@@ -184,7 +188,7 @@ def _ties_reversed(row: pd.Series, by_difficulty: pd.DataFrame | None, names: di
     """The first-round tie fraction's pooled difference reversed at every difficulty, in words; "" if not."""
     if by_difficulty is None or by_difficulty.empty:
         return ""
-    flipped = reversal(row["difference"], by_difficulty, row["a"], row["b"], "tie_frac", "groups")
+    flipped = reversal(by_difficulty, row["a"], row["b"], "tie_frac", "groups")
     return "" if flipped is None else " " + flipped.text(names, "the first-round tie fraction", "first-round groups")
 
 
@@ -213,44 +217,6 @@ def section(tests: pd.DataFrame, inputs: Inputs, unit_weight: str, ranked: Seque
             coverage: str | None = None, first: Sequence[str] = ()) -> Section:
     """The Findings section (see `findings`)."""
     return Section(text=findings(tests, inputs, unit_weight, ranked, coverage, first))
-
-
-def budget_warning(budgets: pd.DataFrame) -> str | None:
-    """The Findings' first line where arms drew unequal budgets per job (`budgets_per_arm`), with the
-    numbers, and which comparisons are therefore not at an equal budget; None when they drew alike."""
-    ratios = unequal_budgets(budgets)
-    if not ratios:
-        return None
-    parts = [f"{unit} per job {', '.join(f'{short_label(a)} {_amount(v)}' for a, v in zip(budgets['arm'], budgets[unit]))}"
-             f" ({ratios[unit]:.2f}x)" for unit in ("samples", "tokens") if unit in ratios]
-    # samples alike but tokens not (an arm that draws longer answers): a token budget is the equal one then
-    fix = "`max_samples` ends every job at one budget" if "samples" in ratios else \
-        "`max_tokens` ends every job at one token budget, if tokens are the cost that matters"
-    return (f"**Unequal budgets**: the arms drew different amounts, {'; '.join(parts)}, more than "
-            f"{BUDGET_TOLERANCE:.0%} apart. The comparisons below made at the end of each job's budget (wasted_frac, "
-            "tie_frac, held-out at final) are therefore not at an equal budget; the held-out comparisons at aligned "
-            f"checkpoints (Held-out results, aligned by samples drawn) are. {fix}.")
-
-
-def _amount(value: float) -> str:
-    """A mean amount drawn per job: 65,589.3; a whole one without decimals."""
-    return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.1f}"
-
-
-def budget_text(budgets: pd.DataFrame | None) -> str:
-    """What "the end of each job's budget" was, in samples drawn per job: one number where every job drew
-    alike, else each arm's mean and range (a job stops at the first step that reaches its budget, so
-    an arm that draws several rounds a step overshoots it)."""
-    if budgets is None or budgets.empty:
-        return "at the end of each job"
-    if budgets["samples_min"].nunique() == 1 and budgets["samples_max"].nunique() == 1 \
-            and budgets["samples_min"].iloc[0] == budgets["samples_max"].iloc[0]:
-        return f"at the end of each job's budget (every job drew {budgets['samples_min'].iloc[0]:,} samples)"
-    parts = [f"{short_label(r.arm)} {r.samples_min:,}" if r.samples_min == r.samples_max else
-             f"{short_label(r.arm)} {r.samples:,.0f} on average ({r.samples_min:,}–{r.samples_max:,})"
-             for r in budgets.itertuples()]
-    return (f"at the end of each job's budget (samples drawn per job: {'; '.join(parts)}; a job stops at the first "
-            "step that reaches its budget, so a step of several rounds can pass it)")
 
 
 def calibration_text(calibration: pd.DataFrame | None) -> str | None:
@@ -287,17 +253,26 @@ def calibration_text(calibration: pd.DataFrame | None) -> str | None:
             "prediction assumes pass rates constant within a step window)" + (f"; {few}" if few else "") + ".")
 
 
-def _twin(row: pd.Series, twins: pd.DataFrame) -> pd.Series | None:
-    """The same comparison over the same optimizer steps (`equal_steps`), where there is one."""
-    twin = twins[(twins["metric"] == twin_metric(row["metric"])) & (twins["a"] == row["a"])
+def _twin(row: pd.Series, twins: pd.DataFrame, at: str = "steps") -> pd.Series | None:
+    """The same comparison at equal optimizer steps (or `at` "tokens": equal tokens), where there is one."""
+    twin = twins[(twins["metric"] == twin_metric(row["metric"], at)) & (twins["a"] == row["a"])
                  & (twins["b"] == row["b"])]
     return twin.iloc[0] if len(twin) else None
+
+
+def _at_equal_tokens(twin: pd.Series) -> str:
+    """The same held-out comparison at the study's equal-tokens point, in one sentence."""
+    where = str(twin["interval"]).split(", ", 1)[-1]
+    return (f" At equal tokens ({where}): {cell(twin['mean_a'], 3)} vs {cell(twin['mean_b'], 3)}, difference "
+            f"{cell(twin['difference'], 3)} [{cell(twin['ci_low'], 3)}, {cell(twin['ci_high'], 3)}] ({p_text(twin)}): "
+            f"{verdict(twin)}.")
 
 
 def _other_comparisons(rest: pd.DataFrame, twins: pd.DataFrame, inputs: Inputs) -> str:
     """The comparisons a many-arm study does not rank, counted: the detectable differences listed; those that
     vanish or flip over the same optimizer steps, and those an arm's rule fixes, counted apart and never listed as
     differences of the arms."""
+    rest = rest[~rest["metric"].map(is_twin).astype(bool)]  # another alignment's view: said with its own row
     fixed = rest[[_by_construction(row) is not None for _, row in rest.iterrows()]]
     found, progress = [], []
     for _, row in rest.drop(fixed.index).iterrows():
@@ -318,10 +293,10 @@ def _other_comparisons(rest: pd.DataFrame, twins: pd.DataFrame, inputs: Inputs) 
             + (f": {'; '.join(found[:MAX_LISTED])}" + ("; …" if len(found) > MAX_LISTED else "") if found else "")
             + ".")
     if progress:
-        text += (f" {len(progress)} more {'is' if len(progress) == 1 else 'are'} detectable at equal samples only, and "
-                 "vanish or change sign over the same optimizer steps (the arms took different steps: a difference "
-                 f"of training progress, not of the arms): {'; '.join(progress[:MAX_LISTED])}"
-                 + ("; …" if len(progress) > MAX_LISTED else "") + ".")
+        text += (f" {len(progress)} more {'is' if len(progress) == 1 else 'are'} detectable at equal samples but not "
+                 "at equal steps, where the difference is not established or changes sign (the arms took different "
+                 "steps, so each may be one of training progress rather than of the arms): "
+                 f"{'; '.join(progress[:MAX_LISTED])}" + ("; …" if len(progress) > MAX_LISTED else "") + ".")
     if len(fixed):
         text += (f" {len(fixed)} {'comparison is' if len(fixed) == 1 else 'comparisons are'} fixed by an arm's own "
                  f"rule ({', '.join(dict.fromkeys(fixed['metric']))}: `by_construction` under Tests across seeds) and "
@@ -374,6 +349,8 @@ def findings(tests: pd.DataFrame, inputs: Inputs, unit_weight: str, ranked: Sequ
                              "; no checkpoint at equal steps was evaluated (`eval.every` gives every job one), so "
                              "whether the difference is one of the arms or of training progress is not known."
                              if row["metric"].startswith("held-out") else "."))
+            if (tokens := _twin(row, twins, "tokens")) is not None:
+                line += _at_equal_tokens(tokens)
             lines.append(line)
         if len(dynamics):
             span = str(dynamics["interval"].iloc[0]).removeprefix("seeds, ")

@@ -114,7 +114,8 @@ def final_comparisons(comparisons: pd.DataFrame, per_seed: pd.DataFrame) -> pd.D
         result |= {key: row[key] for key in ("mean_a", "mean_b", "difference", "ci_low", "ci_high", "prompts")}
         # the verdict needs this interval to exclude zero: what it can detect follows from its width
         result["mde"] = interval_mde(row["ci_low"], row["ci_high"])
-        at = ALIGNED.get(row.get("alignment"), "")
+        # a final row's `alignment` names the budget that ended the jobs; its metric keeps the plain name
+        at = "" if row["checkpoint"] == "final" else ALIGNED.get(row.get("alignment"), "")
         name = f"held-out {row['metric'].replace('@k', '@' + str(row['k']))}{at}"
         rows.append({"metric": name, "a": row["a"].rsplit(" @ ", 1)[0], "b": row["b"].rsplit(" @ ", 1)[0], **result,
                      "interval": "prompts and seeds" + (f", {row['checkpoint']}" if at else ""),

@@ -53,7 +53,7 @@ def section(tables: Tables, ctx: Context, tests: pd.DataFrame, scores: pd.DataFr
         rankings.append(rank(INFORMATIVE, by_arm[~by_arm["arm"].isin(fixed)].reset_index(drop=True), tests))
     if not rankings:
         return None
-    sentences = [sentence(r) for r in rankings]
+    sentences = [sentence(r, step=at_step) for r in rankings]
     left_out = unranked_text(fixed)
     if left_out and rankings[-1].measure == INFORMATIVE:
         sentences[-1] += f" {left_out}"
@@ -127,7 +127,7 @@ def resolved_text(r: Ranking) -> str:
             f"in order of the means, {order_text(r)} ('>' resolved, '~' not)")
 
 
-def sentence(r: Ranking, digits: int = 3) -> str:
+def sentence(r: Ranking, digits: int = 3, step: int | None = None) -> str:
     """The ranking in one Findings line: each arm's mean [interval] (possible ranks), then the
     resolved orderings."""
     arms = "; ".join(f"{short_label(a)} {cell(m, digits)} [{cell(lo, digits)}, {cell(hi, digits)}] "
@@ -135,6 +135,7 @@ def sentence(r: Ranking, digits: int = 3) -> str:
                      for a, m, lo, hi, ranks in r.table[["arm", "mean", "ci_low", "ci_high", "ranks"]].itertuples(
                          index=False))
     text = resolved_text(r)
-    where = "" if r.measure == PASS1_STEPS else " at the end of the budget (equal samples)"
+    where = f" (step {step}, which every job reached)" if r.measure == PASS1_STEPS else \
+        " at the end of the budget (equal samples)"
     return (f"Ranking on {r.measure}{where} (mean [95% interval over {r.interval}] "
             f"(possible ranks), best first): {arms}. {text[0].upper()}{text[1:]}.")

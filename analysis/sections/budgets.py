@@ -1,0 +1,58 @@
+"""What the budget was, in words: the Findings' opening line (what "the end of each job's budget" was) and the
+line said before every finding where the arms drew unequal budgets (samples, or tokens at equal samples)."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from analysis.data.arms import short_label
+from analysis.measures.spend import BUDGET_TOLERANCE, unequal_budgets
+
+
+def budget_warning(budgets: pd.DataFrame, tests: pd.DataFrame | None = None) -> str | None:
+    """The Findings' first line where arms drew unequal budgets per job (`budgets_per_arm`), with the
+    numbers, and which comparisons are therefore not at an equal budget; None when they drew alike. `tests`: the
+    family, whose held-out rows at equal tokens (if the runs evaluated on a token schedule) are named."""
+    ratios = unequal_budgets(budgets)
+    if not ratios:
+        return None
+    if "samples" not in ratios:  # samples alike, tokens not: aligning by samples does not equalise tokens
+        tokens = tests[tests["metric"].str.endswith(" (equal tokens)")] if tests is not None and len(tests) else []
+        where = (f"the held-out comparisons at {str(tokens['interval'].iloc[0]).split(', ', 1)[-1]} (alignment "
+                 "`tokens` under Held-out results, said with each held-out finding) are" if len(tokens) else
+                 "none is: evaluate on a token schedule (`eval.every_tokens`) to compare the arms at equal tokens, "
+                 "or end every job at one token budget (`max_tokens`)")
+        return (f"**Unequal tokens**: the arms drew equal samples but different tokens, tokens per job "
+                f"{', '.join(f'{short_label(a)} {_amount(v)}' for a, v in zip(budgets['arm'], budgets['tokens']))} "
+                f"({ratios['tokens']:.2f}x), more than {BUDGET_TOLERANCE:.0%} apart. Every comparison aligned by "
+                f"samples drawn is at equal samples, not at equal tokens; {where}.")
+    parts = [f"{unit} per job {', '.join(f'{short_label(a)} {_amount(v)}' for a, v in zip(budgets['arm'], budgets[unit]))}"
+             f" ({ratios[unit]:.2f}x)" for unit in ("samples", "tokens") if unit in ratios]
+    # samples alike but tokens not (an arm that draws longer answers): a token budget is the equal one then
+    fix = "`max_samples` ends every job at one budget" if "samples" in ratios else \
+        "`max_tokens` ends every job at one token budget, if tokens are the cost that matters"
+    return (f"**Unequal budgets**: the arms drew different amounts, {'; '.join(parts)}, more than "
+            f"{BUDGET_TOLERANCE:.0%} apart. The comparisons below made at the end of each job's budget (wasted_frac, "
+            "tie_frac, held-out at final) are therefore not at an equal budget; the held-out comparisons at aligned "
+            f"checkpoints (Held-out results, aligned by samples drawn) are. {fix}.")
+
+
+def _amount(value: float) -> str:
+    """A mean amount drawn per job: 65,589.3; a whole one without decimals."""
+    return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.1f}"
+
+
+def budget_text(budgets: pd.DataFrame | None) -> str:
+    """What "the end of each job's budget" was, in samples drawn per job: one number where every job drew
+    alike, else each arm's mean and range (a job stops at the first step that reaches its budget, so
+    an arm that draws several rounds a step overshoots it)."""
+    if budgets is None or budgets.empty:
+        return "at the end of each job"
+    if budgets["samples_min"].nunique() == 1 and budgets["samples_max"].nunique() == 1 \
+            and budgets["samples_min"].iloc[0] == budgets["samples_max"].iloc[0]:
+        return f"at the end of each job's budget (every job drew {budgets['samples_min'].iloc[0]:,} samples)"
+    parts = [f"{short_label(r.arm)} {r.samples_min:,}" if r.samples_min == r.samples_max else
+             f"{short_label(r.arm)} {r.samples:,.0f} on average ({r.samples_min:,}–{r.samples_max:,})"
+             for r in budgets.itertuples()]
+    return (f"at the end of each job's budget (samples drawn per job: {'; '.join(parts)}; a job stops at the first "
+            "step that reaches its budget, so a step of several rounds can pass it)")
