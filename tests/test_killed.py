@@ -20,7 +20,7 @@ from grpo_lab.config import TrainConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 ENV = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-STEPS = 16
+STEPS = 32  # long enough that a signal sent at step 2 lands in training, on a loaded machine too
 ARGS = [f"max_steps={STEPS}", "prompts_per_step=2", "sampler.group_size=2", "task.levels=[1,2]",
         "task.train_per_level=4", "eval=none", "checkpoint_every=2", "threads=1", "seed=0"]
 

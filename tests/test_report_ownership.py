@@ -169,6 +169,7 @@ def test_a_run_s_own_report_folder_is_allowed_and_a_marked_report_keeps_the_user
     (report / "sealed").chmod(0o555)
     (report / MARKER).write_text(json.dumps({**json.loads((report / MARKER).read_text()),
                                              "files": listed + ["figures/old.png"]}))
+    (report / f"{MARKER}.99999.tmp").write_text("a build killed while settling its marker left this")
     report.chmod(0o700)
     kept = {k: v for k, v in state(report).items() if k in (".", "NOTES.md", "tables/mydata.csv", "linked", "private",
                                                               "private/x.txt", "sealed", "sealed/y.txt")}
@@ -177,6 +178,8 @@ def test_a_run_s_own_report_folder_is_allowed_and_a_marked_report_keeps_the_user
     assert {k: after[k] for k in kept} == kept and "figures/old.png" not in after
     assert os.readlink(report / "linked") == str(elsewhere)  # a link still, never an empty folder
     assert json.loads((report / MARKER).read_text())["files"] == listed  # the user's files are never listed
+    assert "building" not in json.loads((report / MARKER).read_text())  # in place: the files alone
+    assert f"{MARKER}.99999.tmp" not in after  # a marker's temporary is the build's, never carried as the user's
     assert not [p for p in run.iterdir() if ".tmp-" in p.name or ".old-" in p.name]
 
 

@@ -28,7 +28,6 @@ from grpo_lab.rollout.generate import Rollout
 from grpo_lab.run.checkpoints import check_world_size, read_state
 from grpo_lab.run.plain import TAG, UnsafeCheckpoint, from_plain, to_plain
 from grpo_lab.run.sharded import SafePlanner, SafeReader, check_metadata
-from grpo_lab.run.tables import read_table
 from grpo_lab.tasks import Problem
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -141,18 +140,42 @@ def _plant(run: Path, tmp_path: Path, step: int = 2) -> tuple[Path, Path]:
     return copy, marker
 
 
-def test_a_planted_payload_is_refused_by_resume_and_never_runs(finished_run, tmp_path):
-    run, marker = _plant(finished_run, tmp_path)
-    record = (run / "run.json").read_text()
+def _files(folder: Path) -> dict[str, bytes]:
+    """Every file's bytes; config.json's without `out_dir`, which a start of a copied run points at its new place."""
+    files = {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+    config = json.loads(files.pop("config.json"))
+    return {**files, "config.json": json.dumps({k: v for k, v in config.items() if k != "out_dir"}).encode()}
+
+
+def _damage(ckpt: Path, how: str, marker: Path) -> str:
+    """The last checkpoint damaged one way; what the refusal must name."""
+    weights, state = ckpt / "model.safetensors", ckpt / "state.pt"
+    if how == "payload in state.pt":
+        torch.save({"step": 2, "world_size": 1, "counters": Payload(marker)}, state)
+        return f"{state}: refused: it holds pickled Python objects (io.open)"
+    if how == "state.pt truncated":
+        state.write_bytes(state.read_bytes()[: state.stat().st_size // 2])
+        return f"{state}: not a readable checkpoint state"
+    if how == "weights truncated":
+        weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+        return f"{weights}: truncated"
+    weights.unlink()
+    return f"{weights}: missing"
+
+
+@pytest.mark.parametrize("how", ["payload in state.pt", "state.pt truncated", "weights truncated", "weights missing"])
+def test_a_resume_from_a_damaged_checkpoint_is_refused_before_anything_is_written(finished_run, tmp_path, how):
+    """Every file of the run, Hydra's records and run.json included, is as it was: the checkpoint is read (its
+    state safely, its weights as far as their headers) before the start is accepted."""
+    run, marker = tmp_path / "run", tmp_path / "payload-ran"
+    shutil.copytree(finished_run, run)
+    says = _damage(run / "checkpoints" / "step-000002", how, marker)
+    before = _files(run)
     out = _cli("experiments.train", "max_steps=4", *TINY, f"hydra.run.dir={run}")
-    assert out.returncode != 0
+    assert out.returncode != 0 and "Traceback" not in out.stderr, out.stderr[-3000:]
     last = out.stderr.strip().splitlines()[-1]
-    assert last.startswith(f"error: {run}/checkpoints/step-000002/state.pt: refused: it holds pickled Python objects "
-                           "(io.open)"), out.stderr[-3000:]
-    assert "Traceback" not in out.stderr
-    assert not marker.exists()
-    assert (run / "run.json").read_text() == record  # refused before run.json changed: the run is still done
-    assert read_table(run, "steps").num_rows == 2
+    assert last.startswith(f"error: {says}"), last
+    assert _files(run) == before and not marker.exists()
 
 
 def test_a_planted_payload_is_never_loaded_by_evaluate(finished_run, tmp_path):

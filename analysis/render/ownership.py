@@ -53,6 +53,13 @@ def is_own_name(relative: str) -> bool:
     return any(len(parts) == len(p.split("/")) and all(map(fnmatchcase, parts, p.split("/"))) for p in OWN)
 
 
+def is_marker(relative: str) -> bool:
+    """The marker, or a temporary of it (`.grpo-lab-report.<pid>.tmp`, left by a build killed while settling it):
+    never carried over as the user's."""
+    return relative == MARKER or ("/" not in relative and relative.startswith(f"{MARKER}.") and
+                                  relative.endswith(".tmp"))
+
+
 def marker_text(files: Iterable[str], building: dict | None = None) -> str:
     """The marker's contents: what wrote the folder and the files it wrote, sorted (the same build, the same
     bytes: a committed report's marker changes only with its files); while a build is under way, `building`:

@@ -22,7 +22,7 @@ from pathlib import Path
 import pandas as pd
 
 from analysis.render import helper, markdown
-from analysis.render.ownership import (DETAILS, MARKER, REPORT, ReportNotWritable, claim, is_own_name,
+from analysis.render.ownership import (DETAILS, MARKER, REPORT, ReportNotWritable, claim, is_marker, is_own_name,
                                        left_by_a_gone_build, marked_files, marker_text)
 
 __all__ = ["DETAILS", "REPORT", "Files", "ReportNotWritable", "finish_build", "relative", "relative_paths",
@@ -102,13 +102,17 @@ def finish_build(building: Path, out: Path) -> None:
     leaves the old report or the new one, never a mix (without renameat2, not on Linux, a kill between the two
     renames leaves the old report whole in `.<name>.old-<pid>-...` and no `out`). Anything that appeared in `out` between the carrying
     and the swap is moved into the new folder before the old one is removed."""
-    files = sorted(p.relative_to(building).as_posix() for p in building.rglob("*") if p.is_file())
-    (building / MARKER).write_text(marker_text(f for f in files if is_own_name(f)))
+    files = [f for f in sorted(p.relative_to(building).as_posix() for p in building.rglob("*") if p.is_file())
+             if is_own_name(f)]
+    # the build's process stays named until the swap: a build killed at the swap leaves a folder that the next
+    # build can prove is a gone build's; in place, the marker lists the files alone (`_settle`)
+    (building / MARKER).write_text(marker_text(files, {"pid": os.getpid(), "host": platform.node()}))
     for _ in range(5):  # another build may put its report in place between the check and the swap: check again
         own = claim(out)
         if not os.path.lexists(out):
             try:
                 _put(building, out)
+                _settle(out, files)
                 return
             except OSError as err:
                 if err.errno not in (errno.EEXIST, errno.ENOTEMPTY):
@@ -123,10 +127,19 @@ def finish_build(building: Path, out: Path) -> None:
             old = building.with_name(building.name.replace(".tmp-", ".old-", 1))
             out.rename(old)
             building.rename(out)
+        _settle(out, files)
         _move_late(old, out, own | (marked_files(old) or frozenset()))
         _remove(old)
         return
     raise ReportNotWritable(f"cannot write the report in {out}: other builds kept replacing it; build it again")
+
+
+def _settle(out: Path, files: list[str]) -> None:
+    """The marker of a report in place: the files its build wrote, no process (the same build, the same bytes),
+    replaced in one step."""
+    tmp = out / f"{MARKER}.{os.getpid()}.tmp"
+    tmp.write_text(marker_text(files))
+    os.replace(tmp, out / MARKER)
 
 
 def _carry(out: Path, building: Path, own: frozenset[str]) -> list[tuple[Path, int]]:
@@ -143,7 +156,7 @@ def _carry(out: Path, building: Path, own: frozenset[str]) -> list[tuple[Path, i
             relative = source.relative_to(out).as_posix()
             try:
                 info = os.lstat(source)
-                if relative == MARKER or (relative in own and stat.S_ISREG(info.st_mode)):
+                if is_marker(relative) or (relative in own and stat.S_ISREG(info.st_mode)):
                     continue
                 mode = _carry_one(source, building / relative, info)
             except FileExistsError:
@@ -198,7 +211,7 @@ def _move_late(old: Path, out: Path, own: frozenset[str]) -> None:
             for name in [*folders, *files]:
                 source = here / name
                 relative = source.relative_to(old).as_posix()
-                if relative == MARKER or relative in own or os.path.lexists(out / relative):
+                if is_marker(relative) or relative in own or os.path.lexists(out / relative):
                     continue
                 os.rename(source, out / relative)
                 if name in folders:

@@ -25,6 +25,7 @@ import torch
 
 from grpo_lab import distributed
 from grpo_lab.errors import InputError
+from grpo_lab.model.files import ModelFileError, check_model_folder, check_safetensors
 from grpo_lab.model.sharding import is_sharded
 from grpo_lab.run.plain import BadCheckpoint, UnsafeCheckpoint, from_plain, to_plain
 from grpo_lab.run.sharded import OPTIM, check_metadata, drop_optimizer, load_sharded, save_sharded
@@ -196,6 +197,26 @@ def checkpoint_totals(path: Path) -> dict:
         except UnsafeCheckpoint as refused:
             log.warning("%s; its samples drawn are not recorded here", refused)
     return {}
+
+
+def check_checkpoint(path: Path, trust_remote_code: bool = False) -> None:
+    """A checkpoint's weight files, read as far as their headers (ModelFileError naming the file): a LoRA
+    checkpoint's adapter_config.json and adapter_model.safetensors, a model folder's config.json and every
+    safetensors file (an index's shards included), at least one of them."""
+    if is_adapter_folder(path):
+        try:
+            json.loads((path / "adapter_config.json").read_text())
+        except (OSError, UnicodeDecodeError, ValueError) as e:
+            raise ModelFileError(f"{path / 'adapter_config.json'}: not a readable JSON file ({e})") from None
+        if not (path / "adapter_model.safetensors").exists():
+            raise ModelFileError(f"{path / 'adapter_model.safetensors'}: missing (the checkpoint's adapters)")
+        check_safetensors(path / "adapter_model.safetensors")
+        return
+    # config.json, and every safetensors file as long as its header says; a run trained with custom code (trusted
+    # then) keeps it in its checkpoints, and only their safetensors are read here
+    check_model_folder(path, trust_remote_code)
+    if not any(path.glob("*.safetensors")) and not any(path.glob("*.safetensors.index.json")):
+        raise ModelFileError(f"{path / 'model.safetensors'}: missing (the checkpoint has no weights file)")
 
 
 def read_state(path: Path, mmap: bool = False) -> dict:

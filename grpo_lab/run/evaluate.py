@@ -18,12 +18,13 @@ from pathlib import Path
 
 from grpo_lab.config import MAX_SAMPLES_PER_STEP, MAX_TEMPERATURE, MIN_TEMPERATURE
 from grpo_lab.errors import ConfigError, InputError, require
-from grpo_lab.model.files import ModelFileError, check_model_folder, check_safetensors
+from grpo_lab.model.files import ModelFileError
 from grpo_lab.model.load import amp
-from grpo_lab.model.lora import add_adapters, is_adapter_folder
+from grpo_lab.model.lora import add_adapters
 from grpo_lab.rollout.evaluation import evaluate
 from grpo_lab.checks import check_memory
-from grpo_lab.run.checkpoints import checkpoint_dir, checkpoint_steps, checkpoint_totals, load_weights
+from grpo_lab.run.checkpoints import (check_checkpoint, checkpoint_dir, checkpoint_steps, checkpoint_totals,
+                                      load_weights)
 from grpo_lab.run.evaluations import EvalSetting, existing_rows, record_evaluation, setting_tag
 from grpo_lab.run.guards import RunLock
 from grpo_lab.run.loading import load_task_and_policy
@@ -67,26 +68,6 @@ def check_values(n: object, temperature: object, steps: object, overwrite: objec
         require(all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in steps), "steps", steps,
                 "steps count from 0 (0: the base model)")
     require(isinstance(overwrite, bool), "overwrite", overwrite, "must be true or false")
-
-
-def check_checkpoint(path: Path, trust_remote_code: bool = False) -> None:
-    """A checkpoint's weight files, read as far as their headers (ModelFileError naming the file): a LoRA
-    checkpoint's adapter_config.json and adapter_model.safetensors, a model folder's config.json and every
-    safetensors file (an index's shards included), at least one of them."""
-    if is_adapter_folder(path):
-        try:
-            json.loads((path / "adapter_config.json").read_text())
-        except (OSError, UnicodeDecodeError, ValueError) as e:
-            raise ModelFileError(f"{path / 'adapter_config.json'}: not a readable JSON file ({e})") from None
-        if not (path / "adapter_model.safetensors").exists():
-            raise ModelFileError(f"{path / 'adapter_model.safetensors'}: missing (the checkpoint's adapters)")
-        check_safetensors(path / "adapter_model.safetensors")
-        return
-    # config.json, and every safetensors file as long as its header says; a run trained with custom code (trusted
-    # then) keeps it in its checkpoints, and only their safetensors are read here
-    check_model_folder(path, trust_remote_code)
-    if not any(path.glob("*.safetensors")) and not any(path.glob("*.safetensors.index.json")):
-        raise ModelFileError(f"{path / 'model.safetensors'}: missing (the checkpoint has no weights file)")
 
 
 def plan_evaluation(cfg, run_dir: Path, *, n: int | None = None, temperature: float | None = None,

@@ -134,17 +134,32 @@ def check_resume(run_dir: str | Path, cfg: TrainConfig) -> None:
 def prepare(run_dir: str | Path, cfg: TrainConfig) -> None:
     """Before a (re)start, holding the lock: refuse a config that differs from the saved one (before anything
     changes), or with resume=never delete the run's own files (refusing, before any deletion, a folder holding
-    others); record a last start that ended unrecorded as killed, remove temporaries a killed start left, and
-    save config.json."""
+    others), else read the checkpoint it resumes from (`check_resumable`); record a last start that ended
+    unrecorded as killed, remove temporaries a killed start left, and save config.json."""
     run_dir = Path(run_dir)
     check_resume(run_dir, cfg)
     if cfg.resume == "never":  # only the files a run writes, by name; anything else refuses (grpo_lab/run/owned.py)
         delete_run(run_dir)
-    elif not (run_dir / CONFIG_NAME).exists() and has_run(run_dir):
-        log.warning("%s has no %s (made by an older version): resuming without a config check", run_dir, CONFIG_NAME)
+    else:
+        if not (run_dir / CONFIG_NAME).exists() and has_run(run_dir):
+            log.warning("%s has no %s (made by an older version): resuming without a config check", run_dir,
+                        CONFIG_NAME)
+        check_resumable(run_dir, cfg)
     note_unfinished(run_dir)
     clean_temporaries(run_dir)
     _write_json(run_dir / CONFIG_NAME, flat_config(cfg))
+
+
+def check_resumable(run_dir: Path, cfg: TrainConfig) -> None:
+    """The checkpoint a resume would load, read before anything is written (a refused resume leaves every file as
+    it was): its weights as far as their headers, its state.pt safely, saved by as many processes as this start
+    has (BadCheckpoint, UnsafeCheckpoint, ModelFileError or WorldSizeChanged, in one line)."""
+    from grpo_lab import distributed
+    from grpo_lab.run.checkpoints import check_checkpoint, check_world_size, latest_checkpoint
+
+    if (ckpt := latest_checkpoint(run_dir)) is not None:
+        check_checkpoint(ckpt, cfg.model.trust_remote_code)
+        check_world_size(ckpt, distributed.world())
 
 
 def note_unfinished(run_dir: Path) -> None:

@@ -28,7 +28,6 @@ from grpo_lab.rewards.scorer import Scorer
 from grpo_lab.rollout.evaluation import evaluate
 from grpo_lab.rollout.generate import Rollout, sample_groups, split_groups
 from grpo_lab.run.checkpoints import (
-    check_world_size,
     checkpoint_steps,
     drop_state,
     latest_checkpoint,
@@ -348,8 +347,6 @@ def train(cfg: TrainConfig, on_start: Callable[[Path], None] | None = None) -> P
             raise error
         if on_start is not None:
             on_start(run_dir)
-        if (ckpt := latest_checkpoint(run_dir)) is not None:
-            check_world_size(ckpt, distributed.world())  # before run.json changes: a finished run stays finished
         cfg = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, device=distributed.device(cfg.model.device)))
         held.enter_context(stop_on_signals())  # SIGTERM, SIGINT: run.json says killed (grpo_lab/run/signals.py)
         record = RunRecord(run_dir, cfg.seed)
