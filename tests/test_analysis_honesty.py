@@ -134,3 +134,47 @@ def test_the_ties_figure_names_a_prediction_only_where_one_is_drawn(report, pred
     assert any(label.startswith("predicted") for label in shown) == predicted
     assert {label for label in shown if not label.startswith(("predicted", "partial window"))} == \
         {f"sampler={s}" for s in table["sampler"].unique()}
+
+
+def _longer_answers(job: Path, factor: int) -> None:
+    """Rewrite a job's parts as if each answer it trained on were `factor` times as long: the same samples, more
+    tokens (its eval rows' tokens generated before each checkpoint too)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    for table, columns in (("groups", ("tokens", "tokens_total")), ("steps", ("tokens_total",)),
+                           ("eval", ("tokens_total",))):
+        for part in (job / table).glob("*.parquet"):
+            rows = pq.read_table(part)
+            for name in (c for c in columns if c in rows.column_names):
+                i = rows.column_names.index(name)
+                column = pa.compute.multiply(rows.column(name), pa.scalar(factor, rows.schema.field(name).type))
+                rows = rows.set_column(i, rows.schema.field(name), column)
+            pq.write_table(rows, part)
+
+
+@pytest.mark.parametrize("every_tokens", [0, 200])
+def test_equal_samples_unequal_tokens_are_said_first_with_where_tokens_are_equal(tmp_path, every_tokens):
+    """Arms that draw the same samples but one with answers twice as long: the first line says the tokens, that
+    aligning by samples does not equalise them, and where the comparisons at equal tokens are (a token schedule),
+    or that there are none and how to get them."""
+    configs = [job_config("fixed", group_size=4, seed=seed, max_steps=8, prompts_per_step=4)
+               for beta in (0.04, 0.0) for seed in (0, 1)]
+    for i, cfg in enumerate(configs):
+        cfg["eval"]["every_tokens"] = every_tokens
+        cfg["algo"]["beta"] = 0.04 if i < 2 else 0.0
+    root = write_sweep(tmp_path / "sweep", configs, PROMPTS, eval_prompts=prompt_pool(levels=("1", "2"), per_level=4,
+                                                                                      seed=5), eval_n=4)
+    for job in ("2", "3"):
+        _longer_answers(root / job, 2)
+    first = findings(build(root))[0]
+    groups = pd.concat([pd.read_parquet(p).assign(job=p.parent.parent.name) for p in root.glob("*/groups/*.parquet")])
+    tokens = groups.groupby("job")["tokens"].sum()  # recounted from the rows
+    fixed, longer = tokens[["0", "1"]].mean(), tokens[["2", "3"]].mean()
+    assert first.startswith(f"**Unequal tokens**: the arms drew equal samples but different tokens, tokens per job "
+                            f"0.04 {fixed:,.0f}, 0.0 {longer:,.0f} ({longer / fixed:.2f}x)"), first
+    assert "The comparisons aligned by samples drawn are at equal samples, not at equal tokens" in first
+    if every_tokens:
+        assert "only the held-out comparisons at " in first and " tokens (alignment `tokens`" in first, first
+    else:
+        assert "no checkpoint is at equal tokens" in first and "`eval.every_tokens`" in first, first

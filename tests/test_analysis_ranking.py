@@ -60,6 +60,9 @@ def test_the_known_ordering_is_resolved_and_nothing_else(sweep):
     assert ("Resolved: 2 of 3 pairs, all but fixed vs resample_on_tie; in order of the means, "
             "dynamic > fixed ~ resample_on_tie ('>' resolved, '~' not)." in findings)
     assert "## Ranking" in text and "(figures/ranking.png)" in text and (report.parent / "figures" / "ranking.png").exists()
+    # every job ran its 8 steps: the last checkpoints are at equal steps, and the ranking says so, not "samples"
+    assert "Ranking on held-out pass@1 at the end of the budget, equal steps (mean [" in findings
+    assert "Each arm at the end of its budget (equal steps), best first" in text and "equal samples" not in findings
 
 
 def test_ranked_means_are_a_recount_of_the_raw_tables(sweep):

@@ -289,3 +289,26 @@ def test_final_checkpoints_name_what_they_share():
     assert final_alignment(rows([12, 8], max_samples=None, max_tokens=5000.0)) == TOKENS
     assert final_alignment(rows([12, 8], max_samples=None, max_tokens=None)) == SAMPLES  # killed early: no budget
     assert final_alignment(rows([12, 8])) == SAMPLES
+
+
+def test_a_step_every_job_evaluated_within_one_budget_multiple_is_compared_once_at_equal_steps(tmp_path):
+    """`eval.every` steps beside `eval.every_samples` (tie_learning's schedule): a job's second checkpoint within
+    one multiple of the budget keeps its step ("step 8"). Where every job has one at the same step, it is not a
+    point of equal samples: the arms are compared there once, at equal steps, and the build does not fail."""
+    from fixtures.synthetic import job_config, prompt_pool, write_sweep
+
+    configs = [job_config("fixed", group_size=8, seed=seed, max_steps=32, prompts_per_step=size)
+               for size in (8, 4) for seed in range(4)]
+    for cfg in configs:
+        cfg["eval"]["every_samples"] = 400
+    root = write_sweep(tmp_path / "sweep", configs, prompt_pool(levels=("1", "2"), per_level=16),
+                       eval_prompts=prompt_pool(levels=("1", "2"), per_level=12, seed=3), eval_n=4, eval_every=8,
+                       stop_steps=[16] * 4 + [32] * 4)
+    table = pd.read_csv(_build(root).parent / "tables" / "at_k_comparisons.csv")
+    pairs = table[table["checkpoint"] != "final vs base"]
+    assert not pairs.duplicated(["metric", "k", "checkpoint"]).any()
+    assert set(pairs.loc[pairs["checkpoint"].str.startswith("step "), "alignment"]) == {"steps"}
+    assert set(pairs.loc[pairs["alignment"] == "steps", "checkpoint"]) == {"step 16"}
+    # at each point of equal samples the two arms had drawn within one multiple of each other
+    between = pairs[pairs["checkpoint"].str.endswith(" samples")]
+    assert len(between) and ((between["samples_a"] - between["samples_b"]).abs() < 400).all()

@@ -183,8 +183,8 @@ def checkpoint_comparisons(eval: pd.DataFrame, by: Sequence[str], points: Sequen
 
     - each pair of arms (`by`) at "base" (step 0) and at "final" (each job at its last evaluated
       step, so jobs stopped by an equal sample budget at different steps are compared at their ends);
-    - each pair of arms at every intermediate checkpoint (samples drawn, `checkpoint_labels`) that
-      every job of both arms has;
+    - each pair of arms at every intermediate checkpoint (samples drawn, `checkpoint_labels`; a "step N" label
+      only where the rows count no samples) that every job of both arms has;
     - each arm's final against its base ("final vs base");
     - each pair of arms at the study's equal-steps point (`alignment.equal_steps_point`: the largest step every
       job was evaluated at, where the jobs took different steps) and, where the runs evaluate on a token
@@ -222,12 +222,17 @@ def checkpoint_comparisons(eval: pd.DataFrame, by: Sequence[str], points: Sequen
                                                drawn["tokens"], _settings(rows))
         return selections[arm, point]
 
+    counted = "samples_total" in steps and steps["samples_total"].notna().any()
     pairs: list[tuple[str, str, Point, str, Point]] = []  # (checkpoint, arm a, point a, arm b, point b)
     aligned = [(STEPS, at_steps, f"step {at_steps}")] if at_steps is not None else []
     aligned += [(TOKENS, at_tokens, f"{at_tokens:,.0f} tokens")] if at_tokens is not None else []
+    taken = {name for _, _, name in aligned}  # one comparison a name: the per-seed rows are looked up by it
     for (a, _), (b, _) in arm_pairs(steps, by):  # in a two-key grid, within each level of the second key
         pairs += [(BASE, a, (SAMPLES, BASE), b, (SAMPLES, BASE)), (FINAL, a, (SAMPLES, FINAL), b, (SAMPLES, FINAL))]
-        common = set.intersection(*job_labels[a], *job_labels[b]) - {BASE, FINAL}
+        # the points aligned by samples drawn; where the rows count samples, a "step N" label (a second checkpoint
+        # within one multiple of `eval.every_samples`) is no budget the jobs share: the equal-steps point is
+        common = {label for label in set.intersection(*job_labels[a], *job_labels[b]) - {BASE, FINAL}
+                  if not (counted and label.startswith("step ")) and label not in taken}
         pairs += [(label, a, (SAMPLES, label), b, (SAMPLES, label)) for label in sorted(common, key=checkpoint_rank)]
         pairs += [(name, a, (alignment, point), b, (alignment, point)) for alignment, point, name in aligned]
     pairs += [("final vs base", arm, (SAMPLES, BASE), arm, (SAMPLES, FINAL)) for arm in arms]

@@ -18,14 +18,14 @@ def budget_warning(budgets: pd.DataFrame, tests: pd.DataFrame | None = None) -> 
         return None
     if "samples" not in ratios:  # samples alike, tokens not: aligning by samples does not equalise tokens
         tokens = tests[tests["metric"].str.endswith(" (equal tokens)")] if tests is not None and len(tests) else []
-        where = (f"the held-out comparisons at {str(tokens['interval'].iloc[0]).split(', ', 1)[-1]} (alignment "
-                 "`tokens` under Held-out results, said with each held-out finding) are" if len(tokens) else
-                 "none is: evaluate on a token schedule (`eval.every_tokens`) to compare the arms at equal tokens, "
-                 "or end every job at one token budget (`max_tokens`)")
+        where = (f"only the held-out comparisons at {str(tokens['interval'].iloc[0]).split(', ', 1)[-1]} (alignment "
+                 "`tokens` under Held-out results, said with each held-out finding) are at equal tokens" if len(tokens)
+                 else "no checkpoint is at equal tokens: to compare the arms there, evaluate on a token schedule "
+                 "(`eval.every_tokens`) or end every job at one token budget (`max_tokens`)")
         return (f"**Unequal tokens**: the arms drew equal samples but different tokens, tokens per job "
-                f"{', '.join(f'{short_label(a)} {_amount(v)}' for a, v in zip(budgets['arm'], budgets['tokens']))} "
-                f"({ratios['tokens']:.2f}x), more than {BUDGET_TOLERANCE:.0%} apart. Every comparison aligned by "
-                f"samples drawn is at equal samples, not at equal tokens; {where}.")
+                f"{', '.join(f'{short_label(a)} {v:,.0f}' for a, v in zip(budgets['arm'], budgets['tokens']))} "
+                f"({ratios['tokens']:.2f}x), more than {BUDGET_TOLERANCE:.0%} apart. The comparisons aligned by "
+                f"samples drawn are at equal samples, not at equal tokens; {where}.")
     parts = [f"{unit} per job {', '.join(f'{short_label(a)} {_amount(v)}' for a, v in zip(budgets['arm'], budgets[unit]))}"
              f" ({ratios[unit]:.2f}x)" for unit in ("samples", "tokens") if unit in ratios]
     # samples alike but tokens not (an arm that draws longer answers): a token budget is the equal one then

@@ -104,10 +104,11 @@ def final_comparisons(comparisons: pd.DataFrame, per_seed: pd.DataFrame) -> pd.D
     as text); None when there is none."""
     aligned = comparisons["alignment"].isin(list(ALIGNED)) if "alignment" in comparisons else False
     final = comparisons[((comparisons["checkpoint"] == "final") | aligned) & comparisons["refused"].isna()]
-    of = per_seed.groupby(["metric", "k", "a", "b"], sort=False).indices if len(final) else {}  # each's seeds
+    key = ["metric", "k", "checkpoint", "a", "b"]
+    of = per_seed.groupby(key, sort=False).indices if len(final) else {}  # each comparison's seeds
     rows = []
     for _, row in final.iterrows():
-        seeds = per_seed.iloc[of[(row["metric"], row["k"], row["a"], row["b"])]]
+        seeds = per_seed.iloc[of[tuple(row[key])]]
         a = seeds.dropna(subset=["seed_a"]).set_index("seed_a")["mean_a"]
         b = seeds.dropna(subset=["seed_b"]).set_index("seed_b")["mean_b"]
         result = compare_values(a, b)

@@ -11,7 +11,7 @@ import pandas as pd
 
 from analysis.data.arms import iter_arms, short_label
 from analysis.data.load import Tables
-from analysis.data.alignment import equal_steps_point
+from analysis.data.alignment import SAMPLES, equal_steps_point, final_alignment
 from analysis.measures.ranking import (INFORMATIVE, PASS1, PASS1_STEPS, Ranking, informative_by_arm, pass1_at_step,
                                        pass1_by_arm, rank)
 from analysis.render import intervals as figures
@@ -53,7 +53,9 @@ def section(tables: Tables, ctx: Context, tests: pd.DataFrame, scores: pd.DataFr
         rankings.append(rank(INFORMATIVE, by_arm[~by_arm["arm"].isin(fixed)].reset_index(drop=True), tests))
     if not rankings:
         return None
-    sentences = [sentence(r, step=at_step) for r in rankings]
+    # what the arms' last checkpoints share: the budget's samples, or one step where every job ran the same steps
+    ended = final_alignment(tables.eval.drop_duplicates(["job", "step"])) if not tables.eval.empty else SAMPLES
+    sentences = [sentence(r, step=at_step, final=ended) for r in rankings]
     left_out = unranked_text(fixed)
     if left_out and rankings[-1].measure == INFORMATIVE:
         sentences[-1] += f" {left_out}"
@@ -61,7 +63,7 @@ def section(tables: Tables, ctx: Context, tests: pd.DataFrame, scores: pd.DataFr
     files = Files()
     parts = [
         "## Ranking", "",
-        "Each arm at the end of its sample budget (equal samples), best first: held-out pass@1 (mean over held-out "
+        f"Each arm at the end of its budget (equal {ended}), best first: held-out pass@1 (mean over held-out "
         "prompts and seeds), "
         + (f"the same at the study's equal-steps point (step {at_step}: every job evaluated there, whatever its "
            "budget; arms that spend samples on redraws take fewer steps to a budget), " if at_step is not None else "")
@@ -127,15 +129,15 @@ def resolved_text(r: Ranking) -> str:
             f"in order of the means, {order_text(r)} ('>' resolved, '~' not)")
 
 
-def sentence(r: Ranking, digits: int = 3, step: int | None = None) -> str:
-    """The ranking in one Findings line: each arm's mean [interval] (possible ranks), then the
-    resolved orderings."""
+def sentence(r: Ranking, digits: int = 3, step: int | None = None, final: str = SAMPLES) -> str:
+    """The ranking in one Findings line: where the arms are compared (the equal-steps point `step`, or the end of
+    the budget, aligned by `final`), each arm's mean [interval] (possible ranks), then the resolved orderings."""
     arms = "; ".join(f"{short_label(a)} {cell(m, digits)} [{cell(lo, digits)}, {cell(hi, digits)}] "
                      f"({'ranks' if '–' in ranks else 'rank'} {ranks})"
                      for a, m, lo, hi, ranks in r.table[["arm", "mean", "ci_low", "ci_high", "ranks"]].itertuples(
                          index=False))
     text = resolved_text(r)
-    where = f" (step {step}, which every job reached)" if r.measure == PASS1_STEPS else \
-        " at the end of the budget (equal samples)"
+    where = f", step {step}, which every job reached" if r.measure == PASS1_STEPS else \
+        f" at the end of the budget, equal {final}"
     return (f"Ranking on {r.measure}{where} (mean [95% interval over {r.interval}] "
             f"(possible ranks), best first): {arms}. {text[0].upper()}{text[1:]}.")
