@@ -96,6 +96,7 @@ HEAVY = {
     "tests/test_analysis_honesty.py::test_a_sweep_of_two_code_versions_says_which_jobs_ran_which_and_what_changed",
     "tests/test_analysis_honesty.py::test_equal_budgets_say_nothing",
     "tests/test_analysis_honesty.py::test_unequal_budgets_are_said_first_with_the_numbers",
+    "tests/test_analysis_honesty.py::test_equal_samples_unequal_tokens_are_said_first_with_where_tokens_are_equal",
     "tests/test_chat.py::test_local_chat_model_end_to_end",
     "tests/test_cli_messages.py::test_a_group_chosen_on_the_command_line_holds_or_is_refused[smollm2_ties-sampler]",
     "tests/test_cli_messages.py::test_a_group_chosen_on_the_command_line_holds_or_is_refused[tie_learning-sampler]",

@@ -169,7 +169,6 @@ def test_multirun_fixed_vs_adaptive_at_equal_samples(tmp_path):
     assert (sweep / "report" / "REPORT.md").exists()  # the on_multirun_end callback built it
 
 
-@pytest.mark.heavy
 def test_a_sweep_of_batch_sizes_at_one_budget_is_compared_at_equal_steps_too(tmp_path):
     """Issue 35's case, through Hydra: `prompts_per_step=2,4` at one `max_samples` takes 8 and 4 optimizer steps
     to the budget; with `eval.every=2` every job is evaluated at step 4, the report's equal-steps point. The
