@@ -20,14 +20,21 @@ from grpo_lab.config import TrainConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 ENV = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-STEPS = 32  # long enough that a signal sent at step 2 lands in training, on a loaded machine too
+STEPS = 16
 ARGS = [f"max_steps={STEPS}", "prompts_per_step=2", "sampler.group_size=2", "task.levels=[1,2]",
         "task.train_per_level=4", "eval=none", "checkpoint_every=2", "threads=1", "seed=0"]
 
 
+def _default_signals() -> None:
+    """In the child, before Python starts: SIGINT as a terminal gives it. A test run started in the background
+    of a shell without job control ignores SIGINT, and a child inherits that (the job then rightly leaves an
+    ignored signal alone)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _start(*args: str) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "experiments.train", *args], cwd=ROOT, env=ENV, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=_default_signals)
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
