@@ -88,6 +88,17 @@ def child(cfg: dict, out_dir: Path, mode: str) -> subprocess.Popen:
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)
 
 
+def overrides(cfg: dict, prefix: str = "") -> list[str]:
+    """A config dict as the command line's overrides: {"task": {"levels": [1, 3]}} -> ["task.levels=[1,3]"]."""
+    out = []
+    for key, value in cfg.items():
+        if isinstance(value, dict):
+            out += overrides(value, f"{prefix}{key}.")
+        else:
+            out.append(f"{prefix}{key}={json.dumps(value).replace(' ', '')}")
+    return out
+
+
 def run_to_end(cfg: dict, out_dir: Path) -> subprocess.CompletedProcess:
     p = child(cfg, out_dir, "plain")
     out, err = p.communicate(timeout=900)
@@ -162,7 +173,8 @@ def duplicate_and_changed(work: Path) -> list[tuple[str, bool, str]]:
         if line.startswith("EVENT"):
             break
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-    second = subprocess.run([sys.executable, "-m", "experiments.train", "max_steps=1", f"hydra.run.dir={run}"],
+    # the same config as the holder's, so that the command's config check passes and the lock is what refuses
+    second = subprocess.run([sys.executable, "-m", "experiments.train", *overrides(CONFIG), f"hydra.run.dir={run}"],
                             capture_output=True, text=True, cwd=ROOT, env=env)
     lines = [ln for ln in second.stderr.strip().splitlines() if not ln.startswith("[")]  # progress log lines aside
     ok = second.returncode != 0 and len(lines) == 1 and f"being written by pid {first.pid}" in lines[0]
@@ -218,11 +230,12 @@ def analysis_trials(work: Path) -> list[tuple[str, bool, str]]:
     for job, (_, corrupt, _) in corruptions.items():
         corrupt(sweep / job)
     out = subprocess.run([sys.executable, "-m", "analysis", str(sweep)], capture_output=True, text=True, cwd=ROOT)
-    report = sweep / "report" / "REPORT.md"
-    text = report.read_text() if report.exists() else ""
+    report = sweep / "report"  # the Jobs section, which names what was skipped, is on the second page
+    text = "".join((report / page).read_text() for page in ("REPORT.md", "DETAILS.md") if (report / page).exists())
     results = []
     for what, _, name in corruptions.values():
-        results.append((f"analysis: {what}", out.returncode == 0 and f"`{name}`" in text, f"named as `{name}`"))
+        results.append((f"analysis: {what}", out.returncode == 0 and f"`{name}`" in text,
+                        f"named as `{name}`" if out.returncode == 0 else f"exit {out.returncode}: {out.stderr[-150:]}"))
     good = ["0", "3", "4", "5", "6", "7", "8", "9"]  # bad parts go, their jobs stay
     listed = all(f"| {j} |" in text for j in good)
     results.append(("analysis: report for the good jobs", out.returncode == 0 and listed, f"jobs {', '.join(good)}"))
