@@ -42,6 +42,7 @@ from analysis.sections import (at_k, coverage, equal_budget, examples, findings,
                                jobs, persistence, provenance, ranking, tests, tie_learning, ties, trained)
 from analysis.sections import budgets as budgets_text
 from analysis.sections.section import DETAILS, Context, Section
+from analysis.measures.health import MISMATCH_COLUMNS
 
 # the columns the sections read; the others (the groups' reward lists first) stay on disk
 COLUMNS = {
@@ -49,7 +50,8 @@ COLUMNS = {
                "used", "tokens", "samples_total", "tokens_total", "n_informative", "truncated", "reused"),
     "eval": ("step", "prompt_id", "difficulty", "answer", "correct", "samples_total", "tokens_total",
              *settings.STORED),
-    "steps": ("step", "samples_total", "reward_mean", "kl", "clip_frac", "grad_norm", "tie_frac"),
+    "steps": ("step", "samples_total", "reward_mean", "kl", "clip_frac", "grad_norm", "tie_frac",
+              *MISMATCH_COLUMNS),
 }
 
 

@@ -5,7 +5,8 @@ and peak GPU memory; then the real-shaped configuration of issue 8: that model (
 gradient checkpointing, printing peak GPU memory and tokens/s. Random weights rarely emit the
 end token, so every completion runs to 1,024 tokens. Last, dist.strategy=ddp and fsdp under torchrun over
 every GPU here (one GPU: a mesh of one, the same FSDP2 code path): per-rank bytes and peak memory, and a
-sharded checkpoint resumed exactly. Without CUDA it says so and exits 0.
+sharded checkpoint resumed exactly. Where vLLM is installed, the 0.5B-class model's steps under rollout.engine=vllm
+against hf. Without CUDA it says so and exits 0.
 
     python benchmarks/gpu_check.py [--steps 4]
 """
@@ -13,6 +14,7 @@ sharded checkpoint resumed exactly. Without CUDA it says so and exits 0.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 import tempfile
 import time
@@ -134,6 +136,22 @@ def main() -> None:
         real.eval.n = 0
         measure("0.5B-class model, 1,024 new tokens", real, max(1, args.steps // 2))
         sharded(Path(big.model.path), args.steps, Path(tmp))
+        engines(big, args.steps, Path(tmp))
+
+
+def engines(big: TrainConfig, steps: int, root: Path) -> None:
+    """rollout.engine=vllm against hf on the 0.5B-class model, the same config side by side (benchmarks/
+    vs_hf_rollout.py's comparison for a GPU session); skipped where vLLM is not installed."""
+    import importlib.util
+
+    if importlib.util.find_spec("vllm") is None:
+        print("engines: vLLM is not installed here (pip install vllm); the engine comparison is skipped")
+        return
+    for engine in ("hf", "vllm"):
+        cfg = dataclasses.replace(big, out_dir=str(root / f"engine-{engine}"))
+        cfg.rollout = dataclasses.replace(big.rollout, engine=engine)
+        trainer = measure(f"0.5B-class model, rollout.engine={engine}", cfg, steps)
+        trainer.engine.close()
 
 
 if __name__ == "__main__":

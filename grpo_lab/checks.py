@@ -9,12 +9,14 @@ import os
 
 from grpo_lab.config import (ADVANTAGE_RULES, DEVICE, DTYPES, LOGGER_BACKENDS, MAX_EPS_HIGH, MAX_MU, MAX_NEW_TOKENS,
                              MAX_REWARD_WORKERS, MAX_SAMPLES_PER_STEP, MAX_SEED, MAX_TEMPERATURE, MAX_THREADS,
-                             MAX_WAIT_S, MAX_ZVP_ALPHA, MIN_TEMPERATURE, STRATEGIES, TrainConfig, leaves)
+                             MAX_WAIT_S, MAX_ZVP_ALPHA, MIN_TEMPERATURE, ROLLOUT_CORRECTIONS as CORRECTIONS,
+                             STRATEGIES, TrainConfig, leaves)
 from grpo_lab.errors import ConfigError, require
 from grpo_lab.footprint import available, check_fits, eval_rows_per_call, model_shape, on_host, sampling_bytes
 from grpo_lab.model.files import check_model_files, check_model_folder, resolve_model_path
 from grpo_lab.model.lora import check_lora
 from grpo_lab.rewards.rules import ANSWER_FORMATS
+from grpo_lab.rollout.engines import check_engine
 from grpo_lab.samplers import check_sampler, draw_bounds
 from grpo_lab.tasks import TASKS
 from grpo_lab.tasks.arithmetic import check_arithmetic
@@ -130,6 +132,7 @@ def validate(cfg: TrainConfig) -> None:
     require(cfg.model.dtype != "float16", "model.dtype", cfg.model.dtype,
              "float16 needs loss scaling, which grpo-lab does not do; use 'bfloat16' or 'auto'")
     check_lora(cfg.model.lora, cfg.dist.strategy)
+    check_engine(cfg)
     require(cfg.model.logprob_chunk >= 0, "model.logprob_chunk", cfg.model.logprob_chunk, "must be >= 0 (0: full logits)")
     a = cfg.algo
     require(a.micro_batch_groups is None or a.micro_batch_groups >= 1, "algo.micro_batch_groups",
@@ -137,6 +140,10 @@ def validate(cfg: TrainConfig) -> None:
     require(a.micro_batch_tokens is None or a.micro_batch_tokens >= 1, "algo.micro_batch_tokens",
              a.micro_batch_tokens, "must be >= 1 or null (no cap)")
     require(a.unit_weight in ("prompt", "sample"), "algo.unit_weight", a.unit_weight, "must be one of 'prompt', 'sample'")
+    require(a.rollout_correction in CORRECTIONS, "algo.rollout_correction", a.rollout_correction,
+            f"must be one of {', '.join(map(repr, CORRECTIONS))}")
+    require(a.rollout_correction_cap > 1, "algo.rollout_correction_cap", a.rollout_correction_cap,
+            "must be > 1: a ratio pi_train / pi_rollout of 1 (no mismatch) must pass the cap unchanged")
     require(cfg.rollout.max_rows_per_call is None or cfg.rollout.max_rows_per_call >= 1, "rollout.max_rows_per_call",
              cfg.rollout.max_rows_per_call, "must be >= 1 or null (every row in one call)")
     c = cfg.checkpoint

@@ -101,14 +101,33 @@ class AlgoConfig:
     micro_batch_tokens: int | None = None  # and at most this many padded positions per micro-batch; None: no cap
     unit_weight: str = "prompt"  # prompt: a pooled unit weighs as one prompt (the paper); sample: as its samples
     mask_truncated: bool = False  # keep completions cut at max_new_tokens out of the loss (DAPO's overlong filter)
+    # reweight each fresh sample's surrogate by pi_train / pi_rollout, capped (grpo_lab/train/rollout_correction.py):
+    # none | token_truncate | token_mask | sequence_truncate | sequence_mask. The mismatch is measured in any mode
+    rollout_correction: str = "none"
+    rollout_correction_cap: float = 2.0  # the ratio's cap (TRL's vllm_importance_sampling_cap; > 1)
+
+
+@dataclass
+class VLLMConfig:
+    """rollout.engine=vllm: a vLLM engine in the trainer's process (grpo_lab/rollout/vllm_engine.py)."""
+
+    kv_cache_gb: float = 1.0  # CPU: the engine's KV cache, GiB (it batches as many samples as fit)
+    gpu_memory_utilization: float = 0.3  # CUDA: the share of the GPU the engine takes; the trainer needs the rest
+    sleep: bool = True  # CUDA: the engine frees its weights and KV cache between rollouts (woken, weights re-sent)
+    enforce_eager: bool | None = None  # None: eager on CPU (starts in seconds), CUDA graphs on a GPU
+    dtype: str = "auto"  # the engine's weights: auto = float32 on CPU, bfloat16 on CUDA (the trainer's autocast)
 
 
 @dataclass
 class RolloutConfig:
+    # hf: grpo-lab's decode loop with a shared prompt cache | vllm: a colocated vLLM engine (the vllm extra), its
+    # weights synced after every optimizer step; samples, budgets and tables are the same either way
+    engine: str = "hf"
     temperature: float = 1.0  # sampling temperature of training rollouts (0: greedy, every group tied)
     max_new_tokens: int = 6  # arithmetic answers are <= 4 digits + the end token
     max_rows_per_call: int | None = None  # rows (prompts x samples) per generation call, here and in eval; None: all
     stop: list[str] = field(default_factory=list)  # strings that end a completion (cut before them, as vLLM)
+    vllm: VLLMConfig = field(default_factory=VLLMConfig)
 
 
 @dataclass
@@ -142,7 +161,9 @@ class CheckpointConfig:
 
 
 LOGGER_BACKENDS = ("console", "tensorboard", "wandb")
-STRATEGIES = ("ddp", "fsdp")  # dist.strategy (grpo_lab/train/parallel.py)
+STRATEGIES = ("ddp", "fsdp")
+# algo.rollout_correction (grpo_lab/train/rollout_correction.py)
+ROLLOUT_CORRECTIONS = ("none", "token_truncate", "token_mask", "sequence_truncate", "sequence_mask")  # dist.strategy (grpo_lab/train/parallel.py)
 
 
 @dataclass

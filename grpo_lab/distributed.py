@@ -149,12 +149,13 @@ def broadcast_parameters(module: torch.nn.Module) -> None:
             t.data.copy_(moved)
 
 
-def max_over_ranks(n: int) -> int:
-    """The largest of every rank's `n`."""
-    t = torch.tensor([n], device=_comm_device()) if dist.is_initialized() else torch.tensor([n])
+def max_over_ranks(n: int | float) -> int | float:
+    """The largest of every rank's `n`, of `n`'s type."""
+    t = torch.tensor([n], dtype=torch.float64 if isinstance(n, float) else torch.int64)
     if dist.is_initialized():
+        t = t.to(_comm_device())
         dist.all_reduce(t, op=dist.ReduceOp.MAX)
-    return int(t)
+    return type(n)(t.item())
 
 
 def mesh(device_type: str):

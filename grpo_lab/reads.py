@@ -60,6 +60,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("task.chat_template", _one_of(True), "task.chat_template=true", ("task.system_prompt", "task.shots")),
     Option("checkpoint.keep_last", lambda value: value is not None, "checkpoint.keep_last=N (pruning)",
            ("checkpoint.keep_steps", "checkpoint.keep_eval")),
+    Option("rollout.engine", _one_of("vllm"), "rollout.engine=vllm", ("rollout.vllm",)),
     Option("logger.backends", _has("console"), "a console logger (logger=console, tensorboard or many)",
            ("logger.every_s", "logger.every", "logger.name", "logger.group")),
     Option("logger.backends", _has("wandb"), "logger=wandb (or many)",

@@ -76,3 +76,28 @@ def test_figure_is_a_readable_png(tmp_path):
         with Image.open(path) as img:
             assert img.info["dpi"][0] >= 150
             assert img.size[0] >= 1500  # wide enough to stay sharp at GitHub's page width
+
+
+def test_the_rollout_mismatch_is_drawn_only_past_rounding_and_summed_up_per_arm():
+    """Steps written before the mismatch was measured have no such columns: no panel. The hf engine's own decode
+    measures ~1e-6: its panels are left out. Past 1e-3 (another engine, bf16) both panels are drawn."""
+    from analysis.measures.health import MISMATCH, ROUNDING, mismatch_by_arm
+
+    old = pd.concat([_steps(s, "fixed", 30, 64) for s in range(2)]).drop(columns=list(MISMATCH))
+    assert not any(m in set(health_curves(old, ["sampler"])["metric"]) for m in MISMATCH)
+    assert mismatch_by_arm(old, ["sampler"]).empty
+    hf = pd.concat([_steps(s, "fixed", 30, 64) for s in range(2)])
+    hf["rollout_logp_diff_max"] = hf["rollout_logp_diff_max"] * ROUNDING  # all at or under rounding
+    assert set(MISMATCH) <= set(flat_metrics(health_curves(hf, ["sampler"])))
+    mixed = pd.concat([hf, _steps(5, "vllm", 30, 64)])
+    assert not set(MISMATCH) & set(flat_metrics(health_curves(mixed, ["sampler"])))
+    rng = np.random.default_rng(3)
+    mixed = mixed.assign(rollout_logp_diff_mean=rng.random(len(mixed)), rollout_ess=rng.random(len(mixed)),
+                         rollout_capped=rng.random(len(mixed)))
+    mixed.loc[mixed.index[:4], "rollout_logp_diff_mean"] = np.nan  # steps with no update measure nothing
+    got = mismatch_by_arm(mixed, ["sampler"]).set_index("arm")
+    for name, rows in mixed.groupby("sampler"):
+        rows = rows[rows["rollout_logp_diff_mean"].notna()]
+        want = (len(rows), rows["rollout_logp_diff_mean"].sum() / len(rows), max(rows["rollout_logp_diff_max"]),
+                rows["rollout_kl"].sum() / len(rows), min(rows["rollout_ess"]), rows["rollout_capped"].sum() / len(rows))
+        np.testing.assert_allclose(got.loc[f"sampler={name}"].to_numpy(float), want)

@@ -35,6 +35,9 @@ CONTRACT: dict[str, dict[str, str]] = {
 OPTIONAL: dict[str, dict[str, str]] = {
     "eval": {"n": "int?", "temperature": "float?", "top_p": "float?", "max_new_tokens": "int?",
              "tokens_total": "int?"},
+    # the rollout/train mismatch (grpo_lab/train/rollout_correction.py), in steps written since rollout.engine
+    "steps": {c: "float?" for c in ("rollout_logp_diff_mean", "rollout_logp_diff_max", "rollout_kl",
+                                    "rollout_ratio_mean", "rollout_ess", "rollout_capped")},
 }
 # columns whose NaN would enter a statistic as a number
 NO_NAN: dict[str, tuple[str, ...]] = {"groups": ("rewards", "reward_mean", "reward_std"), "steps": (),

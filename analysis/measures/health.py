@@ -13,7 +13,14 @@ import pandas as pd
 from analysis.data.arms import iter_arms
 
 PANELS = {"reward_mean": "reward (mean per step)", "kl": "KL to the reference (k3)", "clip_frac": "clip fraction",
-          "grad_norm": "gradient norm (before clipping)", "tie_frac": "tie fraction of groups"}
+          "grad_norm": "gradient norm (before clipping)", "tie_frac": "tie fraction of groups",
+          "rollout_logp_diff_max": "rollout/train |Δ log-prob|, step max", "rollout_kl": "KL(rollout ‖ train), k3"}
+# the rollout/train mismatch (steps written since rollout.engine): panels only where it is past float rounding
+# (the hf engine's own decode measures ~1e-6 at most); runs written before it have no such columns
+MISMATCH = ("rollout_logp_diff_max", "rollout_kl")
+ROUNDING = 1e-3
+# the steps table's mismatch columns the report reads (analysis/data/schema.py: optional, checked where present)
+MISMATCH_COLUMNS = ("rollout_logp_diff_mean", "rollout_logp_diff_max", "rollout_kl", "rollout_ess", "rollout_capped")
 POINTS = 25  # about this many smoothing windows per job: a step-level curve is mostly noise
 GRID = 60  # points on the common samples grid of an arm's mean and band
 BAND_JOBS = 3  # arms with more jobs than this are drawn as mean and band: 12 lines an arm are a tangle
@@ -28,7 +35,7 @@ def health_curves(steps: pd.DataFrame, arm: Sequence[str], points: int = POINTS)
         for job, run in rows.groupby("job", observed=True, sort=False):
             run = run.sort_values("step")
             window = max(len(run) // points, 1)
-            for metric in PANELS:
+            for metric in (m for m in PANELS if m in run):
                 values = run[metric].astype(float).rolling(window, center=True, min_periods=1).mean()
                 out.append(pd.DataFrame({"arm": label, "job": str(job), "step": run["step"].to_numpy(),
                                          "samples_total": run["samples_total"].to_numpy(), "metric": metric,
@@ -48,8 +55,10 @@ def flat_metrics(curves: pd.DataFrame) -> list[str]:
     job: no reference). A reward or KL flat at 0 is a finding, and stays."""
     clip = curves.loc[curves["metric"] == "clip_frac", "value"]
     unmeasured = no_kl_jobs(curves)
+    diff = curves.loc[curves["metric"] == "rollout_logp_diff_max", "value"]
     return ((["clip_frac"] if clip.fillna(0).eq(0).all() else [])
-            + (["kl"] if len(unmeasured) and len(unmeasured) == curves["job"].nunique() else []))
+            + (["kl"] if len(unmeasured) and len(unmeasured) == curves["job"].nunique() else [])
+            + (list(MISMATCH) if not (diff.max() > ROUNDING) else []))  # NaN or absent: nothing to draw
 
 
 def no_kl_jobs(curves: pd.DataFrame) -> pd.Index:
@@ -77,3 +86,19 @@ def health_bands(curves: pd.DataFrame, points: int = GRID) -> pd.DataFrame:
                                  "low": values.min(0), "high": values.max(0), "jobs": len(lines)}))
     columns = ["arm", "metric", "samples_total", "mean", "low", "high", "jobs"]
     return pd.concat(out, ignore_index=True) if out else pd.DataFrame(columns=columns)
+
+
+def mismatch_by_arm(steps: pd.DataFrame, arm: Sequence[str]) -> pd.DataFrame:
+    """Per arm, the rollout/train mismatch over its jobs' steps (those that measured it): mean |Δ log-prob| a token
+    (mean over steps), the largest |Δ| of any step, the mean k3 KL(rollout ‖ train), the lowest effective sample
+    share and the mean share over the correction's cap. Empty when the steps table has no such columns."""
+    columns = ["arm", "steps", "diff_mean", "diff_max", "kl", "ess_min", "capped"]
+    if "rollout_logp_diff_mean" not in steps:
+        return pd.DataFrame(columns=columns)
+    out = []
+    for label, rows in iter_arms(steps, list(arm)) if arm else [("all", steps)]:
+        rows = rows[rows["rollout_logp_diff_mean"].notna()]
+        if len(rows):
+            out.append((label, len(rows), rows["rollout_logp_diff_mean"].mean(), rows["rollout_logp_diff_max"].max(),
+                        rows["rollout_kl"].mean(), rows["rollout_ess"].min(), rows["rollout_capped"].mean()))
+    return pd.DataFrame(out, columns=columns)

@@ -10,6 +10,7 @@ from matplotlib.artist import Artist
 from matplotlib.ticker import EngFormatter
 
 from analysis.data.arms import short_label
+from analysis.measures.health import MISMATCH
 from analysis.measures.health import PANELS as HEALTH_PANELS
 from analysis.measures.health import POINTS as HEALTH_POINTS
 from analysis.measures.health import flat_metrics, health_bands, many_jobs
@@ -75,7 +76,7 @@ def health(curves: pd.DataFrame, path: Path, points: int = HEALTH_POINTS,
         ax.set(title=HEALTH_PANELS[metric], xlabel="samples drawn")
         ax.xaxis.set_major_formatter(EngFormatter(sep=""))
         ax.grid(alpha=0.3)
-        if metric in ("clip_frac", "tie_frac"):
+        if metric in ("clip_frac", "tie_frac", *MISMATCH):  # shares and sizes: their zero is the reference
             ax.set_ylim(bottom=0)
         if metric == "tie_frac":
             ax.set_ylim(top=1.02)

@@ -1,9 +1,11 @@
-"""Training health: reward, KL, clip fraction, gradient norm and tie fraction against samples drawn."""
+"""Training health: reward, KL, clip fraction, gradient norm and tie fraction against samples drawn, and the
+rollout/train mismatch of the engine that sampled."""
 
 from __future__ import annotations
 
 from analysis.data.load import Tables
-from analysis.measures.health import BAND_JOBS, POINTS, flat_metrics, health_curves, many_jobs, no_kl_jobs
+from analysis.measures.health import (BAND_JOBS, MISMATCH, POINTS, flat_metrics, health_curves, many_jobs,
+                                      mismatch_by_arm, no_kl_jobs)
 from analysis.render import curves as figures
 from analysis.render.writer import Files
 from analysis.sections.section import Context, Section
@@ -26,7 +28,8 @@ def section(tables: Tables, ctx: Context) -> Section | None:
            if many else "one line per job.")
         + (" The clip fraction is left out: it is 0 at every step of every job (with mu = 1 a step's one pass has "
            "ratio exactly 1, so nothing is clipped)." if "clip_frac" in flat else "")
-        + _unmeasured_kl(no_kl_jobs(curves), "kl" in flat), "",
+        + _unmeasured_kl(no_kl_jobs(curves), "kl" in flat)
+        + _mismatch(mismatch_by_arm(tables.steps, list(ctx.arm)), drawn=MISMATCH[0] not in flat), "",
         files.figure("health", figures.health, curves, colours=ctx.colours),
     ]), files=files)
 
@@ -41,3 +44,15 @@ def _unmeasured_kl(jobs, left_out: bool) -> str:
     one = len(jobs) == 1
     return (f" {len(jobs)} job{'' if one else 's'} ({names}) {'draws' if one else 'draw'} no KL line: trained "
             "with algo.beta = 0, without a reference.")
+
+
+def _mismatch(by_arm, drawn: bool) -> str:
+    """The rollout/train mismatch in a sentence an arm (`mismatch_by_arm`); "" for runs that did not measure it."""
+    if by_arm.empty:
+        return ""
+    parts = [f"{r.arm}: mean |Δ| {r.diff_mean:.2g}, largest {r.diff_max:.2g}, KL {r.kl:.2g}, effective sample share "
+             f"at least {r.ess_min:.3g}, over the cap {r.capped:.3g} ({r.steps} steps)" for r in by_arm.itertuples()]
+    return (" Rollout/train mismatch (the engine's log-probs of its sampled tokens against the trainer's first pass, "
+            "over the fresh samples that trained; rollout.engine, algo.rollout_correction): " + "; ".join(parts) + "."
+            + (" Its panels show the largest |Δ log-prob| a step and the k3 KL(rollout ‖ train)." if drawn else
+               " Its panels are left out: the largest |Δ log-prob| of any step is at float rounding (<= 1e-3)."))

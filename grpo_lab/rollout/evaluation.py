@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from functools import partial
 
 import torch
 
@@ -32,6 +33,7 @@ def evaluate(
     scorer: Scorer | None = None,
     answer_format: str = "bare",
     stop: list[str] | tuple[str, ...] = (),
+    engine=None,
 ) -> list[dict]:
     """Sample n completions for each problem and score them. A generator of its own, seeded by
     (seed, step), keeps evaluation from moving the training run's random stream. max_rows: rows per
@@ -39,7 +41,8 @@ def evaluate(
     top_p: 1, no nucleus cut; max_new_tokens), so rows of two evaluations are never taken for one.
 
     A batch holds at most EVAL_BATCH_ROWS rows (fewer prompts a batch at a large n): its tokens, texts and,
-    without max_rows, its KV cache exist at once, as a training step's draw does."""
+    without max_rows, its KV cache exist at once, as a training step's draw does. `engine`: the rollout engine
+    that samples (grpo_lab/rollout/engines.py; None: the hf decode loop on `model`)."""
     generator = torch.Generator(device=next(model.parameters()).device).manual_seed(seed * 1_000_003 + step)
     setting = dict(n=n, temperature=temperature, top_p=1.0, max_new_tokens=max_new_tokens)
     prompts_per_batch = max(1, min(prompts_per_batch, EVAL_BATCH_ROWS // n))  # the same batches at n <= 1024
@@ -48,9 +51,9 @@ def evaluate(
     model.eval()
     for start in range(0, len(problems), prompts_per_batch):
         batch = problems[start:start + prompts_per_batch]
-        ro = sample_groups(model, tokenizer, [p.prompt for p in batch], n, max_new_tokens=max_new_tokens,
-                           temperature=temperature, generator=generator, end_ids=end_ids, max_rows=max_rows,
-                           stop=stop)
+        draw = engine.sample if engine is not None else partial(sample_groups, model, tokenizer)
+        ro = draw([p.prompt for p in batch], n, max_new_tokens=max_new_tokens, temperature=temperature,
+                  generator=generator, end_ids=end_ids, max_rows=max_rows, stop=stop)
         lengths = ro.lengths.tolist()
         golds = [p.answer for p in batch for _ in range(n)]
         scored = score_all(ro.texts, (~ro.truncated).tolist(), golds, answer_kind, RewardWeights(), scorer,

@@ -106,21 +106,29 @@ def sample_groups(
         def join(i, value):  # the calls' (rows, t) tensors, right-padded to one width: (N, T)
             return torch.cat([torch.nn.functional.pad(p[i], (0, width - p[i].shape[1]), value=value) for p in pieces])
 
-        ids, logps, stopped = join(0, pad), join(1, 0.0), join(2, False)
-        is_eos = torch.isin(ids, ends)
-        is_end = is_eos | stopped
-        # A token counts while no end token came strictly before it: the end token itself is scored.
-        mask = (is_end.cumsum(1) - is_end.long()) == 0
-        finished = is_end.any(1)
-        lengths = mask.sum(1)
-        cpu_ids = ids.masked_fill(~mask | is_eos, pad).tolist()
-        texts = tokenizer.batch_decode(cpu_ids, skip_special_tokens=True)
-        if stop:
-            texts = [cut_at_stop(text, stop) for text in texts]
-        ro = Rollout(prompt_ids, prompt_mask, ids, mask, logps.masked_fill(~mask, 0.0), texts, lengths,
-                     ~finished, group_size)
+        ro = assemble(prompt_ids, prompt_mask, join(0, pad), join(1, 0.0), join(2, False), group_size,
+                      tokenizer=tokenizer, ends=ends, stop=stop)
     # The policy pass, which needs autograd, reads these: clone them out of inference mode.
     return dataclasses.replace(ro, **{f: getattr(ro, f).clone() for f in _TENSORS})
+
+
+def assemble(prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, ids: torch.Tensor, logps: torch.Tensor,
+             stopped: torch.Tensor, group_size: int, *, tokenizer, ends: torch.Tensor,
+             stop: list[str] | tuple[str, ...] = ()) -> Rollout:
+    """A Rollout from an engine's drawn tokens, their log-probs and where a stop string completed ((N, T) each,
+    padded after the end): every engine's samples end, count and decode by this one rule."""
+    pad = tokenizer.pad_token_id
+    is_eos = torch.isin(ids, ends)
+    is_end = is_eos | stopped
+    # A token counts while no end token came strictly before it: the end token itself is scored.
+    mask = (is_end.cumsum(1) - is_end.long()) == 0
+    finished = is_end.any(1)
+    cpu_ids = ids.masked_fill(~mask | is_eos, pad).tolist()
+    texts = tokenizer.batch_decode(cpu_ids, skip_special_tokens=True)
+    if stop:
+        texts = [cut_at_stop(text, stop) for text in texts]
+    return Rollout(prompt_ids, prompt_mask, ids, mask, logps.masked_fill(~mask, 0.0), texts, mask.sum(1),
+                   ~finished, group_size)
 
 
 def _generate(model, prompt_ids, prompt_mask, repeats, n: int, *, max_new_tokens: int, temperature: float,

@@ -13,6 +13,10 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+# the steps table's rollout/train mismatch columns, in the order grpo_lab/train/rollout_correction.py fills them
+MISMATCH = ("rollout_logp_diff_mean", "rollout_logp_diff_max", "rollout_kl", "rollout_ratio_mean", "rollout_ess",
+            "rollout_capped")
+
 GROUPS = pa.schema([
     ("run_id", pa.string()),
     ("step", pa.int32()),
@@ -67,6 +71,10 @@ STEPS = pa.schema(
     # drawn again: `samples` counts draws only); informative samples of tied groups (ngrpo, rl_zvp give them
     # nonzero advantages; grpo never)
     + [("trained", pa.int32()), ("reused", pa.int32()), ("informative_tied", pa.int32())]
+    # the rollout/train mismatch over the fresh samples that entered the update (grpo_lab/train/rollout_correction.py):
+    # mean and max |log p_train - log p_rollout| a token, k3 KL(rollout || train), mean token ratio, the sequences'
+    # effective sample size as a share, the share of the correction's units over its cap. NaN: no update
+    + [(name, pa.float64()) for name in MISMATCH]
 )
 
 EVAL = pa.schema([

@@ -20,14 +20,16 @@ from grpo_lab.train.batching import training_units
 from grpo_lab.train.microbatch import micro_batches
 from grpo_lab.train.objective import sequence_weights
 from grpo_lab.train.parallel import DataParallel
+from grpo_lab.train.rollout_correction import COLUMNS as MISMATCH
 from grpo_lab.train.update import TrainingRows, _masked, update
 
-NO_UPDATE = dict.fromkeys(("loss", "pg_loss", "kl", "clip_frac", "grad_norm"), float("nan"))
+LOSSES = ("loss", "pg_loss", "kl", "clip_frac", "grad_norm")
+NO_UPDATE = dict.fromkeys(LOSSES + MISMATCH, float("nan"))  # no sample entered an update: nothing measured
 
 
 @dataclass
 class Learned:
-    losses: dict  # the steps table's loss columns and `informative` (NaN losses: no update)
+    losses: dict  # the steps table's loss and rollout-mismatch columns and `informative` (NaN: no update)
     trained: dict[int, Trained] = field(default_factory=dict)  # per group (by id) that trained: unit, advantages
     # per group of this rank whose every sample trained: its samples' log-probs under the policy that drew them (the
     # update's first pass), (G, T) like its rollout's old_logp. What a replayed group's ratio divides by
@@ -65,7 +67,7 @@ def learn(model, ref, optimizer, draw: Draw, cfg: TrainConfig, pad_id: int, devi
     used = _gather(rows, owner, out["advantages"].float().cpu().numpy(), len(trains))  # (P,) NaN: not trained
     entropy = None if out["entropy"] is None else _gather(rows, owner, out["entropy"].float().cpu().numpy(),
                                                           len(trains))  # (P, 2)
-    losses = {k: out[k] for k in (*NO_UPDATE, "informative")}
+    losses = {**{k: out[k] for k in (*LOSSES, "informative")}, **out["mismatch"]}
     return Learned(losses, unit_columns(units, used, entropy), _behaviour(groups, trains, owner, out["behaviour"]))
 
 

@@ -162,9 +162,11 @@ def grpo_loss(
     max_len: int | None = None,
     seq_weight: torch.Tensor | None = None,
     norm: Normalisers | None = None,
+    is_weight: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, LossStats]:
     """The GRPO loss: aggregate(clipped surrogate + beta * k3 KL). The KL term is skipped when beta == 0
-    (its statistic is then NaN: nothing measured).
+    (its statistic is then NaN: nothing measured). `is_weight` (N, T): the rollout correction's weight on each
+    token's surrogate (grpo_lab/train/rollout_correction.py); None leaves the loss untouched.
 
     logp, old_logp, ref_logp, mask: (N, T); advantages, seq_weight: (N,). `norm`: the whole batch's
     `loss_normalisers` when this is a micro-batch (default: this batch's own); the loss and every
@@ -176,6 +178,8 @@ def grpo_loss(
         norm = loss_normalisers(fmask.sum(-1), weight, agg, max_len or logp.shape[-1])
     n_tokens = norm.tokens.clamp_min(1).to(logp.dtype)
     pg = clipped_surrogate(logp, old_logp, advantages, eps_low=eps_low, eps_high=eps_high)  # (N, T)
+    if is_weight is not None:
+        pg = pg * is_weight
     per_token = pg
     kl_mean = float("nan")  # beta == 0: no reference, no KL measured (0.0 would claim the policy never moved)
     if beta != 0:

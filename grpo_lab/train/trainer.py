@@ -26,7 +26,8 @@ from grpo_lab.model.lora import add_adapters, trainable
 from grpo_lab.rewards.rules import RewardWeights
 from grpo_lab.rewards.scorer import Scorer
 from grpo_lab.rollout.evaluation import evaluate
-from grpo_lab.rollout.generate import Rollout, sample_groups, split_groups
+from grpo_lab.rollout.engines import build_engine
+from grpo_lab.rollout.generate import Rollout, split_groups
 from grpo_lab.run.checkpoints import (
     checkpoint_steps,
     drop_state,
@@ -121,6 +122,8 @@ class Trainer:
             self.sampler.load_state_dict(state["ranks_sampler"][distributed.rank()] if state.get("ranks_sampler")
                                          else state["sampler"])
             log.info("resuming %s from step %d", self.run_dir, self.last_step)
+        # what samples (rollout.engine), holding the policy's weights as they are now (resumed ones included)
+        self.engine = build_engine(cfg, self.model, self.tokenizer, self.device)
         if distributed.is_main():  # rank 0 writes every table; the other ranks' rows reach it by gathers
             remove_parts_after(self.run_dir, self.last_step)  # rows past the checkpoint are redrawn identically
             self.tracker = build_tracker(cfg, self.run_dir, record.run_id, first_step=self.last_step + 1)
@@ -147,7 +150,7 @@ class Trainer:
                                 end_ids=self.end_ids, answer_kind=self.task.answer_kind,
                                 seed=distributed.rank_seed(cfg.seed), run_id=self.record.run_id, step=step,
                                 max_rows=cfg.rollout.max_rows_per_call, scorer=self.scorer,
-                                answer_format=self.task.answer_format, stop=cfg.rollout.stop)
+                                answer_format=self.task.answer_format, stop=cfg.rollout.stop, engine=self.engine)
             order = {p.prompt_id: i for i, p in enumerate(self.task.held_out)}
             rows = sorted((r for part in distributed.gather_objects(rows) for r in part),
                           key=lambda r: order[r["prompt_id"]])  # stable: each prompt's samples stay in order
@@ -170,10 +173,11 @@ class Trainer:
         mine = [p for p, r in zip(problems, owner) if r == rank]
         groups, timeouts = [], 0
         if mine:
-            ro = sample_groups(self.model, self.tokenizer, [p.prompt for p in mine], size or cfg.sampler.group_size,
-                               max_new_tokens=cfg.rollout.max_new_tokens, temperature=cfg.rollout.temperature,
-                               generator=self.generator, end_ids=self.end_ids, max_rows=cfg.rollout.max_rows_per_call,
-                               stop=cfg.rollout.stop, fast=cfg.model.fast_math)
+            ro = self.engine.sample([p.prompt for p in mine], size or cfg.sampler.group_size,
+                                    max_new_tokens=cfg.rollout.max_new_tokens, temperature=cfg.rollout.temperature,
+                                    generator=self.generator, end_ids=self.end_ids,
+                                    max_rows=cfg.rollout.max_rows_per_call, stop=cfg.rollout.stop,
+                                    fast=cfg.model.fast_math)
             rewards, correct, timeouts = score_rollout(ro, mine, self.task.answer_kind, self.weights, self.scorer,
                                                        self.task.answer_format)
             ties = rewards.astype(np.float64).std(axis=1) <= cfg.algo.std_eps  # population std in float64, as eq. 3
@@ -205,6 +209,8 @@ class Trainer:
         learned = learn(self.model, self.ref, self.optimizer, draw, cfg, self.tokenizer.pad_token_id, self.device,
                         self.amp(), self.par)
         self.optimizer.zero_grad(set_to_none=True)  # the gradients are spent: not held through the next rollout
+        if learned.losses["informative"]:  # an optimizer step was taken: the engine samples from the new policy
+            self.engine.sync(self.model)
         self.sampler.observe(step, draw, learned.trained, learned.behaviour)  # e.g. the replay buffer's offers
         t2 = time.perf_counter()
 
@@ -382,6 +388,7 @@ def train(cfg: TrainConfig, on_start: Callable[[Path], None] | None = None) -> P
 
 
 def _close(trainer: Trainer) -> None:
-    """Stop what a trainer started beside the loop: the answer-checking workers and the tracker."""
+    """Stop what a trainer started beside the loop: the answer-checking workers, the tracker, the rollout engine."""
     trainer.scorer.close()
     trainer.tracker.close()
+    trainer.engine.close()

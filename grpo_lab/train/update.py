@@ -19,6 +19,7 @@ from grpo_lab.train.advantages import rl_zvp_advantages
 from grpo_lab.train.microbatch import MicroBatch
 from grpo_lab.train.objective import Normalisers, grpo_loss, loss_normalisers
 from grpo_lab.train.parallel import DataParallel
+from grpo_lab.train.rollout_correction import correction_weights, mismatch_stats, mismatch_sums
 
 
 @dataclass
@@ -87,7 +88,8 @@ def update(model, ref, optimizer, micro: list[MicroBatch], rows: TrainingRows, c
         par.after_passes(ref)
     stats, informative = [], 0
     old_logp, first, used = [None] * len(micro), [None] * len(micro), [None] * len(micro)
-    entropy = [None] * len(micro)
+    entropy, weights = [None] * len(micro), [None] * len(micro)
+    mismatch = torch.zeros(10, dtype=torch.float64)  # mismatch_sums over the fresh samples, max |d| last
     for _ in range(a.mu if can_learn else 1):
         optimizer.zero_grad(set_to_none=True)
         sums = np.zeros(4)
@@ -103,11 +105,16 @@ def update(model, ref, optimizer, micro: list[MicroBatch], rows: TrainingRows, c
                     used[k] = rows.advantages[mb.rows] if not shaped else rl_zvp_advantages(
                         rows.advantages[mb.rows], rows.direction[mb.rows], ent, mask, a.zvp_alpha)  # (n,) | (n, T)
                     entropy[k] = None if ent is None else _token_stats(ent, mask)
+                    weights[k], found = _rollout_correction(first[k], mb, rows, a.rollout_correction,
+                                                            a.rollout_correction_cap)
+                    mismatch[:9] += found[:9]
+                    mismatch[9] = max(mismatch[9], found[9])
                 else:
                     logp = completion_logprobs(model, mb.rollout, temp, chunk=chunk, keep=keep)  # (n, T)
                 loss, st = grpo_loss(logp, old_logp[k], used[k], mask, ref_logp=ref_logp[k], beta=a.beta,
                                      eps_low=a.eps_low, eps_high=a.eps_high, agg=a.loss_agg,
-                                     max_len=cfg.rollout.max_new_tokens, seq_weight=rows.weight[mb.rows], norm=norm)
+                                     max_len=cfg.rollout.max_new_tokens, seq_weight=rows.weight[mb.rows], norm=norm,
+                                     is_weight=weights[k])
                 if can_learn:
                     loss.backward()  # gradients accumulate: each micro-batch's loss is its share of the batch's
             sums += (st.loss, st.pg_loss, st.kl, st.clip_frac)
@@ -125,6 +132,8 @@ def update(model, ref, optimizer, micro: list[MicroBatch], rows: TrainingRows, c
         if not informative:
             break  # a shaped tied unit whose every token came to 0 (one-token answers): nothing to learn
     par.after_passes(model)  # fsdp: a pass without backward leaves the root gathered
+    top = distributed.max_over_ranks(float(mismatch[9]))
+    mismatch = distributed.all_reduce_(mismatch.to(device)).cpu()
     loss, pg, kl, clip, gn = np.mean(stats, axis=0).tolist()
     first, entropy = first[:n_real], entropy[:n_real]  # the real micro-batches'
     width = max((f.shape[1] for f in first), default=0)
@@ -133,7 +142,21 @@ def update(model, ref, optimizer, micro: list[MicroBatch], rows: TrainingRows, c
     if shaped:  # a rank with no rows still answers (n, 2): every rank then takes part in the same gathers
         entropy = torch.cat(entropy) if entropy else torch.zeros(0, 2, device=device)
     return dict(loss=loss, pg_loss=pg, kl=kl, clip_frac=clip, grad_norm=gn, informative=informative,
-                advantages=per_row.detach(), behaviour=behaviour, entropy=entropy if shaped else None)
+                advantages=per_row.detach(), behaviour=behaviour, entropy=entropy if shaped else None,
+                mismatch=mismatch_stats(mismatch, top))
+
+
+def _rollout_correction(train_logp: torch.Tensor, mb: MicroBatch, rows: TrainingRows, mode: str, cap: float):
+    """The correction's (n, T) weights for a micro-batch (None under mode none) and its mismatch sums, over the
+    samples drawn at this step only: a reused sample's old_logp is the policy that drew it, not an engine's."""
+    mask = mb.rollout.completion_mask
+    if rows.behaviour is not None:
+        mask = mask & ~rows.behaviour[mb.rows, None]
+    weight = correction_weights(train_logp, mb.rollout.old_logp, mask, mode, cap)
+    if weight is not None and rows.behaviour is not None:  # reused rows: weight 1 on their tokens
+        reused = rows.behaviour[mb.rows, None] & mb.rollout.completion_mask
+        weight = torch.where(reused, torch.ones_like(weight), weight)
+    return weight, mismatch_sums(train_logp, mb.rollout.old_logp, mask, mode, cap)
 
 
 def _row_advantage(used: torch.Tensor, mb: MicroBatch, rows: TrainingRows) -> torch.Tensor:

