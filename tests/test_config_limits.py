@@ -58,6 +58,7 @@ ACCEPTED: dict[tuple[str, str], str] = {  # (key, label) -> why that value works
     ("sampler.replay.size", "huge"): "a buffer that never evicts: it holds one entry per mixed group drawn, at most",
     ("sampler.greso.target", "0"): "a target share of no ties",
     ("rollout.max_rows_per_call", "huge"): "no cap",
+    ("algo.rollout_correction_cap", "1e30"): NEVER + "no ratio is capped (algo.rollout_correction=none does so plainly)",
     ("rollout.stop", "empty"): "the default: no stop strings",
     ("reward.accuracy", "1e30"): "advantages are scaled by the group std (or clipped gradients with algo.std=none)",
     ("reward.format", "0"): "the default: binary rewards",
@@ -102,6 +103,14 @@ def _set(cfg: TrainConfig, key: str, value) -> None:
         cfg.sampler.name = key.split(".")[1]
 
 
+def _key_type(key: str) -> str:
+    *path, name = key.split(".")
+    node = TrainConfig()
+    for p in path:
+        node = getattr(node, p)
+    return _type(node, name)
+
+
 def _trials() -> list[tuple[str, str, object]]:
     base, out = TrainConfig(), []
     for key, _ in leaves(base):
@@ -118,7 +127,7 @@ TRIALS = _trials()
 
 def test_the_walk_covers_every_key_that_is_not_a_switch():
     walked = {k for k, _, _ in TRIALS}
-    switches = {k for k, v in leaves(TrainConfig()) if isinstance(v, bool)}
+    switches = {k for k, v in leaves(TrainConfig()) if isinstance(v, bool) or _key_type(k) == "bool"}  # bool | None
     assert walked | switches == {k for k, _ in leaves(TrainConfig())} and len(TRIALS) > 200
     assert {k for k, _ in ACCEPTED} <= walked  # no stale entry
 

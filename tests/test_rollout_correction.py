@@ -155,3 +155,16 @@ def test_a_real_run_measures_the_hf_engines_mismatch_at_rounding_and_leaves_repl
         if r["trained"] - r["reused"]:
             assert r["rollout_logp_diff_max"] < 1e-4 and r["rollout_kl"] < 1e-8, r
             assert r["rollout_ess"] == pytest.approx(1.0, abs=1e-6) and r["rollout_capped"] == 0.0
+
+
+def test_the_vllm_engine_without_vllm_is_one_line_that_gives_the_install():
+    """Where vLLM is not installed (CI, the README's test environment), before any model loads."""
+    import importlib.util
+
+    if importlib.util.find_spec("vllm") is not None:
+        pytest.skip("vLLM is installed here: tests/test_vllm_engine.py tests the engine itself")
+    cfg = TrainConfig()
+    cfg.rollout.engine = "vllm"
+    with pytest.raises(ConfigError, match=r"^rollout.engine='vllm' is invalid: needs vLLM, which is not installed: "
+                                          r"pip install -e '\.\[vllm\]'"):
+        validate(cfg)

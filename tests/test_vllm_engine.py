@@ -159,26 +159,45 @@ def test_a_sync_after_optimizer_steps_gives_the_engine_the_trainers_log_probs(ti
         e.close()
 
 
+def _command(run_dir: Path, *overrides: str) -> list[str]:
+    return [sys.executable, "-m", "experiments.train", f"hydra.run.dir={run_dir}", "rollout.engine=vllm",
+            "rollout.vllm.kv_cache_gb=0.25", *overrides]
+
+
+ENV = {"PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1"}
+
+
 def _train(run_dir: Path, *overrides: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "experiments.train", f"hydra.run.dir={run_dir}",
-                           "rollout.engine=vllm", "rollout.vllm.kv_cache_gb=0.25", *overrides],
-                          cwd=ROOT, capture_output=True, text=True, timeout=900,
-                          env={"PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1", "HOME": str(run_dir.parent)})
+    return subprocess.run(_command(run_dir, *overrides), cwd=ROOT, capture_output=True, text=True, timeout=900,
+                          env={**ENV, "HOME": str(run_dir.parent)})
 
 
-def test_a_vllm_run_learns_resumes_exactly_and_reports_its_mismatch(tmp_path):
-    """GRPO with the vLLM engine on the middle level raises held-out accuracy; the same job stopped at step 6 and
-    resumed to 12 draws exactly the groups of one uninterrupted run; its report shows the mismatch."""
+def test_a_vllm_run_learns_resumes_exactly_after_a_kill_and_reports_its_mismatch(tmp_path):
+    """GRPO with the vLLM engine on the middle level raises held-out accuracy; the same job killed (SIGKILL) once
+    its step-6 checkpoint is written, then started again with the same command, draws exactly the groups of one
+    uninterrupted run (the engine's seeds come from the checkpointed generator, its weights from the checkpoint);
+    its report shows the mismatch."""
+    import os
+    import signal
+    import time
+
     import pandas as pd
 
-    common = ["task.levels=[2]", "task.train_per_level=64", "task.eval_per_level=25", "prompts_per_step=16",
-              "checkpoint_every=6", "eval.n=16", "algo.lr=3e-4"]
-    whole = _train(tmp_path / "whole", "max_steps=12", *common)
+    common = ["max_steps=12", "task.levels=[2]", "task.train_per_level=64", "task.eval_per_level=25",
+              "prompts_per_step=16", "checkpoint_every=6", "eval.n=16", "algo.lr=3e-4"]
+    whole = _train(tmp_path / "whole", *common)
     assert whole.returncode == 0, whole.stderr[-3000:]
-    part = _train(tmp_path / "part", "max_steps=6", *common)
-    assert part.returncode == 0, part.stderr[-3000:]
-    resumed = _train(tmp_path / "part", "max_steps=12", *common)
+    killed = subprocess.Popen(_command(tmp_path / "part", *common), cwd=ROOT, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, env={**ENV, "HOME": str(tmp_path)})
+    deadline = time.monotonic() + 600
+    while not (tmp_path / "part" / "checkpoints" / "step-000006").exists():
+        assert killed.poll() is None and time.monotonic() < deadline
+        time.sleep(0.05)
+    os.kill(killed.pid, signal.SIGKILL)
+    assert killed.wait() == -signal.SIGKILL  # killed part way, not ended
+    resumed = _train(tmp_path / "part", *common)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "resuming" in resumed.stdout + resumed.stderr
     a = pd.read_parquet(tmp_path / "whole" / "groups").drop(columns="run_id")
     b = pd.read_parquet(tmp_path / "part" / "groups").drop(columns="run_id")
     pd.testing.assert_frame_equal(a.drop(columns=["advantages"]), b.drop(columns=["advantages"]))
@@ -189,9 +208,25 @@ def test_a_vllm_run_learns_resumes_exactly_and_reports_its_mismatch(tmp_path):
     report = subprocess.run([sys.executable, "-m", "analysis", str(tmp_path / "whole")], cwd=ROOT,
                             capture_output=True, text=True, timeout=600)
     assert report.returncode == 0, report.stderr[-2000:]
-    page = (tmp_path / "whole" / "report" / "REPORT.md").read_text() + \
-        (tmp_path / "whole" / "report" / "DETAILS.md").read_text()
+    page = (tmp_path / "whole" / "report" / "DETAILS.md").read_text()
     assert "Rollout/train mismatch" in page and "mean |Δ|" in page
+
+
+def test_settings_the_engine_does_not_support_are_one_line(monkeypatch):
+    from grpo_lab.checks import validate
+    from grpo_lab.errors import ConfigError
+
+    cfg = engine_cfg()
+    cfg.rollout.engine = "vllm"
+    validate(cfg)  # the built-in model: an architecture vLLM loads
+    for key, value in (("kv_cache_gb", 0.0), ("gpu_memory_utilization", 1.0), ("dtype", "float16")):
+        bad = copy.deepcopy(cfg)
+        setattr(bad.rollout.vllm, key, value)
+        with pytest.raises(ConfigError, match=f"rollout.vllm.{key}"):
+            validate(bad)
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    with pytest.raises(ConfigError, match="under torchrun is not built"):
+        validate(cfg)
 
 
 def test_a_model_vllm_cannot_load_is_one_line_before_any_model_loads(tmp_path):

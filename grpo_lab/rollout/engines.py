@@ -17,6 +17,7 @@ from grpo_lab.errors import require
 from grpo_lab.rollout.generate import Rollout, sample_groups
 
 ENGINES = ("hf", "vllm")
+VLLM_DTYPES = ("auto", "float32", "bfloat16")
 
 
 class HFEngine:
@@ -45,6 +46,11 @@ def check_engine(cfg) -> None:
     """rollout.engine and its settings, before any model loads: one line naming the key."""
     r = cfg.rollout
     require(r.engine in ENGINES, "rollout.engine", r.engine, f"must be one of {', '.join(map(repr, ENGINES))}")
+    v = r.vllm  # its values whatever the engine (a key no chosen option reads is refused apart: grpo_lab/reads.py)
+    require(0 < v.kv_cache_gb <= 1024, "rollout.vllm.kv_cache_gb", v.kv_cache_gb, "must be in (0, 1024]")
+    require(0 < v.gpu_memory_utilization < 1, "rollout.vllm.gpu_memory_utilization", v.gpu_memory_utilization,
+            "must be in (0, 1): the trainer's weights, optimizer and activations need the rest")
+    require(v.dtype in VLLM_DTYPES, "rollout.vllm.dtype", v.dtype, f"must be one of {', '.join(map(repr, VLLM_DTYPES))}")
     if r.engine != "vllm":
         return
     require(importlib.util.find_spec("vllm") is not None, "rollout.engine", r.engine,

@@ -37,18 +37,13 @@ from grpo_lab.rollout.generate import Rollout, _completes_stop, assemble
 os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
 
 SEED_STRIDE = 2**16  # seeds of two prompts' requests lie this far apart: sample i of a request is seeded seed + i
-DTYPES = ("auto", "float32", "bfloat16")
 
 
 def check_vllm_settings(cfg) -> None:
-    """rollout.vllm.* and what the vLLM engine does not support, in one line each, before any model loads."""
-    v = cfg.rollout.vllm
+    """What the vLLM engine does not support, in one line each, before any model loads (rollout.vllm.*'s values are
+    checked by engines.check_engine for any engine)."""
     require(int(os.environ.get("WORLD_SIZE", "1")) == 1, "rollout.engine", "vllm",
             "one engine per process under torchrun is not built yet: run rollout.engine=vllm in one process")
-    require(0 < v.kv_cache_gb <= 1024, "rollout.vllm.kv_cache_gb", v.kv_cache_gb, "must be in (0, 1024]")
-    require(0 < v.gpu_memory_utilization < 1, "rollout.vllm.gpu_memory_utilization", v.gpu_memory_utilization,
-            "must be in (0, 1): the trainer's weights, optimizer and activations need the rest")
-    require(v.dtype in DTYPES, "rollout.vllm.dtype", v.dtype, f"must be one of {', '.join(map(repr, DTYPES))}")
     arch = _architecture(cfg)
     if arch is not None:
         supported = _supported_architectures()
