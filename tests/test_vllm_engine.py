@@ -224,6 +224,10 @@ def test_settings_the_engine_does_not_support_are_one_line(monkeypatch):
         setattr(bad.rollout.vllm, key, value)
         with pytest.raises(ConfigError, match=f"rollout.vllm.{key}"):
             validate(bad)
+    huge = copy.deepcopy(cfg)
+    huge.rollout.vllm.kv_cache_gb = 1000.0  # in bounds, but past this machine's memory
+    with pytest.raises(ConfigError, match="rollout.vllm.kv_cache_gb=1000.0 is invalid: the engine's KV cache"):
+        validate(huge)
     monkeypatch.setenv("WORLD_SIZE", "2")
     with pytest.raises(ConfigError, match="under torchrun is not built"):
         validate(cfg)

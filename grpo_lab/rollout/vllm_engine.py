@@ -30,6 +30,7 @@ from typing import Iterator
 import torch
 
 from grpo_lab.errors import ConfigError, require
+from grpo_lab.footprint import available
 from grpo_lab.rollout.generate import Rollout, _completes_stop, assemble
 
 # in-process engine: tensors pass to it without a copy through a pipe, and it shares the trainer's process. Set
@@ -44,6 +45,13 @@ def check_vllm_settings(cfg) -> None:
     checked by engines.check_engine for any engine)."""
     require(int(os.environ.get("WORLD_SIZE", "1")) == 1, "rollout.engine", "vllm",
             "one engine per process under torchrun is not built yet: run rollout.engine=vllm in one process")
+    free = available()
+    on_cpu = cfg.model.device == "cpu" or (cfg.model.device == "auto" and not torch.cuda.is_available())
+    if on_cpu and free is not None:  # the engine allocates its whole KV cache when it starts
+        kv = cfg.rollout.vllm.kv_cache_gb
+        require(kv * 2**30 < free / 2, "rollout.vllm.kv_cache_gb", kv,
+                f"the engine's KV cache would take {kv:g} GiB of the {free / 2**30:.1f} GiB free here, where the "
+                "policy, its reference and the update need the rest: take at most half")
     arch = _architecture(cfg)
     if arch is not None:
         supported = _supported_architectures()
