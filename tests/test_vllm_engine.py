@@ -210,6 +210,15 @@ def test_a_vllm_run_learns_resumes_exactly_after_a_kill_and_reports_its_mismatch
     assert report.returncode == 0, report.stderr[-2000:]
     page = (tmp_path / "whole" / "report" / "DETAILS.md").read_text()
     assert "Rollout/train mismatch" in page and "mean |Δ|" in page
+    # the standalone evaluation samples through the run's engine too: its checkpoint's weights pushed into a new
+    # engine, the same seeds, the same rows as training's own evaluation
+    before = pd.read_parquet(tmp_path / "whole" / "eval")
+    again = subprocess.run([sys.executable, "-m", "experiments.evaluate", f"run_dir={tmp_path / 'whole'}",
+                            "steps=[0,12]", "overwrite=true"], cwd=ROOT, capture_output=True, text=True,
+                           timeout=600, env={**ENV, "HOME": str(tmp_path)})
+    assert again.returncode == 0, again.stderr[-3000:]
+    after = pd.read_parquet(tmp_path / "whole" / "eval")
+    pd.testing.assert_frame_equal(before.drop(columns="run_id"), after.drop(columns="run_id"))
 
 
 def test_settings_the_engine_does_not_support_are_one_line(monkeypatch):

@@ -21,6 +21,7 @@ from grpo_lab.errors import ConfigError, InputError, require
 from grpo_lab.model.files import ModelFileError
 from grpo_lab.model.load import amp
 from grpo_lab.model.lora import add_adapters
+from grpo_lab.rollout.engines import build_engine, check_engine
 from grpo_lab.rollout.evaluation import evaluate
 from grpo_lab.checks import check_memory
 from grpo_lab.run.checkpoints import (check_checkpoint, checkpoint_dir, checkpoint_steps, checkpoint_totals,
@@ -75,6 +76,7 @@ def plan_evaluation(cfg, run_dir: Path, *, n: int | None = None, temperature: fl
     """Check an evaluation of `run_dir` (its TrainConfig `cfg`) before anything loads, and say what it will do.
     n and temperature None: the run's own (eval.n, eval.temperature). Raises InputError (one line)."""
     check_values(n, temperature, steps, overwrite)  # what the command line gave, first
+    check_engine(cfg)  # the run's rollout.engine samples its evaluations: vllm needs vLLM installed here
     available = [0] + checkpoint_steps(run_dir, resumable=False)  # weights-only checkpoints evaluate too
     wanted = available if steps is None else sorted(set(steps))  # ascending: step 0 before any checkpoint loads
     missing = sorted(set(wanted) - set(available))
@@ -129,19 +131,30 @@ def evaluate_checkpoints(cfg, run_dir: Path, *, n: int | None = None, temperatur
         task, model, tokenizer, end_ids = load_task_and_policy(cfg)  # pass-rate labels as training measured them
         model, peft = add_adapters(model, cfg.model.lora)  # LoRA: each checkpoint's adapters go onto the base
         s = plan.setting
-        with amp(cfg.model.dtype, next(model.parameters()).device):
-            for step in plan.steps:
-                if step:
-                    load_weights(checkpoint_dir(run_dir, step), model if peft is None else peft)
-                rows = evaluate(model, tokenizer, task.held_out, n=s.n, temperature=s.temperature,
-                                max_new_tokens=s.max_new_tokens, end_ids=end_ids,
-                                answer_kind=task.answer_kind, seed=cfg.seed, run_id=run_id, step=step,
-                                max_rows=cfg.rollout.max_rows_per_call, answer_format=task.answer_format,
-                                stop=cfg.rollout.stop)
-                for row in rows:  # what the run had drawn there (0 at the base model; null: not recorded)
-                    row["samples_total"] = 0 if step == 0 else plan.drawn[step].get("samples_total")
-                    row["tokens_total"] = 0 if step == 0 else plan.drawn[step].get("tokens_total")
-                path = write_part(run_dir, "eval", step, rows, plan.tag)
-                record_evaluation(run_dir, process="evaluate", step=step, setting=s, part=path, rows=len(rows),
-                                  run_id=run_id, git=git, replaced=step in plan.replaces)
+        device = next(model.parameters()).device
+        engine = build_engine(cfg, model, tokenizer, device)  # the run's own rollout.engine samples its evaluations
+        try:
+            with amp(cfg.model.dtype, device):
+                for step in plan.steps:
+                    if step:
+                        load_weights(checkpoint_dir(run_dir, step), model if peft is None else peft)
+                        engine.sync(model)
+                    rows = evaluate(model, tokenizer, task.held_out, n=s.n, temperature=s.temperature,
+                                    max_new_tokens=s.max_new_tokens, end_ids=end_ids,
+                                    answer_kind=task.answer_kind, seed=cfg.seed, run_id=run_id, step=step,
+                                    max_rows=cfg.rollout.max_rows_per_call, answer_format=task.answer_format,
+                                    stop=cfg.rollout.stop, engine=engine)
+                    _write_rows(run_dir, plan, step, rows, run_id, git)
+        finally:
+            engine.close()
     return plan.steps
+
+
+def _write_rows(run_dir: Path, plan: Plan, step: int, rows: list[dict], run_id: str, git) -> None:
+    """One checkpoint's rows as its eval part, recorded in evaluations.jsonl."""
+    for row in rows:  # what the run had drawn there (0 at the base model; null: not recorded)
+        row["samples_total"] = 0 if step == 0 else plan.drawn[step].get("samples_total")
+        row["tokens_total"] = 0 if step == 0 else plan.drawn[step].get("tokens_total")
+    path = write_part(run_dir, "eval", step, rows, plan.tag)
+    record_evaluation(run_dir, process="evaluate", step=step, setting=plan.setting, part=path, rows=len(rows),
+                      run_id=run_id, git=git, replaced=step in plan.replaces)
