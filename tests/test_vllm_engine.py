@@ -25,6 +25,7 @@ from grpo_lab.model.lora import LoraConfig, add_adapters  # noqa: E402
 from grpo_lab.rollout.engines import HFEngine  # noqa: E402
 from grpo_lab.rollout.evaluation import evaluate  # noqa: E402
 from grpo_lab.rollout.vllm_engine import VLLMEngine, full_weights  # noqa: E402
+from grpo_lab.samplers import SAMPLERS  # noqa: E402
 from grpo_lab.tasks import ArithmeticTask  # noqa: E402
 
 pytestmark = pytest.mark.vllm
@@ -157,6 +158,34 @@ def test_a_sync_after_optimizer_steps_gives_the_engine_the_trainers_log_probs(ti
             assert names and not any("lora" in n or "base_layer" in n for n in names)
     finally:
         e.close()
+
+
+@pytest.mark.parametrize("sampler", sorted(SAMPLERS))
+def test_every_sampler_draws_through_the_engine_and_counts_every_sample(sampler, tmp_path):
+    """Samplers never know which engine ran: each draws its rounds through vLLM for three steps, and the samples
+    it counts are the rows of its groups table (fresh draws), step by step."""
+    import pandas as pd
+
+    from grpo_lab.run.record import RunRecord
+    from grpo_lab.train.trainer import Trainer
+
+    cfg = engine_cfg()
+    cfg.out_dir, cfg.prompts_per_step, cfg.eval.n, cfg.checkpoint_every = str(tmp_path / "run"), 6, 0, 100
+    cfg.task.levels, cfg.task.train_per_level, cfg.sampler.group_size = [1, 3, 4], 8, 4
+    cfg.rollout.engine, cfg.sampler.name = "vllm", sampler
+    Path(cfg.out_dir).mkdir()
+    trainer = Trainer(cfg, RunRecord(Path(cfg.out_dir), cfg.seed))
+    try:
+        assert trainer.engine.name == "vllm"
+        rows = [trainer.step() for _ in range(3)]
+    finally:
+        trainer.scorer.close()
+        trainer.engine.close()
+    groups = pd.read_parquet(Path(cfg.out_dir) / "groups")
+    fresh = groups[~groups["reused"]]
+    for r in rows:
+        assert r["samples"] == int(fresh.loc[fresh["step"] == r["step"], "group_size"].sum()) > 0, (sampler, r)
+    assert rows[-1]["samples_total"] == int(fresh["group_size"].sum())
 
 
 def _command(run_dir: Path, *overrides: str) -> list[str]:
