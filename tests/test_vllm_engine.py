@@ -50,7 +50,7 @@ def engine(tiny):
     e = VLLMEngine(model, tok, engine_cfg(), torch.device("cpu"))
     yield e
     e.close()
-    assert not e.folder.exists()  # the weights folder it wrote is gone with it
+    assert not e.folder.exists()  # the config folder it wrote is gone with it
 
 
 def prompts(n_per_level: int = 6) -> list[str]:
