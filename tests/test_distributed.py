@@ -20,7 +20,7 @@ from grpo_lab.model.load import eos_ids, load_policy
 from grpo_lab.rollout.generate import sample_groups, split_groups
 from grpo_lab.run.checkpoints import read_state
 from grpo_lab.samplers import PromptStream
-from grpo_lab.run.tables import read_table
+from grpo_lab.run.tables import MISMATCH, read_table
 from grpo_lab.tasks import build_task
 from grpo_lab.train.trainer import train
 
@@ -348,7 +348,8 @@ def test_fsdp_run_equals_the_ddp_run(tmp_path, sampler, levels, extra):
     # <= 1.5e-5 relative over 4 steps). informative is a count: exact
     shaped = ("advantages", "entropy_mean", "entropy_max") if "algo.advantage=rl_zvp" in extra else ()
     assert_same_rows(ddp, fsdp, ("groups", "eval"), approx=shaped)
-    assert_same_rows(ddp, fsdp, ("steps",), approx=("loss", "pg_loss", "kl", "grad_norm", "clip_frac"))
+    assert_same_rows(ddp, fsdp, ("steps",), approx=("loss", "pg_loss", "kl", "grad_norm", "clip_frac"),
+                     rounding=MISMATCH)
     a, b = read_table(ddp, "steps").to_pandas(), read_table(fsdp, "steps").to_pandas()
     assert (a["informative"] > 0).sum() >= 2
     assert sampler != "replay" or a["reused"].sum() > 0

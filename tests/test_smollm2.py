@@ -68,7 +68,7 @@ def test_lora_on_smollm2_trains_only_adapters_and_resumes_exactly(smollm2, tmp_p
     import copy
 
     model, tok = smollm2
-    overrides = ["experiment=smollm2_ties", "task.levels=[1]", "task.train_per_level=8", "eval=none",
+    overrides = ["experiment=smollm2_ties", "task.levels=[1]", "task.train_per_level=8", "eval.n=0",
                  "max_samples=null", "max_steps=2", "checkpoint_every=1"]
     cfg = compose_jobs("train", overrides)[0]  # the preset's sweep: its first job (sampler=fixed, seed 0)
     runs = []
