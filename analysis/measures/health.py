@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.data.arms import iter_arms
+from analysis.data.schema import OPTIONAL
 
 PANELS = {"reward_mean": "reward (mean per step)", "kl": "KL to the reference (k3)", "clip_frac": "clip fraction",
           "grad_norm": "gradient norm (before clipping)", "tie_frac": "tie fraction of groups",
@@ -19,8 +20,8 @@ PANELS = {"reward_mean": "reward (mean per step)", "kl": "KL to the reference (k
 # (the hf engine's own decode measures ~1e-6 at most); runs written before it have no such columns
 MISMATCH = ("rollout_logp_diff_max", "rollout_kl")
 ROUNDING = 1e-3
-# the steps table's mismatch columns the report reads (analysis/data/schema.py: optional, checked where present)
-MISMATCH_COLUMNS = ("rollout_logp_diff_mean", "rollout_logp_diff_max", "rollout_kl", "rollout_ess", "rollout_capped")
+# the steps table's mismatch columns, which the report reads where present (analysis/data/schema.py's optional ones)
+MISMATCH_COLUMNS = tuple(OPTIONAL["steps"])
 POINTS = 25  # about this many smoothing windows per job: a step-level curve is mostly noise
 GRID = 60  # points on the common samples grid of an arm's mean and band
 BAND_JOBS = 3  # arms with more jobs than this are drawn as mean and band: 12 lines an arm are a tangle

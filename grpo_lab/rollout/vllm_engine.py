@@ -31,7 +31,7 @@ from typing import Iterator
 import torch
 
 from grpo_lab.errors import ConfigError, require
-from grpo_lab.footprint import available
+from grpo_lab.footprint import TINY_CONFIG, available
 from grpo_lab.rollout.generate import Rollout, _completes_stop, assemble
 
 # in-process engine: tensors pass to it without a copy through a pipe, and it shares the trainer's process. Set
@@ -65,7 +65,7 @@ def _architecture(cfg) -> str | None:
     from grpo_lab.model.files import resolve_model_path
 
     if cfg.model.name == "tiny":
-        folder = Path(__file__).parent.parent / "model" / "tiny_weights"
+        folder = TINY_CONFIG.parent
     elif cfg.model.gguf_file:
         return None
     else:

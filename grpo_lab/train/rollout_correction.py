@@ -46,21 +46,21 @@ def mismatch_sums(train_logp: torch.Tensor, rollout_logp: torch.Tensor, mask: to
     """What the steps table's mismatch figures are made of, as float64 sums that add over micro-batches and ranks:
     (tokens, sum |d|, sum k3, sum r, sequences, units over the cap, units, sum w, sum w^2) and last the max |d|
     (d = log r_t = train - rollout; w = exp(sum_t d), a sequence's ratio). A w past float64's range makes the ESS
-    NaN in `mismatch_stats`, never a wrong number."""
+    NaN in `mismatch_stats`, never a wrong number. On the tensors' device, without a sync to the host: the update
+    reads them once a step."""
     fmask = mask.double()
     d = (train_logp.double() - rollout_logp.double()) * fmask  # (N, T)
     rows = fmask.sum(-1) > 0  # (N,) sequences with tokens
     r = d.exp() * fmask
     k3 = (r - 1 - d) * fmask  # KL(rollout || train) per token: the sample is from the rollout, r = p_train / p_roll
-    seq = d.sum(-1)[rows]  # (n,) log of each sequence's ratio
+    w = d.sum(-1).exp() * rows  # (N,) each sequence's ratio; 0 for a row without tokens
     if mode.startswith("sequence"):
-        over, units = float((seq.exp() > cap).sum()), float(rows.sum())
+        over, units = (w > cap).sum(), rows.sum()
     else:  # tokens (what token_truncate would cap, under none)
-        over, units = float(((r > cap) & (fmask > 0)).sum()), float(fmask.sum())
-    w = seq.exp()
-    return torch.tensor([float(fmask.sum()), float(d.abs().sum()), float(k3.sum()), float(r.sum()),
-                         float(rows.sum()), over, units, float(w.sum()), float((w * w).sum()),
-                         float(d.abs().max()) if d.numel() else 0.0], dtype=torch.float64)
+        over, units = ((r > cap) & mask.bool()).sum(), fmask.sum()
+    top = d.abs().amax() if d.numel() else d.new_zeros(())
+    return torch.stack([fmask.sum(), d.abs().sum(), k3.sum(), r.sum(), rows.sum().double(), over.double(),
+                        units.double(), w.sum(), (w * w).sum(), top])
 
 
 def mismatch_stats(sums: torch.Tensor, max_diff: float) -> dict[str, float]:

@@ -89,7 +89,7 @@ def update(model, ref, optimizer, micro: list[MicroBatch], rows: TrainingRows, c
     stats, informative = [], 0
     old_logp, first, used = [None] * len(micro), [None] * len(micro), [None] * len(micro)
     entropy, weights = [None] * len(micro), [None] * len(micro)
-    mismatch = torch.zeros(10, dtype=torch.float64)  # mismatch_sums over the fresh samples, max |d| last
+    mismatch = torch.zeros(10, dtype=torch.float64, device=device)  # mismatch_sums of the fresh samples, max |d| last
     for _ in range(a.mu if can_learn else 1):
         optimizer.zero_grad(set_to_none=True)
         sums = np.zeros(4)
@@ -108,7 +108,7 @@ def update(model, ref, optimizer, micro: list[MicroBatch], rows: TrainingRows, c
                     weights[k], found = _rollout_correction(first[k], mb, rows, a.rollout_correction,
                                                             a.rollout_correction_cap)
                     mismatch[:9] += found[:9]
-                    mismatch[9] = max(mismatch[9], found[9])
+                    mismatch[9] = torch.maximum(mismatch[9], found[9])
                 else:
                     logp = completion_logprobs(model, mb.rollout, temp, chunk=chunk, keep=keep)  # (n, T)
                 loss, st = grpo_loss(logp, old_logp[k], used[k], mask, ref_logp=ref_logp[k], beta=a.beta,
@@ -132,8 +132,8 @@ def update(model, ref, optimizer, micro: list[MicroBatch], rows: TrainingRows, c
         if not informative:
             break  # a shaped tied unit whose every token came to 0 (one-token answers): nothing to learn
     par.after_passes(model)  # fsdp: a pass without backward leaves the root gathered
-    top = distributed.max_over_ranks(float(mismatch[9]))
-    mismatch = distributed.all_reduce_(mismatch.to(device)).cpu()
+    top = distributed.max_over_ranks(float(mismatch[9]))  # the step's one read of the figures on the host
+    mismatch = distributed.all_reduce_(mismatch).cpu()
     loss, pg, kl, clip, gn = np.mean(stats, axis=0).tolist()
     first, entropy = first[:n_real], entropy[:n_real]  # the real micro-batches'
     width = max((f.shape[1] for f in first), default=0)
