@@ -12,7 +12,7 @@ def section(tables: Tables, ctx: Context) -> Section:
     """The title and what was compared: the arms, the jobs, the seeds per arm."""
     jobs = tables.jobs
     arms = list(dict.fromkeys(label for label, _ in iter_arms(jobs, ctx.arm))) if len(jobs) else []
-    seeds = jobs["seed"].nunique() if "seed" in jobs else 1
+    seeds = jobs["seed"].nunique(dropna=False) if "seed" in jobs else 1  # a seed not recorded is one
     compared = " vs ".join(arms) if 1 < len(arms) <= 4 else f"{len(arms)} arm{'s' * (len(arms) != 1)}"
     return Section(text="\n".join([
         f"# Report: {experiment_name(ctx.root, jobs)}", "",

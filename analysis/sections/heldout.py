@@ -8,6 +8,7 @@ from statistics import NormalDist
 
 import pandas as pd
 
+from analysis.data.imported import missing_eval
 from analysis.data.load import Tables
 from analysis.data.settings import OtherSetting
 from analysis.measures.comparisons import ARM_TEST, checkpoint_comparisons
@@ -38,7 +39,8 @@ def section(tables: Tables, ctx: Context) -> HeldOut:
     are no eval tables."""
     eval, arm = tables.eval, list(ctx.arm)
     if eval.empty:
-        return HeldOut(text=NO_EVAL)
+        why = missing_eval(tables.jobs)  # an imported run's source may hold no held-out completions
+        return HeldOut(text=NO_EVAL + (f" Not in the imported runs' sources: {why}." if why else ""))
     files = Files()
     largest = smallest_n(eval)
     points = [("pass@k", 1), ("pass@k", largest), ("cons@k", largest)]

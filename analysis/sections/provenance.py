@@ -15,6 +15,7 @@ import pandas as pd
 
 from analysis.data.arms import value_text, varying_keys
 from analysis.data.config import ALIASES
+from analysis.data.imported import how_rows, imported
 from analysis.data.labels import natural_sorted
 from analysis.data.load import Tables
 from analysis.data.plan import Plan
@@ -98,11 +99,48 @@ def provenance(tables: Tables, arm: Sequence[str], report_dir: Path, command: st
         f"- Code: git {_count([_git(r) for r in records])}",
         f"- Packages: {', '.join(packages)}",
         f"- Machine: {_count([_machine(r) for r in records])}",
+        *_imported(jobs, report_dir),
         (f"- Arms are told apart by: {', '.join(f'`{k}`' for k in arm) or '–'} (seeds are replicates)"
          if len(jobs) > 1 else "- Arms: one job, nothing to compare"),
         f"- Wall time per job and the resolved config: [{DETAILS}]({DETAILS})", "",
         "</details>",
     ])
+
+
+TOOLS = {"trl": "TRL", "verl": "verl"}  # tool -> its name in prose
+
+
+def _imported(jobs: pd.DataFrame, report_dir: Path) -> list[str]:
+    """Lines for runs imported from another tool: where each came from (how each column was read: DETAILS.md)."""
+    runs = imported(jobs)
+    if not runs:
+        return []
+    if len(runs) == 1 and len(jobs) == 1:
+        return [f"- Imported (python -m analysis.ingest): {_source_line(runs[0][1], report_dir)}"]
+    return [f"- Imported (python -m analysis.ingest), {len(runs)} of {len(jobs)} jobs:",
+            *(f"  - `{job}`: {_source_line(block, report_dir)}" for job, block in runs)]
+
+
+def _source_line(block: dict, report_dir: Path) -> str:
+    """Where an imported run came from, how its ties agree with the tool's own count, what its source lacks."""
+    tool = TOOLS.get(str(block.get("tool")), str(block.get("tool")))
+    version = f"{tool} {block['version']}" if block.get("version") else f"{tool} (version not recorded)"
+    files = [str(f) for f in block.get("files") or []]
+    shown = f"`{files[0]}` to `{files[-1]}`" if len(files) > 1 else f"`{files[0]}`" if files else "no file"
+    text = (f"{version}, {len(files)} file{'s' * (len(files) != 1)} ({shown}) in "
+            f"`{_value(str(block.get('source')), report_dir)}`")
+    check = block.get("tie_check")
+    if isinstance(check, dict) and check.get("steps"):
+        differ = check.get("differ") or []
+        text += (f"; the ties recomputed from the rewards equal {tool}'s own logged fraction (frac_reward_zero_std) "
+                 f"at {check.get('equal')} of {check.get('steps')} steps"
+                 + (f" (not at steps {', '.join(map(str, differ))}: {tool} counts a tie where the std of a group's "
+                    "summed rewards is within 1e-8 of 0, this report where the rewards are exactly equal; with "
+                    "scale_rewards='batch' it counts the batch's std, not the group's)" if differ else ""))
+    absent = block.get("absent") or []
+    if absent:
+        text += "; not in the source: " + "; ".join(map(str, absent))
+    return text
 
 
 def details(tables: Tables, ctx: Context) -> Section:
@@ -123,7 +161,17 @@ def details(tables: Tables, ctx: Context) -> Section:
         "Config keys that vary across jobs:", "", *(vary or ["None: every job has the same config."]), "",
         f"Config keys that do not vary ({len(fixed)}):", "",
         markdown.table(constant) if fixed else "None.",
+        *_how(jobs),
     ]))
+
+
+def _how(jobs: pd.DataFrame) -> list[str]:
+    """How each imported run's columns were read from its tool's logs (analysis/ingest)."""
+    how = how_rows(jobs)
+    if how.empty:
+        return []
+    return ["", "How the imported runs were read from their tools' logs (`python -m analysis.ingest`):", "",
+            markdown.table(how)]
 
 
 # where a change cannot alter what a job computes (the report is rebuilt by the code at hand anyway)

@@ -1,0 +1,28 @@
+"""What a run imported from another tool (`python -m analysis.ingest`) says of itself: its run.json's `imported`
+block (tool, version, files read, how each column was read, what the source lacks, and the recomputed ties against
+the tool's own logged fraction), as the report quotes it."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from analysis.data.records import run_records
+
+
+def imported(jobs: pd.DataFrame) -> list[tuple[str, dict]]:
+    """(job, imported block) of every imported job, in the jobs' order."""
+    return [(str(job), record["imported"]) for job, record in zip(jobs["job"], run_records(jobs))
+            if isinstance(record.get("imported"), dict)]
+
+
+def how_rows(jobs: pd.DataFrame) -> pd.DataFrame:
+    """One row per imported job and choice: job, what (grouping, reward, ...), how it was read."""
+    rows = [{"job": job, "what": what, "how": how} for job, block in imported(jobs)
+            for what, how in (block.get("how") or {}).items()]
+    return pd.DataFrame(rows, columns=["job", "what", "how"])
+
+
+def missing_eval(jobs: pd.DataFrame) -> str | None:
+    """Why imported jobs have no held-out rows, from what their sources lack; None for no imported job."""
+    reasons = [a for _, block in imported(jobs) for a in block.get("absent") or [] if "held-out" in str(a)]
+    return "; ".join(dict.fromkeys(reasons)) or None

@@ -1,0 +1,266 @@
+"""A tool's logged completions (`logs.Logged`) as grpo-lab's tables: groups, steps and eval rows, in the table
+contract (analysis/data/schema.py) that every report section reads.
+
+Each group's tie is recomputed from its rewards (zero spread: every reward equal, as eq. 3 then gives every sample
+advantage 0), never read from a flag the tool logged; a sample is correct where its correctness column (the reward,
+or `--correct-from`) is at least `--correct-at`, so a tie's kind is all_correct, all_wrong, or other (tied on a
+value between, as continuous or shaped rewards can be).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from analysis.ingest.logs import IngestError, Logged
+
+PASS_RATE = "pass_rate"
+TOKEN_COLUMN = "completion_tokens"  # a column of generated token counts, used where the logs have it
+
+
+@dataclass(frozen=True)
+class Reading:
+    """How the logged fields become the tables' columns (the ingest's options)."""
+
+    difficulty_from: str = PASS_RATE  # a logged field, or the pass rate of the prompt's first group
+    correct_from: str = "reward"  # the column a sample's correctness is read from
+    correct_at: float = 1.0  # correct where that column is >= this
+    answer_from: str | None = None  # the field holding the extracted answer (held-out rows' `answer`)
+    tokens_from: str | None = None  # the field holding each completion's generated token count
+    tokenizer: Path | None = None  # else a tokenizer.json to count the completion text's tokens with
+
+
+@dataclass
+class Built:
+    groups: pa.Table
+    steps: pa.Table
+    eval: pa.Table | None
+    how: dict[str, str] = field(default_factory=dict)  # what the provenance says of each choice
+    tie_check: dict | None = None  # the recomputed ties against the tool's own logged fraction, per step
+
+
+def prompt_id(text: str) -> str:
+    """A prompt's id: its text's hash, so the same prompt has one id in every run ingested."""
+    return "p" + hashlib.sha1(text.encode("utf-8")).hexdigest()[:12]
+
+
+def pass_rate_bin(p: float, bins: int = 5) -> str:
+    """grpo-lab's difficulty bin of a pass rate (grpo_lab/rollout/evaluation.py): "p0.0-0.2", ..., "p0.8-1.0"."""
+    k = min(int(p * bins), bins - 1)
+    return f"p{k / bins:.1f}-{(k + 1) / bins:.1f}"
+
+
+def build(logged: Logged, run_id: str, reading: Reading) -> Built:
+    """The groups, steps and eval tables of `logged` (IngestError, one line, for a field that is not there)."""
+    how: dict[str, str] = {}
+    samples = _prepared(logged.samples, reading, logged, how, "training")
+    groups = _groups(samples, run_id, logged.reward_columns)
+    steps = _steps(groups, logged.tool_steps, run_id)
+    evaluated = None
+    if len(logged.held_out):
+        held_out = _prepared(logged.held_out, reading, logged, how, "held-out")
+        evaluated = _eval(held_out, groups, run_id, reading)
+    return Built(groups=groups, steps=steps, eval=evaluated, how=how, tie_check=_tie_check(steps, logged.tool_ties))
+
+
+def _prepared(frame: pd.DataFrame, reading: Reading, logged: Logged, how: dict, kind: str) -> pd.DataFrame:
+    """`frame` with prompt_id, difficulty, correct and tokens columns."""
+    frame = frame.copy()
+    frame["prompt_id"] = frame["prompt"].map(prompt_id)
+    value = _numbers(frame, reading.correct_from, logged)
+    frame["correct"] = value >= reading.correct_at
+    how["correct"] = f"`{reading.correct_from}` >= {reading.correct_at:g}"
+    frame["tokens"], how["tokens"] = _tokens(frame, reading, logged)
+    if reading.difficulty_from == PASS_RATE:
+        first = frame[frame["step"] == frame.groupby("prompt_id")["step"].transform("min")]
+        rate = first.groupby("prompt_id")["correct"].mean()
+        frame["difficulty"] = frame["prompt_id"].map(rate.map(pass_rate_bin))
+        how[f"difficulty ({kind})"] = (
+            "a bin of each prompt's pass rate in its first " + ("group" if kind == "training" else "evaluation")
+            + " (the tool's run holds no base-model measurement: these groups' ties are partly so by construction)")
+    else:
+        field_ = reading.difficulty_from
+        if field_ not in frame:
+            raise IngestError(f"--difficulty-from {field_}: no such field in the {kind} rows of {logged.source} "
+                              f"(fields: {_fields(frame)}; or --difficulty-from {PASS_RATE})")
+        missing = frame[field_].isna().to_numpy()
+        if missing.any():
+            raise IngestError(f"{frame['where'].iloc[int(np.argmax(missing))]}: no {field_} (--difficulty-from)")
+        frame["difficulty"] = frame[field_].map(_label)
+        how[f"difficulty ({kind})"] = f"the logged field `{field_}`"
+    return frame
+
+
+def _label(value: object) -> str:
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def _fields(frame: pd.DataFrame) -> str:
+    return ", ".join(c for c in frame.columns if c not in ("where", "group", "prompt_id", "correct", "tokens"))
+
+
+def _numbers(frame: pd.DataFrame, column: str, logged: Logged) -> np.ndarray:
+    if column not in frame:
+        raise IngestError(f"--correct-from {column}: no such field in {logged.source} (fields: {_fields(frame)})")
+    values = pd.to_numeric(frame[column].map(lambda v: float(v) if isinstance(v, bool) else v), errors="coerce")
+    bad = values.isna().to_numpy()
+    if bad.any():
+        at = int(np.argmax(bad))
+        raise IngestError(f"{frame['where'].iloc[at]}: {column} {frame[column].iloc[at]!r} is not a number "
+                          "(--correct-from)")
+    return values.to_numpy(np.float64)
+
+
+def _tokens(frame: pd.DataFrame, reading: Reading, logged: Logged) -> tuple[np.ndarray, str]:
+    """Each completion's token count, and how it was had: a logged field, else the completion text re-encoded."""
+    field_ = reading.tokens_from or (TOKEN_COLUMN if TOKEN_COLUMN in frame and reading.tokenizer is None else None)
+    if field_ is not None:
+        if field_ not in frame:
+            raise IngestError(f"--tokens-from {field_}: no such field in {logged.source} (fields: {_fields(frame)})")
+        counts = pd.to_numeric(frame[field_], errors="coerce")
+        bad = (counts.isna() | (counts < 0) | (counts != np.floor(counts))).to_numpy()
+        if bad.any():
+            at = int(np.argmax(bad))
+            raise IngestError(f"{frame['where'].iloc[at]}: {field_} {frame[field_].iloc[at]!r} is no token count")
+        return counts.to_numpy(np.int64), f"the logged field `{field_}` (exact)"
+    path = reading.tokenizer or _found_tokenizer(Path(logged.source))
+    if path is None:
+        raise IngestError(f"{logged.source}: no token counts: log each completion's count as `{TOKEN_COLUMN}` "
+                          "(or name the field: --tokens-from), or pass --tokenizer (the model's tokenizer.json or its "
+                          "folder) to count the completion texts")
+    from tokenizers import Tokenizer  # reads a JSON file: runs no code
+
+    file = path / "tokenizer.json" if path.is_dir() else path
+    try:
+        tokenizer = Tokenizer.from_file(str(file))
+    except Exception as e:  # noqa: BLE001 (tokenizers raises its own exception kinds)
+        raise IngestError(f"--tokenizer {file}: not a tokenizers JSON file ({str(e).splitlines()[0][:80]})") from None
+    encoded = tokenizer.encode_batch(list(frame["completion"]), add_special_tokens=False)
+    return (np.array([len(e.ids) for e in encoded], dtype=np.int64),
+            f"the completion text re-encoded with `{file.name}` (no end token: a few tokens from exact)")
+
+
+def _found_tokenizer(source: Path) -> Path | None:
+    """A TRL output_dir's tokenizer.json: its own, else its last checkpoint's (TRL saves it with each)."""
+    if (source / "tokenizer.json").is_file():
+        return source / "tokenizer.json"
+    saved = sorted(source.glob("checkpoint-*/tokenizer.json"),
+                   key=lambda p: int(p.parent.name.rsplit("-", 1)[-1]) if p.parent.name.rsplit("-", 1)[-1].isdigit()
+                   else -1)
+    return saved[-1] if saved else None
+
+
+def _groups(samples: pd.DataFrame, run_id: str, reward_columns: list[str]) -> pa.Table:
+    """One row per group, in step order, then in the order the tool logged the groups' first rows."""
+    order = samples.assign(_row=np.arange(len(samples))).sort_values(["step", "_row"], kind="stable")
+    keyed = order["step"].astype(str) + "\x00" + order["group"].astype(str)
+    members = keyed.groupby(keyed, sort=False).indices  # group -> positions in `order`, first-seen order
+    rows = []
+    reward = order["reward"].to_numpy(np.float64)
+    correct = order["correct"].to_numpy(bool)
+    tokens = order["tokens"].to_numpy(np.int64)
+    per_function = {c: order[c].to_numpy(np.float64) for c in reward_columns if c in order and c != "reward"}
+    unit = {}
+    samples_total = tokens_total = 0
+    for positions in members.values():
+        first = order.iloc[positions[0]]
+        r, c = reward[positions], correct[positions]
+        g, n_correct = len(positions), int(c.sum())
+        tie = bool(r.max() == r.min())
+        step = int(first["step"])
+        samples_total += g
+        tokens_total += int(tokens[positions].sum())
+        unit[step] = unit.get(step, -1) + 1
+        rows.append(dict(
+            run_id=run_id, step=step, prompt_id=first["prompt_id"], difficulty=first["difficulty"], round=0,
+            group_size=g, rewards=r.astype(np.float32).tolist(), correct=c.tolist(), reward_mean=float(r.mean()),
+            reward_std=float(r.std()), n_correct=n_correct, tie=tie,
+            tie_kind=None if not tie else "all_correct" if n_correct == g else "all_wrong" if n_correct == 0 else "other",
+            used=True, tokens=int(tokens[positions].sum()), samples_total=samples_total, tokens_total=tokens_total,
+            unit=unit[step], n_informative=0 if tie else int((r != r.mean()).sum()),
+            **{f"rewards_{name}": values[positions].tolist() for name, values in per_function.items()},
+        ))
+    frame = pd.DataFrame(rows)
+    types = {"step": pa.int32(), "round": pa.int16(), "group_size": pa.int16(), "rewards": pa.list_(pa.float32()),
+             "correct": pa.list_(pa.bool_()), "reward_mean": pa.float32(), "reward_std": pa.float32(),
+             "n_correct": pa.int16(), "tie_kind": pa.string(), "tokens": pa.int32(), "samples_total": pa.int64(),
+             "tokens_total": pa.int64(), "unit": pa.int32(), "n_informative": pa.int16()}
+    return pa.Table.from_pandas(frame, schema=_schema(frame, types), preserve_index=False)
+
+
+def _schema(frame: pd.DataFrame, types: dict[str, pa.DataType]) -> pa.Schema:
+    inferred = pa.Schema.from_pandas(frame, preserve_index=False)
+    return pa.schema([pa.field(f.name, types.get(f.name, f.type)) for f in inferred])
+
+
+def _steps(groups: pa.Table, tool_steps: pd.DataFrame | None, run_id: str) -> pa.Table:
+    g = groups.select(["step", "group_size", "n_correct", "tie", "reward_mean", "samples_total",
+                       "tokens_total"]).to_pandas()
+    g["reward_sum"] = g["reward_mean"].astype(np.float64) * g["group_size"]
+    per = g.groupby("step").agg(groups=("tie", "size"), tie_frac=("tie", "mean"), samples=("group_size", "sum"),
+                                correct=("n_correct", "sum"), reward_sum=("reward_sum", "sum"),
+                                samples_total=("samples_total", "max"), tokens_total=("tokens_total", "max"))
+    per = per.reset_index()
+    metrics = ("loss", "pg_loss", "kl", "clip_frac", "grad_norm", "lr", "t_rollout", "t_update", "t_total")
+    logged = (tool_steps.set_index("step") if tool_steps is not None and len(tool_steps)
+              else pd.DataFrame(index=pd.Index([], name="step")))
+    frame = pd.DataFrame({"run_id": run_id, "step": per["step"].astype(np.int32)})
+    for name in metrics:
+        frame[name] = per["step"].map(logged[name]).astype("float64") if name in logged else np.nan
+    frame["reward_mean"] = per["reward_sum"] / per["samples"]
+    frame["accuracy"] = per["correct"] / per["samples"]
+    for name in ("tie_frac", "groups", "samples", "samples_total", "tokens_total"):
+        frame[name] = per[name]
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    # a metric the tool never logged is null, not NaN: "not recorded", never a number
+    return table.from_arrays([pa.array(table.column(c).to_numpy(zero_copy_only=False), from_pandas=True)
+                              if c in metrics else table.column(c) for c in table.column_names],
+                             names=table.column_names)
+
+
+def _eval(held_out: pd.DataFrame, groups: pa.Table, run_id: str, reading: Reading) -> pa.Table:
+    """Held-out rows: `sample` numbers each prompt's completions at a step; `n` their count; the samples and tokens
+    the run had drawn by that step (0 at step 0, before training)."""
+    frame = held_out.sort_values(["step", "prompt_id"], kind="stable").reset_index(drop=True)
+    frame["sample"] = frame.groupby(["step", "prompt_id"]).cumcount()
+    frame["n"] = frame.groupby(["step", "prompt_id"])["sample"].transform("size")
+    totals = groups.select(["step", "samples_total", "tokens_total"]).to_pandas().groupby("step").max()
+    drawn = totals.reindex(range(int(max(totals.index.max(), frame["step"].max())) + 1)).ffill().fillna(0)
+    if reading.answer_from is not None and reading.answer_from not in frame:
+        raise IngestError(f"--answer-from {reading.answer_from}: no such field in the held-out rows "
+                          f"(fields: {_fields(frame)})")
+    answers = ([None if v is None or v != v else str(v) for v in frame[reading.answer_from]]  # NaN: no answer
+               if reading.answer_from else [None] * len(frame))
+    return pa.table({
+        "run_id": pa.array([run_id] * len(frame)),
+        "step": pa.array(frame["step"].to_numpy(), pa.int32()),
+        "prompt_id": pa.array(frame["prompt_id"].to_numpy(object)),
+        "difficulty": pa.array(frame["difficulty"].to_numpy(object)),
+        "sample": pa.array(frame["sample"].to_numpy(), pa.int32()),
+        "answer": pa.array(answers, pa.string()),
+        "correct": pa.array(frame["correct"].to_numpy(bool)),
+        "tokens": pa.array(frame["tokens"].to_numpy(), pa.int32()),
+        "n": pa.array(frame["n"].to_numpy(), pa.int32()),
+        "samples_total": pa.array(drawn["samples_total"].reindex(frame["step"]).to_numpy(np.int64), pa.int64()),
+        "tokens_total": pa.array(drawn["tokens_total"].reindex(frame["step"]).to_numpy(np.int64), pa.int64()),
+    })
+
+
+def _tie_check(steps: pa.Table, tool_ties: dict[int, float]) -> dict | None:
+    """The recomputed tie fraction per step against the tool's own (TRL's frac_reward_zero_std), where it logged one."""
+    if not tool_ties:
+        return None
+    ours = dict(zip(steps.column("step").to_pylist(), steps.column("tie_frac").to_pylist()))
+    common = sorted(s for s in tool_ties if s in ours)
+    diffs = {s: abs(ours[s] - tool_ties[s]) for s in common}
+    differ = [s for s in common if diffs[s] > 1e-6]  # TRL averages in float32
+    return {"steps": len(common), "equal": len(common) - len(differ), "differ": differ[:10],
+            "largest_difference": max(diffs.values(), default=0.0),
+            "only_logged_by_tool": sorted(s for s in tool_ties if s not in ours)[:10]}

@@ -1,0 +1,93 @@
+"""An ingested run on disk, in DESIGN.md's run layout (run.json, config.json, groups/ steps/ eval/ parts), written
+only where it is the ingest's to write: a new or empty folder, or one an earlier ingest wrote (its marker,
+`.grpo-lab-ingest`, lists every file it wrote; only those are replaced, anything else, a report built there for
+one, is kept). Everything is written to a folder beside the target first, so a failed ingest leaves what was there."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from analysis.ingest.logs import IngestError
+
+MARKER = ".grpo-lab-ingest"
+WRITTEN_BY = "python -m analysis.ingest"
+TABLES = ("groups", "steps", "eval")
+
+
+def owned_files(out: Path) -> list[str] | None:
+    """The files an earlier ingest wrote into `out` (from its marker); [] for an absent or empty folder; None
+    where `out` is anything else: not the ingest's to write."""
+    if not out.exists() and not out.is_symlink():
+        return []
+    if out.is_symlink() or not out.is_dir():
+        return None
+    marker = out / MARKER
+    if marker.is_file() and not marker.is_symlink():
+        try:
+            record = json.loads(marker.read_text())
+        except (OSError, ValueError):
+            return None
+        files = record.get("files") if isinstance(record, dict) and record.get("written_by") == WRITTEN_BY else None
+        if isinstance(files, list) and all(isinstance(f, str) and _inside(f) for f in files):
+            return files
+        return None
+    return [] if not any(out.iterdir()) else None
+
+
+def _inside(name: str) -> bool:
+    """A relative path that stays in its folder (a marker naming ../x or /x owns nothing)."""
+    parts = Path(name).parts
+    return bool(parts) and not Path(name).is_absolute() and ".." not in parts
+
+
+def check_writable(out: Path) -> list[str]:
+    """The files of `out` the ingest may replace; IngestError (one line) where `out` is not its to write."""
+    owned = owned_files(out)
+    if owned is None:
+        raise IngestError(f"--out {out}: exists and is not a folder an ingest wrote (no {MARKER} listing its "
+                          "files): give a new or empty folder")
+    return owned
+
+
+def write(out: Path, record: dict, config: dict, tables: dict[str, pa.Table | None]) -> list[str]:
+    """Write the run into `out`; returns the files written (relative to `out`)."""
+    owned = check_writable(out)
+    staging = out.parent / f".{out.name}.ingest-{os.getpid()}"
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    try:
+        files = ["run.json", "config.json"]
+        (staging / "run.json").write_text(json.dumps(record, indent=1, default=str) + "\n")
+        (staging / "config.json").write_text(json.dumps(config, indent=1) + "\n")
+        for name, table in tables.items():
+            if table is None or not table.num_rows:
+                continue
+            (staging / name).mkdir()
+            steps = table.column("step").to_numpy()
+            for step in sorted(set(steps.tolist())):
+                part = f"{name}/part-{step:06d}.parquet"
+                pq.write_table(table.filter(pc.equal(table.column("step"), step)), staging / part)
+                files.append(part)
+        owned = check_writable(out)  # again: the folder may have changed while this one was written
+        out.mkdir(parents=True, exist_ok=True)
+        for name in owned:  # an earlier ingest's files, by name: nothing else in the folder is touched
+            if (out / name).is_file() or (out / name).is_symlink():
+                (out / name).unlink()
+        for table in TABLES:
+            if (out / table).is_dir() and not any((out / table).iterdir()):
+                (out / table).rmdir()
+        for name in files:
+            (out / name).parent.mkdir(parents=True, exist_ok=True)
+            os.replace(staging / name, out / name)
+        marker = {"written_by": WRITTEN_BY, "files": files}
+        (out / MARKER).write_text(json.dumps(marker, indent=1) + "\n")
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return files

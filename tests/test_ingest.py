@@ -1,0 +1,303 @@
+"""Other tools' logs read into grpo-lab's tables (`python -m analysis.ingest`): verl dumps written by verl's rules and
+a grpo-lab run exported to TRL's format, each recounted from the raw files with plain pandas; every malformed input a
+one-line error naming file:line before anything is written; the output folder written only where it is the
+ingest's."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from analysis.data.load import load
+from analysis.ingest import IngestError, Reading, ingest
+from analysis.ingest.tables import pass_rate_bin, prompt_id
+from analysis.measures.ties import tie_fractions
+from fixtures.synthetic import job_config, prompt_pool, simulate_groups, write_run
+from fixtures.tool_logs import read_jsonl, read_parts, trl_export, verl_rows, verl_run, write_verl
+
+ROOT = Path(__file__).resolve().parent.parent
+PROMPTS = prompt_pool(levels=("1", "2", "3"), per_level=8)
+HELD_OUT = prompt_pool(levels=("1", "2", "3"), per_level=4, seed=1).assign(
+    prompt_id=lambda d: "H" + d["prompt_id"])
+VERL = Reading(difficulty_from="level", correct_from="acc", tokens_from="response_length", answer_from="pred")
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "analysis.ingest", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=300)
+
+
+def tree(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.parametrize("uid", [True, False], ids=["uid", "input text"])
+def test_a_verl_dump_recounts_from_its_jsonl(tmp_path, uid):
+    """Groups by uid (or by input text where the dump has none), rows reordered as balance_batch does: every
+    group's rewards, tie and kind, per step and difficulty, recount from the raw lines; eval rows too."""
+    rollouts, validation = verl_run(tmp_path / "verl", PROMPTS, HELD_OUT, steps=6, batch=6, n=4, uid=uid)
+    out = ingest("verl", rollouts, tmp_path / "run", VERL, validation=validation)
+    groups = read_parts(out, "groups")
+    raw = read_jsonl(rollouts)
+    key = ["step", "uid"] if uid else ["step", "input"]
+    truth = raw.groupby(key, sort=False).agg(level=("level", "first"), n=("score", "size"),
+                                             spread=("score", lambda s: s.max() - s.min()), right=("acc", "sum"),
+                                             tokens=("response_length", "sum"))
+    truth["tie"] = truth["spread"] == 0
+    assert len(groups) == len(truth) and (truth["n"] == 4).all()
+    for step in range(1, 7):  # ties per step and difficulty: the ingest's against the recount
+        ours = groups[groups["step"] == step].groupby("difficulty")["tie"].agg(["sum", "size"])
+        theirs = truth.loc[step].groupby("level")["tie"].agg(["sum", "size"])
+        pd.testing.assert_frame_equal(ours, theirs, check_names=False, check_dtype=False)
+    kinds = groups["tie_kind"].fillna("mixed").value_counts().to_dict()
+    assert kinds == {**{k: v for k, v in {
+        "all_correct": int((truth["tie"] & (truth["right"] == 4)).sum()),
+        "all_wrong": int((truth["tie"] & (truth["right"] == 0)).sum()),
+        "mixed": int((~truth["tie"]).sum())}.items() if v}}
+    assert groups["samples_total"].iloc[-1] == len(raw) and groups["tokens_total"].iloc[-1] == raw["response_length"].sum()
+    # held-out: pass@1 per step and difficulty is the mean of `acc`; the answer is `pred`
+    evals = read_parts(out, "eval")
+    val = read_jsonl(validation)
+    assert len(evals) == len(val) and set(evals["n"]) == {4}
+    ours = evals.groupby(["step", "difficulty"])["correct"].mean()
+    theirs = val.groupby(["step", "level"])["acc"].mean()
+    np.testing.assert_allclose(ours.to_numpy(), theirs.to_numpy())
+    assert sorted(evals["answer"].dropna()) == sorted(val["pred"].dropna())
+    assert evals.loc[evals["step"] == 0, "samples_total"].eq(0).all()
+    drawn = groups.groupby("step")["samples_total"].max()
+    assert (evals.loc[evals["step"] == 6, "samples_total"] == drawn[6]).all()
+    # the ids are the prompts' texts hashed: the same prompt has one id in every run
+    assert set(groups["prompt_id"]) == {prompt_id(t) for t in raw["input"]}
+
+
+def test_continuous_rewards_tie_on_zero_spread_and_pass_rate_bins_name_difficulty(tmp_path):
+    """Scores in [0, 1]: a group ties when every score is equal (tied at 0.5 with samples correct at 0.4 and above:
+    all correct), and without a difficulty field each prompt is binned by its first group's pass rate, by
+    grpo-lab's bins."""
+    rng = np.random.default_rng(3)
+    steps = {}
+    for step in (1, 2, 3):
+        rows = verl_rows(PROMPTS, step, 4, rng, batch=6)
+        for row in rows:
+            row["score"] = 0.5 if row["uid"].endswith(("1", "2", "3")) else round(float(rng.random()), 3)
+        steps[step] = rows
+    dump = write_verl(tmp_path / "dump", steps)
+    out = ingest("verl", dump, tmp_path / "run", Reading(correct_at=0.4, tokens_from="response_length"))
+    groups = read_parts(out, "groups")
+    raw = read_jsonl(dump)
+    truth = raw.groupby(["step", "uid"], sort=False)["score"].agg(lambda s: s.nunique() == 1)
+    assert groups["tie"].tolist() == truth.tolist() and truth.any()
+    tied = groups[groups["tie"]]
+    assert (tied["tie_kind"] == "all_correct").all() and (tied["reward_mean"] == 0.5).all()
+    first = raw.assign(right=raw["score"] >= 0.4)
+    first = first[first["step"] == first.groupby("input")["step"].transform("min")]
+    bins = first.groupby("input")["right"].mean().map(pass_rate_bin)
+    assert dict(zip(groups["prompt_id"], groups["difficulty"])) == {prompt_id(k): v for k, v in bins.items()}
+
+
+def test_a_grpo_lab_run_exported_to_trl_and_read_back_has_the_same_tie_tables(tmp_path):
+    cfg = job_config("fixed", group_size=8, seed=2, max_steps=12, prompts_per_step=6)
+    groups = simulate_groups(PROMPTS, cfg, "run-0")
+    original = write_run(tmp_path / "original", cfg, {"groups": groups})
+    trl_export(groups.to_pandas(), tmp_path / "trl")
+    back = ingest("trl", tmp_path / "trl", tmp_path / "back",
+                  Reading(difficulty_from="level", correct_from="accuracy"))
+    a, b = load(original).groups, load(back).groups
+    columns = ["step", "difficulty", "group_size", "n_correct", "tie", "tie_kind", "tokens", "samples_total",
+               "tokens_total"]
+    pd.testing.assert_frame_equal(a[columns].astype(str), b[columns].astype(str))
+    for table_a, table_b in ((tie_fractions(a, by=("group_size",)), tie_fractions(b, by=("group_size",))),
+                             (tie_fractions(a, by=("group_size",), window=3),
+                              tie_fractions(b, by=("group_size",), window=3))):
+        pd.testing.assert_frame_equal(table_a, table_b)
+
+
+def test_trl_reward_weights_are_checked_against_the_logged_advantages(tmp_path):
+    """Two reward functions summed with weights 1 and 0.5: read with the default weights, the advantages TRL
+    logged do not follow from the sum, and the ingest says so; with the right weights the ties are the sum's."""
+    cfg = job_config("fixed", group_size=4, seed=1, max_steps=4, prompts_per_step=6)
+    trl = trl_export(simulate_groups(PROMPTS, cfg, "run-0").to_pandas(), tmp_path / "trl")
+    rng = np.random.default_rng(0)
+    for path in sorted((trl / "completions").glob("*.parquet")):
+        frame = pd.read_parquet(path)
+        frame.insert(4, "format", rng.choice([0.0, 1.0], len(frame), p=[0.3, 0.7]))
+        total = frame["accuracy"] + 0.5 * frame["format"]
+        group = np.arange(len(frame)) // 4
+        mean, std = total.groupby(group).transform("mean"), total.groupby(group).transform("std")
+        frame["advantage"] = (total - mean) / (std + 1e-4)
+        frame.to_parquet(path)
+    with pytest.raises(IngestError, match=r"completions_00001.parquet:row \d+: the logged advantages .* weights "
+                                          r"accuracy=1, format=1"):
+        ingest("trl", trl, tmp_path / "wrong", Reading(correct_from="accuracy"))
+    assert not (tmp_path / "wrong").exists()
+    out = ingest("trl", trl, tmp_path / "right", Reading(correct_from="accuracy"), reward_weights=[1, 0.5])
+    groups = read_parts(out, "groups")
+    frames = pd.concat([pd.read_parquet(p) for p in sorted((trl / "completions").glob("*.parquet"))])
+    total = (frames["accuracy"] + 0.5 * frames["format"]).to_numpy().reshape(-1, 4)
+    assert groups["tie"].tolist() == [bool(len(set(r)) == 1) for r in total]
+    assert [list(r) for r in groups["rewards"]] == [list(np.float32(r)) for r in total]
+    assert [list(r) for r in groups["rewards_format"]] == frames["format"].to_numpy().reshape(-1, 4).tolist()
+
+
+def test_a_generation_logged_again_counts_once(tmp_path):
+    """TRL logs its last generation at every logging step: with num_iterations=2 step 2's file repeats step 1's."""
+    cfg = job_config("fixed", group_size=4, seed=1, max_steps=3, prompts_per_step=4)
+    trl = trl_export(simulate_groups(PROMPTS, cfg, "run-0").to_pandas(), tmp_path / "trl")
+    files = trl / "completions"
+    logged = {s: pd.read_parquet(files / f"completions_{s:05d}.parquet") for s in (1, 2, 3)}
+    for path in files.iterdir():
+        path.unlink()
+    for step in range(1, 6):  # generations at steps 1, 3, 5; steps 2 and 4 log the one before again
+        logged[(step + 1) // 2].assign(step=step).to_parquet(files / f"completions_{step:05d}.parquet")
+    out = ingest("trl", trl, tmp_path / "run", Reading(correct_from="accuracy"))
+    groups = read_parts(out, "groups")
+    assert sorted(set(groups["step"])) == [1, 3, 5] and len(groups) == 12
+    how = json.loads((out / "run.json").read_text())["imported"]["how"]
+    assert how["repeats"].startswith("2 files repeated the generation logged before them")
+
+
+def _dump_with(tmp_path: Path, edit) -> Path:
+    rng = np.random.default_rng(0)
+    steps = {s: verl_rows(PROMPTS, s, 4, rng, batch=3) for s in (1, 2, 3)}
+    edit(steps)
+    return write_verl(tmp_path / "dump", steps)
+
+
+def _drop_score(steps):
+    del steps[2][5]["score"]
+
+
+def _unequal(steps):
+    del steps[3][7]
+
+
+def _duplicate_prompt(steps):  # the same prompt twice in a batch, no uid: one group of twice the size
+    for rows in steps.values():
+        for row in rows:
+            row.pop("uid")
+    text = steps[2][0]["input"]
+    for row in steps[2]:
+        if row["input"] != text:
+            row["input"] = text
+            break
+
+
+def _string_score(steps):
+    steps[1][2]["score"] = "1.0"
+
+
+BAD = {  # name -> (edit, what the one line says, with its file:line)
+    "missing score": (_drop_score, r"dump/2\.jsonl:6: no 'score'"),
+    "unequal group": (_unequal, r"dump/3\.jsonl:\d+: a group of 3 completions where the run's groups have 4"),
+    "one prompt twice": (_duplicate_prompt, r"dump/2\.jsonl:\d+: a group of (5|3) completions where the run's"),
+    "score not a number": (_string_score, r"dump/1\.jsonl:3: score '1\.0' is not a finite number"),
+}
+
+
+@pytest.mark.parametrize("case", BAD)
+def test_a_bad_dump_is_one_line_naming_file_and_line_and_writes_nothing(tmp_path, case):
+    edit, says = BAD[case]
+    dump = _dump_with(tmp_path, edit)
+    with pytest.raises(IngestError, match=says):
+        ingest("verl", dump, tmp_path / "run", Reading(tokens_from="response_length"))
+    assert not (tmp_path / "run").exists()
+
+
+def test_the_command_line_says_a_malformed_line_in_one_line(tmp_path):
+    dump = _dump_with(tmp_path, lambda steps: None)
+    lines = (dump / "2.jsonl").read_text().splitlines()
+    lines[3] = lines[3][:-9]  # cut short, as a dump killed mid-write leaves it
+    (dump / "2.jsonl").write_text("\n".join(lines) + "\n")
+    out = cli("verl", str(dump), "--out", str(tmp_path / "run"), "--tokens-from", "response_length")
+    assert out.returncode == 2 and out.stdout == ""
+    assert out.stderr.count("\n") == 1 and out.stderr.startswith("error: dump/2.jsonl:4: not a JSON line")
+    assert not (tmp_path / "run").exists()
+    out = cli("verl", str(tmp_path / "absent"), "--out", str(tmp_path / "run"))
+    assert out.returncode == 2 and out.stderr.count("\n") == 1 and "absent: no such folder" in out.stderr
+
+
+def test_missing_fields_and_token_counts_are_named(tmp_path):
+    rollouts, _ = verl_run(tmp_path / "verl", PROMPTS, HELD_OUT, steps=2, batch=3, n=4)
+    for reading, says in [
+        (Reading(tokens_from="response_length", difficulty_from="levels"), r"--difficulty-from levels: no such field"),
+        (Reading(tokens_from="response_length", correct_from="accuracy"), r"--correct-from accuracy: no such field"),
+        (Reading(), r"no token counts: log each completion's count as `completion_tokens`"),
+        (Reading(tokenizer=tmp_path / "none.json"), r"--tokenizer .*none.json: not a tokenizers JSON file"),
+    ]:
+        with pytest.raises(IngestError, match=says):
+            ingest("verl", rollouts, tmp_path / "run", reading)
+    with pytest.raises(IngestError, match="rollouts/1.jsonl:1: a group of 4 completions where the run's groups have 8"):
+        ingest("verl", rollouts, tmp_path / "run", Reading(tokens_from="response_length"), group_size=8)
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_tokenizer_counts_the_completion_texts(tmp_path):
+    """Without logged counts, a tokenizer.json (built here with `tokenizers`) counts each completion's text."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    tok = Tokenizer(models.WordLevel({"[UNK]": 0}, unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok.save(str(tmp_path / "tokenizer.json"))
+    rollouts, _ = verl_run(tmp_path / "verl", PROMPTS, HELD_OUT, steps=2, batch=3, n=4)
+    out = ingest("verl", rollouts, tmp_path / "run", Reading(tokenizer=tmp_path))
+    raw = read_jsonl(rollouts)
+    words = raw["output"].str.split().str.len()
+    assert read_parts(out, "groups")["tokens_total"].iloc[-1] == words.sum()
+    how = json.loads((out / "run.json").read_text())["imported"]["how"]
+    assert how["tokens"].startswith("the completion text re-encoded with `tokenizer.json`")
+
+
+def test_the_ingest_writes_only_its_own_folder(tmp_path):
+    rollouts, _ = verl_run(tmp_path / "verl", PROMPTS, HELD_OUT, steps=3, batch=3, n=4)
+    reading = Reading(tokens_from="response_length")
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    (theirs / "notes.txt").write_text("mine")
+    with pytest.raises(IngestError, match=r"--out .*theirs: exists and is not a folder an ingest wrote"):
+        ingest("verl", rollouts, theirs, reading)
+    assert tree(theirs) == {"notes.txt": b"mine"}
+    out = ingest("verl", rollouts, tmp_path / "run", reading)
+    (out / "report").mkdir()
+    (out / "report" / "REPORT.md").write_text("a report built here")
+    (out / "mine.txt").write_text("kept")
+    first = tree(out)
+    # fewer steps now: the earlier ingest's parts are gone, nothing it did not write is touched
+    (rollouts / "3.jsonl").unlink()
+    ingest("verl", rollouts, out, reading)
+    again = tree(out)
+    assert again["report/REPORT.md"] == b"a report built here" and again["mine.txt"] == b"kept"
+    assert "groups/part-000003.parquet" in first and "groups/part-000003.parquet" not in again
+    marker = json.loads(again[".grpo-lab-ingest"])
+    assert set(marker["files"]) == {k for k in again if k not in (".grpo-lab-ingest", "mine.txt", "report/REPORT.md")}
+    # a marker naming files outside its folder proves nothing
+    (out / ".grpo-lab-ingest").write_text(json.dumps({"written_by": "python -m analysis.ingest",
+                                                      "files": ["../theirs/notes.txt"]}))
+    with pytest.raises(IngestError, match="exists and is not a folder an ingest wrote"):
+        ingest("verl", rollouts, out, reading)
+    assert tree(theirs) == {"notes.txt": b"mine"}
+
+
+def test_trl_chat_messages_are_read_as_text(tmp_path):
+    """Conversational TRL runs log the prompt and completion as chat messages: the prompt's identity is its
+    messages, the completion's text its contents; groups and their ties are the same as plain text's."""
+    cfg = job_config("fixed", group_size=4, seed=1, max_steps=2, prompts_per_step=3)
+    trl = trl_export(simulate_groups(PROMPTS, cfg, "run-0").to_pandas(), tmp_path / "trl")
+    plain = ingest("trl", trl, tmp_path / "plain", Reading(correct_from="accuracy"))
+    for path in sorted((trl / "completions").glob("*.parquet")):
+        frame = pd.read_parquet(path)
+        frame["prompt"] = [[{"role": "system", "content": "Add."}, {"role": "user", "content": p}]
+                           for p in frame["prompt"]]
+        frame["completion"] = [[{"role": "assistant", "content": [{"type": "text", "text": c}]}]
+                               for c in frame["completion"]]
+        frame.to_parquet(path)
+    chat = ingest("trl", trl, tmp_path / "chat", Reading(correct_from="accuracy"))
+    a, b = read_parts(plain, "groups"), read_parts(chat, "groups")
+    columns = ["step", "group_size", "n_correct", "tie", "tie_kind", "tokens"]
+    pd.testing.assert_frame_equal(a[columns], b[columns])
+    assert a["prompt_id"].nunique() == b["prompt_id"].nunique() and not set(a["prompt_id"]) & set(b["prompt_id"])
