@@ -24,6 +24,7 @@ binary. `trainer_state.json` (TRL's per-step metrics, `frac_reward_zero_std` amo
 from __future__ import annotations
 
 import argparse
+import warnings
 from pathlib import Path
 
 import torch
@@ -90,9 +91,12 @@ def main(argv: list[str] | None = None) -> None:
     except ImportError as e:
         raise SystemExit(f"TRL is not installed ({e.name}): pip install -e '.[bench]'") from None
     torch.set_num_threads(args.threads)
+    # TRL 1.16 asks transformers 5 a deprecated question at every step; the answer is right, the warning noise
+    warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
 
     folder = tiny_weights()
-    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32, attn_implementation="eager")
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32, attn_implementation="eager",
+                                                 trust_remote_code=False)
     tokenizer = CharTokenizer.from_pretrained(folder)
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     model.generation_config.eos_token_id = tokenizer.eos_token_id

@@ -5,6 +5,7 @@ ingest's."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import subprocess
 import sys
@@ -301,3 +302,51 @@ def test_trl_chat_messages_are_read_as_text(tmp_path):
     columns = ["step", "group_size", "n_correct", "tie", "tie_kind", "tokens"]
     pd.testing.assert_frame_equal(a[columns], b[columns])
     assert a["prompt_id"].nunique() == b["prompt_id"].nunique() and not set(a["prompt_id"]) & set(b["prompt_id"])
+
+
+def test_racing_ingests_into_one_folder_leave_one_whole_run(tmp_path):
+    """Four ingests of four runs (2 to 5 steps) into one folder at once: each ends whole or is refused in one line;
+    the folder then holds exactly one run's files, all listed in its marker."""
+    sources = []
+    for k in range(4):
+        rng = np.random.default_rng(k)
+        sources.append(write_verl(tmp_path / f"dump{k}", {s: verl_rows(PROMPTS, s, 4, rng, batch=3)
+                                                          for s in range(1, k + 3)}))
+    out = tmp_path / "run"
+    procs = [subprocess.Popen([sys.executable, "-m", "analysis.ingest", "verl", str(src), "--out", str(out),
+                               "--tokens-from", "response_length"], cwd=ROOT, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for src in sources]
+    results = [(p.wait(timeout=300), p.stderr.read()) for p in procs]
+    assert all(code == 0 or (code == 2 and err.count("\n") == 1 and "another ingest is writing it now" in err)
+               for code, err in results), results
+    assert any(code == 0 for code, _ in results)
+    files = {k for k in tree(out) if k != ".grpo-lab-ingest"}
+    assert set(json.loads((out / ".grpo-lab-ingest").read_text())["files"]) == files
+    run_id = json.loads((out / "run.json").read_text())["run_id"]
+    groups = read_parts(out, "groups")
+    assert set(groups["run_id"]) == {run_id}
+    source = next(s for s in sources if run_id.endswith(hashlib.sha1(str(s.resolve()).encode()).hexdigest()[:10]))
+    assert sorted(set(groups["step"])) == sorted(int(p.stem) for p in source.glob("*.jsonl"))
+    assert not [p for p in tmp_path.iterdir() if ".ingest-" in p.name]  # no staging folder left
+
+
+def test_trls_own_count_is_compared_step_by_step_and_a_difference_is_named(tmp_path):
+    """trainer_state.json's frac_reward_zero_std per step against the recomputed ties: equal where TRL's count is
+    the groups' (scale_rewards='group'); a step where TRL logged another fraction (its batch std, for one) is named,
+    and the reward functions are the ones trainer_state.json names."""
+    cfg = job_config("fixed", group_size=4, seed=1, max_steps=5, prompts_per_step=4)
+    groups = simulate_groups(PROMPTS, cfg, "run-0").to_pandas()
+    trl = trl_export(groups, tmp_path / "trl")
+    fractions = groups.groupby("step")["tie"].mean()
+    history = [{"step": int(s), "loss": 0.1 * s, "rewards/accuracy/mean": 0.5,
+                "frac_reward_zero_std": float(f) if s != 4 else 1.0} for s, f in fractions.items()]
+    (trl / "trainer_state.json").write_text(json.dumps({"log_history": history}))
+    out = ingest("trl", trl, tmp_path / "run", Reading(correct_from="accuracy"))
+    record = json.loads((out / "run.json").read_text())["imported"]
+    assert fractions[4] != 1.0
+    assert record["tie_check"] == {"steps": 5, "equal": 4, "differ": [4], "largest_difference": 1.0 - fractions[4],
+                                   "only_logged_by_tool": []}
+    assert record["how"]["reward functions"] == "named by trainer_state.json"
+    assert read_parts(out, "steps")["loss"].tolist() == [0.1 * s for s in range(1, 6)]
+    cli_out = cli("trl", str(trl), "--out", str(tmp_path / "again"), "--correct-from", "accuracy")
+    assert "equal TRL's own logged frac_reward_zero_std at 4 of 5 steps (not at steps [4]" in cli_out.stdout

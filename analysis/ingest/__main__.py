@@ -7,6 +7,7 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 import yaml
 
@@ -58,8 +59,6 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="a config value to record (repeat): what tells ingested runs apart as arms or seeds, "
                         "e.g. --set seed=1 --set algo.beta=0.04")
     args = parser.parse_args(argv)
-    from pathlib import Path
-
     reading = Reading(difficulty_from=args.difficulty_from, correct_from=args.correct_from,
                       correct_at=args.correct_at, answer_from=args.answer_from, tokens_from=args.tokens_from,
                       tokenizer=Path(args.tokenizer) if args.tokenizer else None)

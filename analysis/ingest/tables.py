@@ -159,45 +159,43 @@ def _found_tokenizer(source: Path) -> Path | None:
 
 def _groups(samples: pd.DataFrame, run_id: str, reward_columns: list[str]) -> pa.Table:
     """One row per group, in step order, then in the order the tool logged the groups' first rows."""
-    order = samples.assign(_row=np.arange(len(samples))).sort_values(["step", "_row"], kind="stable")
-    keyed = order["step"].astype(str) + "\x00" + order["group"].astype(str)
-    members = keyed.groupby(keyed, sort=False).indices  # group -> positions in `order`, first-seen order
-    rows = []
-    reward = order["reward"].to_numpy(np.float64)
-    correct = order["correct"].to_numpy(bool)
-    tokens = order["tokens"].to_numpy(np.int64)
-    per_function = {c: order[c].to_numpy(np.float64) for c in reward_columns if c in order and c != "reward"}
-    unit = {}
-    samples_total = tokens_total = 0
-    for positions in members.values():
-        first = order.iloc[positions[0]]
-        r, c = reward[positions], correct[positions]
-        g, n_correct = len(positions), int(c.sum())
-        tie = bool(r.max() == r.min())
-        step = int(first["step"])
-        samples_total += g
-        tokens_total += int(tokens[positions].sum())
-        unit[step] = unit.get(step, -1) + 1
-        rows.append(dict(
-            run_id=run_id, step=step, prompt_id=first["prompt_id"], difficulty=first["difficulty"], round=0,
-            group_size=g, rewards=r.astype(np.float32).tolist(), correct=c.tolist(), reward_mean=float(r.mean()),
-            reward_std=float(r.std()), n_correct=n_correct, tie=tie,
-            tie_kind=None if not tie else "all_correct" if n_correct == g else "all_wrong" if n_correct == 0 else "other",
-            used=True, tokens=int(tokens[positions].sum()), samples_total=samples_total, tokens_total=tokens_total,
-            unit=unit[step], n_informative=0 if tie else int((r != r.mean()).sum()),
-            **{f"rewards_{name}": values[positions].tolist() for name, values in per_function.items()},
-        ))
-    frame = pd.DataFrame(rows)
-    types = {"step": pa.int32(), "round": pa.int16(), "group_size": pa.int16(), "rewards": pa.list_(pa.float32()),
-             "correct": pa.list_(pa.bool_()), "reward_mean": pa.float32(), "reward_std": pa.float32(),
-             "n_correct": pa.int16(), "tie_kind": pa.string(), "tokens": pa.int32(), "samples_total": pa.int64(),
-             "tokens_total": pa.int64(), "unit": pa.int32(), "n_informative": pa.int16()}
-    return pa.Table.from_pandas(frame, schema=_schema(frame, types), preserve_index=False)
-
-
-def _schema(frame: pd.DataFrame, types: dict[str, pa.DataType]) -> pa.Schema:
-    inferred = pa.Schema.from_pandas(frame, preserve_index=False)
-    return pa.schema([pa.field(f.name, types.get(f.name, f.type)) for f in inferred])
+    order = samples.iloc[np.lexsort((np.arange(len(samples)), samples["step"].to_numpy()))]
+    code, _ = pd.factorize(order["step"].astype(str) + "\x00" + order["group"].astype(str))  # first seen, first
+    rows = np.argsort(code, kind="stable")  # (samples,) each group's rows together, groups in order
+    size = np.bincount(code)  # (groups,)
+    start = np.r_[0, np.cumsum(size)[:-1]]
+    first = rows[start]  # (groups,) each group's first row in `order`
+    reward = order["reward"].to_numpy(np.float64)[rows]
+    correct = order["correct"].to_numpy(bool)[rows]
+    tokens = np.add.reduceat(order["tokens"].to_numpy(np.int64)[rows], start)
+    n_correct = np.add.reduceat(correct.astype(np.int64), start)
+    mean = np.add.reduceat(reward, start) / size
+    spread = np.repeat(mean, size)
+    tie = np.maximum.reduceat(reward, start) == np.minimum.reduceat(reward, start)
+    kind = np.where(n_correct == size, "all_correct", np.where(n_correct == 0, "all_wrong", "other"))
+    step = order["step"].to_numpy()[first]
+    unit = pd.Series(step).groupby(step).cumcount().to_numpy()  # the group's place in its step
+    offsets = pa.array(np.r_[0, np.cumsum(size)].astype(np.int32))
+    columns = {
+        "run_id": pa.array([run_id] * len(size)), "step": pa.array(step, pa.int32()),
+        "prompt_id": pa.array(order["prompt_id"].to_numpy(object)[first]),
+        "difficulty": pa.array(order["difficulty"].to_numpy(object)[first].astype(str)),
+        "round": pa.array(np.zeros(len(size)), pa.int16()), "group_size": pa.array(size, pa.int16()),
+        "rewards": pa.ListArray.from_arrays(offsets, pa.array(reward.astype(np.float32))),
+        "correct": pa.ListArray.from_arrays(offsets, pa.array(correct)),
+        "reward_mean": pa.array(mean, pa.float32()),
+        "reward_std": pa.array(np.sqrt(np.add.reduceat((reward - spread) ** 2, start) / size), pa.float32()),
+        "n_correct": pa.array(n_correct, pa.int16()), "tie": pa.array(tie),
+        "tie_kind": pa.array(np.where(tie, kind, None), pa.string()), "used": pa.array(np.ones(len(size), bool)),
+        "tokens": pa.array(tokens, pa.int32()), "samples_total": pa.array(np.cumsum(size), pa.int64()),
+        "tokens_total": pa.array(np.cumsum(tokens), pa.int64()), "unit": pa.array(unit, pa.int32()),
+        # eq. 3 gives a sample a nonzero advantage where its reward is off its group's mean (none in a tie)
+        "n_informative": pa.array(np.where(tie, 0, np.add.reduceat((reward != spread).astype(np.int64), start)),
+                                  pa.int16()),
+    }
+    for name in (c for c in reward_columns if c in order and c != "reward"):  # each function's own values
+        columns[f"rewards_{name}"] = pa.ListArray.from_arrays(offsets, pa.array(order[name].to_numpy(np.float64)[rows]))
+    return pa.table(columns)
 
 
 def _steps(groups: pa.Table, tool_steps: pd.DataFrame | None, run_id: str) -> pa.Table:

@@ -110,23 +110,28 @@ def _read_file(path: Path, folder: Path) -> list[dict]:
 
 
 def _group_keys(samples: pd.DataFrame, group_size: int | None, held_out: bool) -> np.ndarray:
-    """Each row's group within its step (uid where the rows have one, else the input text); every group of the
-    same size (`group_size` where given, else the first group's; held-out: within a step)."""
-    key = samples["uid"].astype(str) if "uid" in samples and not held_out else samples["prompt"]
-    if "uid" in samples and not held_out and samples["uid"].isna().any():
-        at = samples["where"].iloc[int(np.flatnonzero(samples["uid"].isna())[0])]
-        raise IngestError(f"{at}: no uid where other rows have one")
-    groups = samples["step"].astype(str) + "\x00" + key
-    sizes = groups.map(groups.value_counts())
-    for step, in_step in samples.groupby("step", sort=True).indices.items():
-        want = group_size if group_size is not None else int(sizes.iloc[in_step[0]])
-        if not held_out and group_size is None and step == samples["step"].min():
-            group_size = want  # training: one rollout.n for the whole run
-        odd = in_step[sizes.iloc[in_step].to_numpy() != want]
-        if len(odd):
-            first = samples["where"].iloc[odd[0]]
-            raise IngestError(
-                f"{first}: a group of {int(sizes.iloc[odd[0]])} completions where {'this step' if held_out else 'the run'}"
-                f"'s groups have {want} (each prompt's {'val_kwargs.n' if held_out else 'rollout.n'}; a prompt twice "
-                "in one batch forms one group of twice the size unless the dump has `uid`)")
+    """Each row's group within its step: its uid where the rows have one, else its input text. Every training
+    group has one size (`group_size`, else the one most groups have: rollout.n is one per run); held-out groups
+    one size within each step (val_kwargs.n may change between validations)."""
+    uid = "uid" in samples and not held_out
+    if uid and samples["uid"].isna().any():
+        raise IngestError(f"{samples['where'].iloc[int(np.flatnonzero(samples['uid'].isna())[0])]}: no uid where "
+                          "other rows have one")
+    groups = samples["step"].astype(str) + "\x00" + (samples["uid"].astype(str) if uid else samples["prompt"])
+    sizes = groups.map(groups.value_counts()).to_numpy()
+    first = ~groups.duplicated().to_numpy()  # one row per group, to count group sizes by
+    if group_size is not None:
+        want = np.full(len(samples), group_size)
+    elif held_out:  # the size most of each step's groups have
+        per_step = pd.Series(sizes[first]).groupby(samples["step"].to_numpy()[first]).agg(lambda v: v.mode().max())
+        want = samples["step"].map(per_step).to_numpy()
+    else:  # the size most of the run's groups have
+        want = np.full(len(samples), pd.Series(sizes[first]).mode().max())
+    odd = np.flatnonzero(sizes != want)
+    if len(odd):
+        i = odd[0]
+        raise IngestError(
+            f"{samples['where'].iloc[i]}: a group of {sizes[i]} completions where {'this step' if held_out else 'the run'}"
+            f"'s groups have {want[i]} (each prompt's {'val_kwargs.n' if held_out else 'rollout.n'}; a prompt twice in "
+            "one batch forms one group of twice the size unless the dump has `uid`)")
     return groups.to_numpy(object)

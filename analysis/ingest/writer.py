@@ -5,9 +5,12 @@ one, is kept). Everything is written to a folder beside the target first, so a f
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pyarrow as pa
@@ -56,9 +59,39 @@ def check_writable(out: Path) -> list[str]:
     return owned
 
 
+@contextmanager
+def _claimed(out: Path) -> Iterator[None]:
+    """`out` held by this ingest alone (an flock on the folder itself, made here where absent and removed again if
+    the ingest fails leaving it empty): two ingests into one folder never interleave their files."""
+    check_writable(out)
+    made = not out.exists()
+    out.mkdir(parents=True, exist_ok=True)
+    fd = os.open(out, os.O_RDONLY)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise IngestError(f"--out {out}: another ingest is writing it now") from None
+        yield
+    except BaseException:
+        if made:
+            try:
+                out.rmdir()  # only while empty: what another writer put there stays
+            except OSError:
+                pass
+        raise
+    finally:
+        os.close(fd)
+
+
 def write(out: Path, record: dict, config: dict, tables: dict[str, pa.Table | None]) -> list[str]:
     """Write the run into `out`; returns the files written (relative to `out`)."""
-    owned = check_writable(out)
+    with _claimed(out):
+        return _write(out, record, config, tables)
+
+
+def _write(out: Path, record: dict, config: dict, tables: dict[str, pa.Table | None]) -> list[str]:
+    owned = check_writable(out)  # under the claim: what the folder holds now
     staging = out.parent / f".{out.name}.ingest-{os.getpid()}"
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
@@ -76,7 +109,6 @@ def write(out: Path, record: dict, config: dict, tables: dict[str, pa.Table | No
                 pq.write_table(table.filter(pc.equal(table.column("step"), step)), staging / part)
                 files.append(part)
         owned = check_writable(out)  # again: the folder may have changed while this one was written
-        out.mkdir(parents=True, exist_ok=True)
         for name in owned:  # an earlier ingest's files, by name: nothing else in the folder is touched
             if (out / name).is_file() or (out / name).is_symlink():
                 (out / name).unlink()
