@@ -17,7 +17,7 @@ and eval folder, all columns, to arrow), `build_report` as it runs by default (w
 (GRPO_LAB_REPORT_PROCESSES=1), `--repeats` times each; the fastest of each counts, on the wall clock
 (the goal: until `build_report` returns, the report in place) and in CPU seconds (all threads and the
 second process, waited for after the clock stops; a fairer view on a machine other processes share).
-The goal (issue 24): a report within `--goal` times the bare read (3 by default) at the `--reference`
+The goal: a report within `--goal` times the bare read (3 by default) at the `--reference`
 size (4, the 1.5M-group sweep the issue timed), and no worse at the larger sizes (within 10%, the
 spread between runs); the script exits 1, printing the ratios, when either is missed. Smaller sizes are
 shown, not held to it: their read is a second or so and the report's fixed costs (the second process's

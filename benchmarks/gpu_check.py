@@ -1,6 +1,6 @@
 """The GPU path: a few GRPO steps of the built-in model and of a 0.5B-parameter-class model
 (Qwen2.5-0.5B's shape, random weights, bf16; nothing downloaded) on CUDA, printing samples/s
-and peak GPU memory; then the real-shaped configuration of issue 8: that model (vocabulary
+and peak GPU memory; then a real-shaped configuration: that model (vocabulary
 151,936) at 1,024 new tokens under bf16 autocast, with chunked log-probs, micro-batches and
 gradient checkpointing, printing peak GPU memory and tokens/s. Random weights rarely emit the
 end token, so every completion runs to 1,024 tokens. Last, dist.strategy=ddp and fsdp under torchrun over
@@ -126,7 +126,7 @@ def main() -> None:
         big.rollout.max_new_tokens = 64
         big.eval.n = 0
         measure("0.5B-class model", big, args.steps)
-        # Real shapes (issue 8): V = 151,936, 1,024 new tokens, bf16 autocast over fp32 weights (model.dtype=auto);
+        # Real shapes: V = 151,936, 1,024 new tokens, bf16 autocast over fp32 weights (model.dtype=auto);
         # 8 prompts x G = 8 a step, 2 units per backward, checkpointed layers, logits 512 positions at a time.
         real = TrainConfig(out_dir=f"{tmp}/real", max_steps=10**6, checkpoint_every=10**6, prompts_per_step=8)
         real.model.name, real.model.path = "hf", big.model.path

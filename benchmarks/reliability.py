@@ -14,7 +14,7 @@ trials that report an outcome ended (refused in one line, correct, tracebacks, s
   hostile batch must come back within the scorer's step budget with its timeouts counted.
 - guards (benchmarks/reliability_guards.py): lock races, refused starts that leave every file as it was,
   values and files that cannot work, read-only and full filesystems, one final answer.
-- writers (benchmarks/reliability_writers.py): issue 34's items 1-14 through the commands a user types, each
+- writers (benchmarks/reliability_writers.py): what writes, loads and is accepted, through the commands a user types, each
   with its outcome: report folders holding the user's files or runs, resume=never on a folder that is no run,
   evaluate's values and broken checkpoints, planted pickles and custom model code, keys nothing reads, task
   files, bounds, near misses, report selections, a sweep whose worker is killed.
@@ -311,7 +311,7 @@ def main() -> None:
     parser.add_argument("--answers", type=int, default=2000, help="generated near misses and right answers, each")
     only = parser.add_mutually_exclusive_group()
     only.add_argument("--only-guards", action="store_true", help="run the guards' trials only")
-    only.add_argument("--only-writers", action="store_true", help="run the writers' trials only (issue 34's items)")
+    only.add_argument("--only-writers", action="store_true", help="run the writers' trials only")
     parser.add_argument("--no-locks", action="store_true", help="leave out the lock races and churn (the longest "
                         "guards' trials: about 20 min on 2 busy cores)")
     args = parser.parse_args()

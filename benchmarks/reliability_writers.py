@@ -1,4 +1,4 @@
-"""Reliability trials of what writes, loads and is accepted (issue 34, items 1-14; benchmarks/reliability.py runs
+"""Reliability trials of what writes, loads and is accepted (benchmarks/reliability.py runs
 them as its group "writers"), each through the command a user types (python -m analysis, analysis.pack,
 experiments.train, experiments.evaluate) on tiny real runs: the built-in model, one trained run and one real
 sweep, copied for each trial that needs one. Rows (trial, passed, detail, outcome); each outcome judged on the

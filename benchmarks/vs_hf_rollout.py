@@ -8,7 +8,7 @@
    `--steps` steps under each engine after one warm-up step: samples/s, the rollout's and the update's share, and
    the vllm engine's mismatch figures from its steps.
 
-Run where vLLM is installed (README, "Rollouts through vLLM"):
+Run where vLLM is installed (docs/SCALING.md, "Rollouts through vLLM"):
 
     OMP_NUM_THREADS=1 .venv-vllm/bin/python benchmarks/vs_hf_rollout.py [--rounds 3] [--steps 6]
 """

@@ -128,7 +128,7 @@ def validate(cfg: TrainConfig) -> None:
     # evaluation at equal samples drawn
     require(cfg.eval.every_samples >= 0, "eval.every_samples", cfg.eval.every_samples, "must be >= 0 (0: off)")
     require(cfg.eval.every_tokens >= 0, "eval.every_tokens", cfg.eval.every_tokens, "must be >= 0 (0: off)")
-    # memory at real shapes, precision, checkpoints (issue 8)
+    # memory at real shapes, precision, checkpoints
     require(cfg.model.dtype != "float16", "model.dtype", cfg.model.dtype,
              "float16 needs loss scaling, which grpo-lab does not do; use 'bfloat16' or 'auto'")
     check_lora(cfg.model.lora, cfg.dist.strategy)

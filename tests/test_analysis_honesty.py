@@ -1,4 +1,4 @@
-"""Reports that say no more than their data allow (issue 23): unequal budgets named first in the
+"""Reports that say no more than their data allow: unequal budgets named first in the
 Findings with the numbers, a sweep of two code versions named with what changed between them, a
 single job not told apart from anything, and no prediction text where nothing was predicted."""
 

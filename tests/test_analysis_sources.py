@@ -1,4 +1,4 @@
-"""Several sources, one report (issue 21): two sweeps written apart give the report one sweep of all their
+"""Several sources, one report: two sweeps written apart give the report one sweep of all their
 jobs gives, the same numbers to the last bit; a run found twice counts once; the sources are named."""
 
 import shutil

@@ -1,4 +1,4 @@
-"""Bounds from what can learn (issue 34, item 10): temperatures, the clip, RL-ZVP's alpha, evaluation with nothing
+"""Bounds from what can learn: temperatures, the clip, RL-ZVP's alpha, evaluation with nothing
 to evaluate, and every count that multiplies samples by tokens measured against the memory free before any model
 loads (grpo_lab/footprint.py), the numbers said in the one-line refusal; the floor it counts checked against what
 a real evaluation of the built-in model holds."""

@@ -1,4 +1,4 @@
-"""experiments.evaluate is a writer like train (issue 34, items 4, 7, 10, 14): its values bounded as training's,
+"""experiments.evaluate is a writer like train: its values bounded as training's,
 every refusal one line before any model loads (steps, checkpoint files, memory, rows already there), its rows
 beside the run's own and never over them unless overwrite=true, each row and each evaluation recording its
 settings, and a report that never pools or compares two evaluation settings."""

@@ -170,7 +170,7 @@ def test_multirun_fixed_vs_adaptive_at_equal_samples(tmp_path):
 
 
 def test_a_sweep_of_batch_sizes_at_one_budget_is_compared_at_equal_steps_too(tmp_path):
-    """Issue 35's case, through Hydra: `prompts_per_step=2,4` at one `max_samples` takes 8 and 4 optimizer steps
+    """Unequal steps at one budget, through Hydra: `prompts_per_step=2,4` at one `max_samples` takes 8 and 4 optimizer steps
     to the budget; with `eval.every=2` every job is evaluated at step 4, the report's equal-steps point. The
     held-out comparisons have rows at equal steps (both sides at step 4), and the Findings name both arms' steps."""
     import pandas as pd

@@ -1,4 +1,4 @@
-"""Findings a reviewer accepts (issue 18), each rule checked on a generated sweep whose truth is set,
+"""Findings a reviewer accepts, each rule checked on a generated sweep whose truth is set,
 every number recounted from the sweep's raw tables:
 
 - a seed effect that does not generalise across prompts: the test across seeds (prompts held fixed)

@@ -30,7 +30,7 @@ G = 8  # experiments/trl_example.py's num_generations
 
 def readme_recipe() -> list[list[str]]:
     """The commands of the README's TRL recipe, in order, `pip install` left out (the test environment has TRL)."""
-    text = (ROOT / "README.md").read_text().split("### Runs made with TRL or verl\n", 1)[1]
+    text = (ROOT / "README.md").read_text().split("\n## Runs made with TRL or verl\n", 1)[1]
     block = re.search(r"```bash\n(.*?)```", text, re.S).group(1)
     commands = [shlex.split(part) for line in block.strip().splitlines() for part in line.split("&&")]
     return [c for c in commands if c[:2] != ["pip", "install"]]

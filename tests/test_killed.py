@@ -1,4 +1,4 @@
-"""A job stopped by a signal says so (issue 34, item 13, the training half): SIGTERM or SIGINT end it with run.json
+"""A job stopped by a signal says so (the training half): SIGTERM or SIGINT end it with run.json
 `killed` and the signal, in one line; the same command resumes it to the rows an uninterrupted run writes. A
 start that finds `running` from a writer that is gone records that start as killed. In a joblib sweep a SIGTERM
 to one worker ends that job only (the sibling and the rest finish); a SIGKILLed worker takes its pool down, and

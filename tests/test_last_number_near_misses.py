@@ -1,4 +1,4 @@
-"""`last_number`'s near misses (issue 34, item 11; grpo_lab/rewards/numbers.py rules 3, 5, 8): "0,046", "-+46",
+"""`last_number`'s near misses (grpo_lab/rewards/numbers.py rules 3, 5, 8): "0,046", "-+46",
 "≈46" and "about 46" were read as 46. Each class is generated: a comma group that starts with 0, two signs, a
 qualifier (approximation, bound, tolerance, negation, guess; every spelling the rule lists, in any case and dress)
 before the gold, a "+" after it. None is ever the gold; and what the rule must not touch (tags, LaTeX ties,

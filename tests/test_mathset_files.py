@@ -1,4 +1,4 @@
-"""Math-set files (issue 34, item 9): answers no reply could state (NaN in JSON, parquet or text, infinities, empty
+"""Math-set files: answers no reply could state (NaN in JSON, parquet or text, infinities, empty
 once dressed, a fraction over zero) refused at file:line; two problems with one id refused naming both lines; the
 held-out split by normalised problem text, so one problem under several ids or spellings never sits on both sides
 (generated sets), with a warning counting the repeats; and an undefined answer never scored right."""

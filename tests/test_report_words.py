@@ -1,4 +1,4 @@
-"""Words a reviewer would reject (issue 35): "ahead" only where the interval excludes zero, a crossing stated
+"""Words a reviewer would reject: "ahead" only where the interval excludes zero, a crossing stated
 only where its interval is bounded, and no infinite minimum detectable difference printed as a number."""
 
 import math

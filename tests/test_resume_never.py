@@ -1,4 +1,4 @@
-"""resume=never deletes only what a run wrote (issue 34, item 3): every file in the run's folders proven by its
+"""resume=never deletes only what a run wrote: every file in the run's folders proven by its
 name, anything else refused in one line naming it before anything is deleted (by the preflight before Hydra
 writes, and under the lock), a person's own files at the top kept; sweeps start over as before."""
 

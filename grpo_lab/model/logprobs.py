@@ -7,7 +7,7 @@ Two memory levers at real shapes (vocabulary V = 151,936, thousands of tokens):
   positions are skipped altogether. Exact to fp32 rounding against the full-logits path.
 - gradient checkpointing that keeps the shared prompt: transformers' own drops the KV cache under
   checkpointing; here every decoder layer is checkpointed with the cache kept, which is correct
-  because the training passes use the cache in pure modes (grpo_lab/kvcache.py).
+  because the training passes use the cache in pure modes (grpo_lab/model/kvcache.py).
 """
 
 from __future__ import annotations

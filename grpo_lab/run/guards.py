@@ -32,7 +32,7 @@ CONFIG_NAME = "config.json"  # the config the run was started with: the one chec
 
 # Keys that may differ between the start of a run and a resume, because they cannot change any row of
 # its tables. Every other key changes results, so a resume with a different value is refused.
-# One place: the README's "Resuming" section points here.
+# One place: docs/DESIGN.md ("Resuming, checkpoints and what a run records") points here.
 MAY_DIFFER: dict[str, str] = {
     "out_dir": "where the run lives, not what it computes",
     "threads": "CPU threads: the same numbers, faster or slower",
