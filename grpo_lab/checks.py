@@ -7,9 +7,9 @@ from __future__ import annotations
 import math
 import os
 
-from grpo_lab.config import (ADVANTAGE_RULES, DEVICE, DTYPES, LOGGER_BACKENDS, MAX_EPS_HIGH, MAX_MU, MAX_NEW_TOKENS,
+from grpo_lab.config import (DEVICE, DTYPES, LOGGER_BACKENDS, MAX_EPS_HIGH, MAX_MU, MAX_NEW_TOKENS,
                              MAX_REWARD_WORKERS, MAX_SAMPLES_PER_STEP, MAX_SEED, MAX_TEMPERATURE, MAX_THREADS,
-                             MAX_WAIT_S, MAX_ZVP_ALPHA, MIN_TEMPERATURE, ROLLOUT_CORRECTIONS as CORRECTIONS,
+                             MAX_WAIT_S, MIN_TEMPERATURE, ROLLOUT_CORRECTIONS as CORRECTIONS,
                              STRATEGIES, TrainConfig, leaves)
 from grpo_lab.errors import ConfigError, require
 from grpo_lab.footprint import available, check_fits, eval_rows_per_call, model_shape, on_host, sampling_bytes
@@ -18,9 +18,8 @@ from grpo_lab.model.lora import check_lora
 from grpo_lab.rewards.rules import ANSWER_FORMATS
 from grpo_lab.rollout.engines import check_engine
 from grpo_lab.samplers import check_sampler, draw_bounds
-from grpo_lab.tasks import TASKS
-from grpo_lab.tasks.arithmetic import check_arithmetic
-from grpo_lab.tasks.mathset import check_math_task
+from grpo_lab.tasks import task_kind
+from grpo_lab.advantage import check_rules, rule
 
 
 def check_finite(cfg: TrainConfig) -> None:
@@ -58,17 +57,14 @@ def validate(cfg: TrainConfig) -> None:
     require(cfg.model.name != "hf" or bool(cfg.model.path), "model.path", cfg.model.path,
             "model=local needs model.path=DIR, a local model folder (or pkg:NAME; nothing is downloaded)")
     require(cfg.model.dtype in DTYPES, "model.dtype", cfg.model.dtype, f"must be one of {', '.join(map(repr, DTYPES))}")
-    require(cfg.task.name in TASKS, "task.name", cfg.task.name, f"must be one of {', '.join(map(repr, TASKS))}")
-    require(cfg.task.name != "mathset" or bool(cfg.task.path), "task.path", cfg.task.path,
-            "task=mathset needs task.path=FILE, a local JSONL or parquet file of problems")
-    require(cfg.task.name != "mathset" or os.path.isfile(cfg.task.path), "task.path", cfg.task.path,
-            "no such file (task=mathset needs an existing JSONL or parquet file)")
+    task = task_kind(cfg.task.name)  # the task named, its own checks below (grpo_lab/tasks/)
     require(cfg.task.eval_path is None or os.path.isfile(cfg.task.eval_path), "task.eval_path", cfg.task.eval_path,
              "must be an existing JSONL or parquet file")
     require(cfg.task.train_per_level >= 1, "task.train_per_level", cfg.task.train_per_level, "must be >= 1")
     require(cfg.task.eval_per_level >= 0, "task.eval_per_level", cfg.task.eval_per_level, "must be >= 0")
-    if cfg.task.name == "arithmetic":  # levels that exist, each with enough distinct problems
-        check_arithmetic(cfg.task.levels, cfg.task.train_per_level, cfg.task.eval_per_level)
+    require(cfg.task.answer_format in ANSWER_FORMATS, "task.answer_format", cfg.task.answer_format,
+             f"must be one of {', '.join(map(repr, ANSWER_FORMATS))}")
+    task.check(cfg)
     require(0 < cfg.algo.lr < 1, "algo.lr", cfg.algo.lr,
             "must be in (0, 1): an Adam step moves each weight by about lr, at 1 by more than a weight's size")
     require(cfg.algo.beta >= 0, "algo.beta", cfg.algo.beta, "must be >= 0")
@@ -80,11 +76,7 @@ def validate(cfg: TrainConfig) -> None:
     require(1 <= cfg.algo.mu <= MAX_MU, "algo.mu", cfg.algo.mu, f"must be in [1, {MAX_MU}]")
     require(cfg.algo.std in ("population", "sample", "none"), "algo.std", cfg.algo.std,
              "must be one of 'population', 'sample', 'none'")
-    require(cfg.algo.advantage in ADVANTAGE_RULES, "algo.advantage", cfg.algo.advantage,
-             f"must be one of {', '.join(map(repr, ADVANTAGE_RULES))}")
-    require(0 < cfg.algo.zvp_alpha <= MAX_ZVP_ALPHA, "algo.zvp_alpha", cfg.algo.zvp_alpha,
-            f"must be in (0, {MAX_ZVP_ALPHA:g}]: RL-ZVP tested 0.05-0.3; a tied token's advantage is alpha x its "
-            "entropy (nats), which at 1 already matches a scored answer's, so past it ties outweigh the rewards")
+    check_rules(cfg.algo)  # the advantage rule named, and every rule's own keys (grpo_lab/advantage/)
     require(cfg.algo.loss_agg in ("sequence", "token", "constant"), "algo.loss_agg", cfg.algo.loss_agg,
              "must be one of 'sequence', 'token', 'constant'")
     require(cfg.algo.max_grad_norm > 0, "algo.max_grad_norm", cfg.algo.max_grad_norm, "must be > 0")
@@ -181,11 +173,9 @@ def validate(cfg: TrainConfig) -> None:
     require(train >= 1, split, getattr(cfg.task, split.split(".")[1]),
             "leaves no training problem (every one is held out: the held-out file holds its text, or the hash "
             "split of a small file took all)")
-    why = ("task.eval_per_level=0" if cfg.task.name == "arithmetic" else
-           f"the hash split holds none of {cfg.task.path}'s problems out; give task.eval_path=FILE")
     require(held_out >= 1 or not cfg.eval.n, "eval.n", cfg.eval.n,
-            f"evaluation is on, but task={cfg.task.name} has no held-out problem ({why}): nothing to evaluate; "
-            "set eval.n=0 (eval=none) or give it held-out problems")
+            f"evaluation is on, but task={cfg.task.name} has no held-out problem ({task.no_held_out(cfg)}): nothing "
+            "to evaluate; set eval.n=0 (eval=none) or give it held-out problems")
     # real models: local files, chat prompts, answer formats, stop strings, truncation
     if cfg.model.name == "hf":
         try:
@@ -199,10 +189,6 @@ def validate(cfg: TrainConfig) -> None:
             check_model_folder(folder, cfg.model.trust_remote_code)  # readable, no untrusted code, weights whole
     require(cfg.model.gguf_file is None or cfg.model.name == "hf", "model.gguf_file", cfg.model.gguf_file,
              "needs model.name=hf (model=local)")
-    require(cfg.task.answer_format in ANSWER_FORMATS, "task.answer_format", cfg.task.answer_format,
-             f"must be one of {', '.join(map(repr, ANSWER_FORMATS))}")
-    require(cfg.task.answer_format == "bare" or cfg.task.name == "arithmetic", "task.answer_format",
-             cfg.task.answer_format, "applies to task=arithmetic (mathset answers are always \\boxed{})")
     require(cfg.task.system_prompt is None or cfg.task.chat_template, "task.system_prompt", cfg.task.system_prompt,
              "needs task.chat_template=true")
     require(not cfg.task.shots or cfg.task.chat_template, "task.shots", cfg.task.shots, "needs task.chat_template=true")
@@ -218,10 +204,7 @@ def validate(cfg: TrainConfig) -> None:
 def task_sizes(cfg: TrainConfig) -> tuple[int, int]:
     """(training problems, held-out problems) of the configured task, before it is built (mathset: its files
     read and checked, cached)."""
-    t = cfg.task
-    if t.name == "mathset":
-        return check_math_task(t.path, t.eval_path)
-    return len(t.levels) * t.train_per_level, len(t.levels) * t.eval_per_level  # check_arithmetic: all exist
+    return task_kind(cfg.task.name).sizes(cfg)
 
 
 def check_memory(cfg: TrainConfig, train: int, held_out: int, free: int | None = None, eval_n: int | None = None,
@@ -258,22 +241,14 @@ def advice(cfg: TrainConfig) -> list[str]:
     """One line for each setting that is valid but cannot learn, or wastes the run: every group would tie,
     or every answer be cut or misread. Printed as warnings before any job starts; never an error."""
     out = []
-    if cfg.task.name == "mathset" and cfg.model.name == "tiny":
-        out.append("task=mathset with the built-in model (model=tiny): it knows only the arithmetic task's a+b= "
-                   "prompts, so every answer will be wrong and every group tie; use model=local model.path=DIR")
+    out += task_kind(cfg.task.name).advice(cfg)
     if cfg.task.chat_template and cfg.rollout.max_new_tokens < 16:
         out.append(f"rollout.max_new_tokens={cfg.rollout.max_new_tokens} with a chat model: replies are sentences "
                    "and will be cut before their answer (truncated, rewarded 0); give them 32 or more")
-    if cfg.model.name == "hf" and cfg.task.name == "arithmetic" and cfg.task.answer_format == "bare":
-        out.append("task.answer_format=bare with a model=local model: the whole reply must be the number, which "
-                   "instruct models rarely write; use task.answer_format=boxed (or another format that reads the "
-                   "answer out of a sentence) with task.chat_template=true")
     if cfg.model.name == "hf" and cfg.algo.lr >= 1e-5 and not cfg.model.lora.rank:  # LoRA adapters: ~1e-4
         out.append(f"algo.lr={cfg.algo.lr:g} with a model=local model: that is the built-in model's rate; pretrained "
                    "LLMs are trained near 1e-6 (TRL's default) and collapse at 1e-4 (LoRA adapters: model.lora.rank)")
-    if cfg.algo.advantage == "ngrpo" and cfg.algo.std != "population":
-        out.append(f"algo.std={cfg.algo.std} is not used by algo.advantage=ngrpo: its advantages divide by its own "
-                   "std (Bessel's, over the group and its virtual right answer, + 1e-6)")
+    out += rule(cfg.algo.advantage).advice(cfg)
     if cfg.sampler.name == "dars" and cfg.algo.unit_weight == "prompt":
         out.append("sampler=dars with algo.unit_weight=prompt: a prompt's extra answers share one group's weight, so "
                    "hard prompts gain none (DARS's point); algo.unit_weight=sample weighs every answer alike, as its "

@@ -33,7 +33,6 @@ MAX_EPS_HIGH = 10.0  # the ratio's upper clip 1 + eps_high: DAPO's clip-higher i
 # algo.zvp_alpha: RL-ZVP's paper tested 0.05-0.3 (0.1 its default). Its tied tokens' advantages are alpha x an
 # entropy (nats, up to ln V); at 1 they already match a scored answer's (up to sqrt(G - 1)), past it ties outweigh
 # every reward
-MAX_ZVP_ALPHA = 1.0
 DEVICE = re.compile(r"auto|cpu|mps|cuda(:[0-9]+)?")
 DTYPES = ("auto", "float32", "bfloat16", "float16", "autocast_bf16")  # model.dtype (grpo_lab/model/load.py)
 
@@ -77,9 +76,6 @@ class TaskConfig:
     shots: list[list[str]] = field(default_factory=list)
 
 
-ADVANTAGE_RULES = ("grpo", "ngrpo", "rl_zvp")  # algo.advantage (grpo_lab/train/advantages.py)
-
-
 @dataclass
 class AlgoConfig:
     lr: float = 1e-4  # on the tiny model 1e-4 learned, 5e-4 collapsed
@@ -89,7 +85,7 @@ class AlgoConfig:
     mu: int = 1  # updates per batch of samples (the paper's mu); old log-probs are reused
     # grpo: eq. 3 (a tied unit learns nothing) | ngrpo: a virtual right answer in every group's baseline (its
     # own Bessel std + 1e-6; algo.std is not used) | rl_zvp: eq. 3, and entropy-shaped token advantages in a
-    # tied unit (grpo_lab/train/advantages.py)
+    # tied unit (each rule a module of grpo_lab/advantage/, its keys, checks and advice its own)
     advantage: str = "grpo"
     zvp_alpha: float = 0.1  # rl_zvp: the entropy's scale in a tied unit (the paper: 0.1; 0.05-0.3 tested)
     std: str = "population"  # population (eq. 3) | sample (TRL, verl) | none (Dr. GRPO)

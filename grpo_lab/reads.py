@@ -17,6 +17,7 @@ from typing import Any, Callable
 
 from grpo_lab.samplers import SAMPLERS
 from grpo_lab.tasks import TASKS
+from grpo_lab.advantage import RULES
 
 
 @dataclass(frozen=True)
@@ -42,17 +43,20 @@ def _has(item: str) -> Callable[[Any], bool]:
     return lambda value: item in list(value or ())
 
 
+STD_READERS = tuple(name for name, cls in RULES.items() if cls.reads_std)  # rules whose advantages use algo.std
+
 OPTIONS: tuple[Option, ...] = (
     *(Option("sampler.name", _one_of(name), f"sampler={name}", (f"sampler.{name}",))
       for name, cls in SAMPLERS.items() if cls.settings_type is not None),
-    *(Option("task.name", _one_of(name), f"task={name}", keys) for name, keys in TASKS.items()),
+    *(Option("task.name", _one_of(name), f"task={name}", cls.keys) for name, cls in TASKS.items()),
     Option("model.name", _one_of("hf"), "model=local (model.name=hf)",
            ("model.path", "model.gguf_file", "model.trust_remote_code")),
     Option("model.lora.rank", _positive, "model.lora.rank > 0 (LoRA adapters)",
            ("model.lora.alpha", "model.lora.targets", "model.lora.dropout")),
-    # ngrpo divides by its own std (Bessel's, over the group and its virtual right answer), never algo.std's
-    Option("algo.advantage", _one_of("grpo", "rl_zvp"), "algo.advantage=grpo or rl_zvp", ("algo.std",)),
-    Option("algo.advantage", _one_of("rl_zvp"), "algo.advantage=rl_zvp", ("algo.zvp_alpha",)),
+    # a rule that divides by its own std (ngrpo) never reads algo.std; a rule's own keys only it reads
+    Option("algo.advantage", _one_of(*STD_READERS), f"algo.advantage={' or '.join(STD_READERS)}", ("algo.std",)),
+    *(Option("algo.advantage", _one_of(name), f"algo.advantage={name}", cls.keys)
+      for name, cls in RULES.items() if cls.keys),
     # eval.every, every_samples and every_tokens also choose the steps saved as checkpoints: read with eval.n=0 too
     Option("eval.n", _positive, "eval.n > 0 (evaluation on)", ("eval.temperature",)),
     Option("task.difficulty", _one_of("pass_rate"), "task.difficulty=pass_rate",

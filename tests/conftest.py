@@ -97,6 +97,7 @@ HEAVY = {
     "tests/test_analysis_colours.py",
     "tests/test_unread_keys.py",  # the preflight over every option's keys
     "tests/test_ingest_trl.py",  # real TRL GRPOTrainer runs on CPU, ingested and reported
+    "tests/test_extending.py",  # the project copied, a member of each kind added, trained through the command line
     # single tests of 5-40 s each in files that are otherwise quick
     "tests/test_readme.py::test_your_own_study_runs_as_the_readme_prints_it",
     "tests/test_accumulation.py::test_micro_batches_of_shaped_and_reused_rows_train_to_the_whole_batchs_weights",

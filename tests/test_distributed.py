@@ -15,7 +15,8 @@ import torch
 
 from dist_worker import SPLITS, apply_update
 from reference import assert_same_rows
-from grpo_lab.train.objective import AGG_MODES, group_advantages
+from grpo_lab.advantage.grpo import group_advantages
+from grpo_lab.train.objective import AGG_MODES
 from grpo_lab.model.load import eos_ids, load_policy
 from grpo_lab.rollout.generate import sample_groups, split_groups
 from grpo_lab.run.checkpoints import read_state

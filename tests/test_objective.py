@@ -6,7 +6,8 @@ import random
 import pytest
 import torch
 
-from grpo_lab.train.objective import aggregate, clipped_surrogate, group_advantages, grpo_loss, kl_k3, loss_normalisers, sequence_weights
+from grpo_lab.advantage.grpo import group_advantages
+from grpo_lab.train.objective import aggregate, clipped_surrogate, grpo_loss, kl_k3, loss_normalisers, sequence_weights
 
 
 def ref_advantages(rows, std, eps):

@@ -1,19 +1,25 @@
-"""Tasks: verifiable problems with a difficulty label, split into a training pool and a held-out pool."""
+"""Tasks: verifiable problems with a difficulty label, split into a training pool and a held-out pool.
 
-from grpo_lab.tasks import arithmetic, mathset
-from grpo_lab.tasks.base import Problem, Task
-from grpo_lab.tasks.arithmetic import ArithmeticTask
-from grpo_lab.tasks.mathset import load_math_task
+Each task is one module owning its keys, checks, advice, pool sizes and build (grpo_lab/tasks/base.py
+`TaskKind`), registered below once; `conf/task/<name>.yaml` is its preset."""
 
-# task.name -> the keys only that task reads (grpo_lab/reads.py refuses one set under another task)
-TASKS: dict[str, tuple[str, ...]] = {"arithmetic": arithmetic.KEYS, "mathset": mathset.KEYS}
+from grpo_lab.errors import require
+from grpo_lab.tasks.arithmetic import Arithmetic, ArithmeticTask
+from grpo_lab.tasks.base import Problem, Task, TaskKind
+from grpo_lab.tasks.mathset import Mathset, load_math_task
+
+TASKS: dict[str, type[TaskKind]] = {cls.name: cls for cls in (Arithmetic, Mathset)}
+
+
+def task_kind(name: str) -> type[TaskKind]:
+    """The task `task.name` names (one line naming the key where none is)."""
+    require(name in TASKS, "task.name", name, f"must be one of {', '.join(map(repr, TASKS))}")
+    return TASKS[name]
 
 
 def build_task(cfg) -> Task:
     """The task a TaskConfig names, with its training and held-out pools."""
-    if cfg.name == "arithmetic":
-        return ArithmeticTask.build(cfg.levels, cfg.train_per_level, cfg.eval_per_level, cfg.seed, cfg.answer_format)
-    return load_math_task(cfg.path, cfg.eval_path)
+    return task_kind(cfg.name).build(cfg)
 
 
-__all__ = ["Problem", "Task", "ArithmeticTask", "TASKS", "build_task", "load_math_task"]
+__all__ = ["Problem", "Task", "TaskKind", "ArithmeticTask", "TASKS", "build_task", "load_math_task", "task_kind"]

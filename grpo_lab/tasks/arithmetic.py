@@ -8,7 +8,7 @@ import zlib
 from functools import lru_cache
 
 from grpo_lab.errors import ConfigError
-from grpo_lab.tasks.base import Problem, Task
+from grpo_lab.tasks.base import Problem, Task, TaskKind
 
 # level -> digits of the two operands. More digits means more carries to get right, and the
 # character model writes the most significant digit first, so difficulty rises steeply.
@@ -136,3 +136,35 @@ class ArithmeticTask:
         names = {str(lv): f"{LEVELS[lv][0]}+{LEVELS[lv][1]} digits" for lv in levels}
         return Task(name="arithmetic", train=tuple(train), held_out=tuple(held_out), answer_kind="integer",
                     difficulty_labels=names, answer_format=answer_format)
+
+
+class Arithmetic(TaskKind):
+    """`task=arithmetic`: the built-in a+b= problems, by digit level."""
+
+    name = "arithmetic"
+    keys = KEYS
+
+    @classmethod
+    def check(cls, cfg) -> None:
+        check_arithmetic(cfg.task.levels, cfg.task.train_per_level, cfg.task.eval_per_level)  # levels that exist
+
+    @classmethod
+    def sizes(cls, cfg) -> tuple[int, int]:
+        t = cfg.task
+        return len(t.levels) * t.train_per_level, len(t.levels) * t.eval_per_level  # check: all exist
+
+    @classmethod
+    def no_held_out(cls, cfg) -> str:
+        return "task.eval_per_level=0"
+
+    @classmethod
+    def build(cls, cfg) -> Task:
+        return ArithmeticTask.build(cfg.levels, cfg.train_per_level, cfg.eval_per_level, cfg.seed, cfg.answer_format)
+
+    @classmethod
+    def advice(cls, cfg) -> list[str]:
+        if cfg.model.name == "hf" and cfg.task.answer_format == "bare":
+            return ["task.answer_format=bare with a model=local model: the whole reply must be the number, which "
+                    "instruct models rarely write; use task.answer_format=boxed (or another format that reads the "
+                    "answer out of a sentence) with task.chat_template=true"]
+        return []

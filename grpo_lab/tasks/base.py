@@ -36,3 +36,35 @@ class Task:
         overlap = {p.prompt_id for p in self.train} & {p.prompt_id for p in self.held_out}
         if overlap:
             raise ValueError(f"task {self.name!r}: {len(overlap)} prompt ids are in both pools, e.g. {min(overlap)!r}")
+
+
+class TaskKind:
+    """What a task (`task.name`) owns: the `task` keys only it reads, its checks and advice, its pool sizes before
+    it is built, and the build. One module each, registered once in grpo_lab/tasks/__init__.py."""
+
+    name: str = ""
+    keys: tuple[str, ...] = ()  # keys only this task reads: set under another task they are refused
+
+    @classmethod
+    def check(cls, cfg) -> None:
+        """Its own keys' values (grpo_lab.errors.require: one line naming the key); `cfg` is the TrainConfig."""
+
+    @classmethod
+    def sizes(cls, cfg) -> tuple[int, int]:
+        """(training problems, held-out problems) it will build, known before it is built."""
+        raise NotImplementedError
+
+    @classmethod
+    def no_held_out(cls, cfg) -> str:
+        """Why it has no held-out problem, and what gives it some."""
+        return "no held-out problem"
+
+    @classmethod
+    def build(cls, cfg) -> Task:
+        """The task, with its pools, from the TaskConfig."""
+        raise NotImplementedError
+
+    @classmethod
+    def advice(cls, cfg) -> list[str]:
+        """Warnings about valid settings that will not learn, for a config that chose this task."""
+        return []

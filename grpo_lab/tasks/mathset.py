@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from grpo_lab.errors import InputError
+from grpo_lab.errors import InputError, require
 from grpo_lab.rewards.answers import clean
 from grpo_lab.rewards.rules import MAX_ANSWER_CHARS, last_boxed, undefined
-from grpo_lab.tasks.base import Problem, Task
+from grpo_lab.tasks.base import Problem, Task, TaskKind
 
 log = logging.getLogger(__name__)
 
@@ -241,3 +241,39 @@ def _warn_repeats(path: str, texts: list[str]) -> None:
     if repeats:
         log.warning("%s: %d problems repeat the text of another (%d distinct texts); each text stays on one side "
                     "of the held-out split", path, repeats, len(set(texts)))
+
+
+class Mathset(TaskKind):
+    """`task=mathset`: a local JSONL or parquet file of problems, answers checked by math-verify."""
+
+    name = "mathset"
+    keys = KEYS
+
+    @classmethod
+    def check(cls, cfg) -> None:
+        t = cfg.task
+        require(bool(t.path), "task.path", t.path, "task=mathset needs task.path=FILE, a local JSONL or parquet file "
+                "of problems")
+        require(os.path.isfile(t.path), "task.path", t.path,
+                "no such file (task=mathset needs an existing JSONL or parquet file)")
+        require(t.answer_format == "bare", "task.answer_format", t.answer_format,
+                "applies to task=arithmetic (mathset answers are always \\boxed{})")
+
+    @classmethod
+    def sizes(cls, cfg) -> tuple[int, int]:
+        return check_math_task(cfg.task.path, cfg.task.eval_path)  # its files read and checked, cached
+
+    @classmethod
+    def no_held_out(cls, cfg) -> str:
+        return f"the hash split holds none of {cfg.task.path}'s problems out; give task.eval_path=FILE"
+
+    @classmethod
+    def build(cls, cfg) -> Task:
+        return load_math_task(cfg.path, cfg.eval_path)
+
+    @classmethod
+    def advice(cls, cfg) -> list[str]:
+        if cfg.model.name == "tiny":
+            return ["task=mathset with the built-in model (model=tiny): it knows only the arithmetic task's a+b= "
+                    "prompts, so every answer will be wrong and every group tie; use model=local model.path=DIR"]
+        return []

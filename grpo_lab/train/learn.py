@@ -16,6 +16,7 @@ from grpo_lab.rollout.generate import Rollout
 from grpo_lab.run.rows import Trained, unit_columns
 from grpo_lab.samplers import Draw, Group
 from grpo_lab.train.advantages import unit_advantages
+from grpo_lab.advantage import rule as advantage_rule
 from grpo_lab.train.batching import training_units
 from grpo_lab.train.microbatch import micro_batches
 from grpo_lab.train.objective import sequence_weights
@@ -60,7 +61,7 @@ def learn(model, ref, optimizer, draw: Draw, cfg: TrainConfig, pad_id: int, devi
     take = torch.from_numpy(rows[mine]).to(device)  # this rank's rows, in the micro-batches' order (units, groups)
     reused = torch.from_numpy(adv.replayed[rows[mine]]).to(device)
     rank_rows = TrainingRows(adv.advantages[take], weight[torch.from_numpy(mine).to(device)],
-                             direction=adv.direction[take] if a.advantage == "rl_zvp" else None,
+                             direction=adv.direction[take] if advantage_rule(a.advantage).token_level else None,
                              behaviour=reused if adv.replayed.any() else None)
     with amp:
         out = update(model, ref, optimizer, micro, rank_rows, cfg, par, pad_id)

@@ -1,4 +1,5 @@
-"""The GRPO objective as pure tensor functions (DeepSeekMath, eq. 3 and the PPO-style loss).
+"""The GRPO objective as pure tensor functions (DeepSeekMath: the PPO-style loss; eq. 3, its advantages, is
+grpo_lab/advantage/grpo.py).
 
 Shapes: B prompts, G samples per prompt, N = B*G sequences, T completion tokens.
 Every function here is differentiable where it should be and has no state.
@@ -10,36 +11,12 @@ from dataclasses import dataclass
 
 import torch
 
-STD_MODES = ("population", "sample", "none")
 AGG_MODES = ("sequence", "token", "constant")
 
 
 def _check(name: str, value: str, allowed: tuple[str, ...]) -> None:
     if value not in allowed:
         raise ValueError(f"{name}={value!r} is not supported. Must be one of {', '.join(map(repr, allowed))}.")
-
-
-def group_advantages(rewards: torch.Tensor, *, std: str = "population", eps: float = 1e-8) -> torch.Tensor:
-    """Group-relative advantages: rewards [B, G] -> advantages [B, G].
-
-    - "population": (r - mean) / population std, the paper's eq. 3; a group whose std <= eps
-      (a tie) gets exactly 0 for every member, never eps-amplified noise.
-    - "sample": (r - mean) / (Bessel std + eps), as TRL and verl compute it.
-    - "none": r - mean, as Dr. GRPO does.
-    """
-    _check("std", std, STD_MODES)
-    # float64: equal float32 rewards (0.1 x 12, say) then give a std of exactly 0, not rounding noise
-    # that a float32 division would blow up to advantages of +-1.
-    r = rewards.double()
-    centered = r - r.mean(dim=-1, keepdim=True)  # (B, G)
-    if std == "none":
-        adv = centered
-    elif std == "sample":
-        adv = centered / (r.std(dim=-1, correction=1, keepdim=True) + eps)
-    else:
-        sd = r.std(dim=-1, correction=0, keepdim=True)  # (B, 1)
-        adv = torch.where(sd > eps, centered / sd.clamp_min(eps), torch.zeros_like(centered))
-    return adv.to(rewards.dtype)
 
 
 def kl_k3(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:

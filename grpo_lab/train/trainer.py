@@ -50,6 +50,7 @@ from grpo_lab.run.tracking import Tracker, build_tracker, eval_metrics, step_met
 from grpo_lab.samplers import Draw, Group, PromptStream, build_sampler
 from grpo_lab.tasks import Problem
 from grpo_lab.train.learn import learn
+from grpo_lab.advantage import rule as advantage_rule
 from grpo_lab.train.parallel import build_parallel
 
 log = logging.getLogger(__name__)
@@ -216,7 +217,7 @@ class Trainer:
 
         run_id = self.record.run_id
         groups = group_rows(run_id, step, draw.groups, self.counters, learned.trained,
-                            entropy=cfg.algo.advantage == "rl_zvp")
+                            entropy=advantage_rule(cfg.algo.advantage).token_level)
         drawn = [g for g in draw.groups if not g.reused]  # what this step sampled (replays were drawn before)
         correct = np.concatenate([g.correct for g in drawn]) if drawn else np.zeros(0, bool)
         rewards = np.concatenate([g.rewards for g in drawn]) if drawn else np.zeros(0)

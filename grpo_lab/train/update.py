@@ -15,7 +15,7 @@ from grpo_lab.config import TrainConfig
 from grpo_lab.model.logprobs import completion_logprobs
 from grpo_lab.model.lora import adapters_off
 from grpo_lab.rollout.generate import Rollout
-from grpo_lab.train.advantages import rl_zvp_advantages
+from grpo_lab.advantage import rule as advantage_rule
 from grpo_lab.train.microbatch import MicroBatch
 from grpo_lab.train.objective import Normalisers, grpo_loss, loss_normalisers
 from grpo_lab.train.parallel import DataParallel
@@ -102,8 +102,8 @@ def update(model, ref, optimizer, micro: list[MicroBatch], rows: TrainingRows, c
                     first[k] = logp.detach()
                     old_logp[k] = first[k] if rows.behaviour is None else torch.where(
                         rows.behaviour[mb.rows, None], mb.rollout.old_logp, first[k])
-                    used[k] = rows.advantages[mb.rows] if not shaped else rl_zvp_advantages(
-                        rows.advantages[mb.rows], rows.direction[mb.rows], ent, mask, a.zvp_alpha)  # (n,) | (n, T)
+                    used[k] = rows.advantages[mb.rows] if not shaped else advantage_rule(a.advantage).shape_tokens(
+                        rows.advantages[mb.rows], rows.direction[mb.rows], ent, mask, a)  # (n,) | (n, T)
                     entropy[k] = None if ent is None else _token_stats(ent, mask)
                     weights[k], found = _rollout_correction(first[k], mb, rows, a.rollout_correction,
                                                             a.rollout_correction_cap)

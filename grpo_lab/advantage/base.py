@@ -1,0 +1,45 @@
+"""What an advantage rule (`algo.advantage`) owns: its name, the `algo` keys only it reads, its checks and advice,
+and what each sample of a training unit learns from the unit's rewards (tied units included)."""
+
+from __future__ import annotations
+
+import torch
+
+
+class AdvantageRule:
+    """One rule, registered once in grpo_lab/advantage/__init__.py. Subclasses set the class attributes and
+    override `advantages` (and, where `token_level`, `shape_tokens`)."""
+
+    name: str = ""
+    keys: tuple[str, ...] = ()  # `algo` keys only this rule reads: set under another rule they are refused
+    reads_std: bool = True  # whether `algo.std` shapes its advantages (else set it and it is refused)
+    # a tied unit is shaped token by token in the update, from the policy's entropies (its first pass keeps them)
+    token_level: bool = False
+
+    @classmethod
+    def check(cls, algo) -> None:
+        """Its own keys' ranges (grpo_lab.errors.require: one line naming the key); checked whatever the rule."""
+
+    @classmethod
+    def advice(cls, cfg) -> list[str]:
+        """Warnings about valid settings that will not do what they seem to, for a config that chose this rule."""
+        return []
+
+    @classmethod
+    def advantages(cls, rewards: torch.Tensor, correct: torch.Tensor, *, std: str, eps: float,
+                   max_reward: float) -> tuple[torch.Tensor, torch.Tensor]:
+        """(advantages [B, G], direction [B, G] int8) of groups of `rewards` [B, G] with `correct` [B, G]; the
+        direction is nonzero only where a token-level rule shapes a tied unit (+1 all right, -1 all wrong)."""
+        raise NotImplementedError
+
+    @classmethod
+    def shape_tokens(cls, advantages: torch.Tensor, direction: torch.Tensor, entropy: torch.Tensor,
+                     mask: torch.Tensor, algo) -> torch.Tensor:
+        """A token-level rule's token advantages (N, T) from the samples' `advantages` (N,) and `direction` (N,),
+        the policy's detached `entropy` (N, T) and the completions' `mask` (N, T)."""
+        raise NotImplementedError
+
+
+def no_direction(rewards: torch.Tensor) -> torch.Tensor:
+    """The direction of a rule that shapes nothing token by token: zeros [B, G] int8."""
+    return torch.zeros_like(rewards, dtype=torch.int8)

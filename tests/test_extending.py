@@ -1,0 +1,144 @@
+"""Every kind that comes in kinds is extended the same way: one module, one registry line, one yaml. Each test
+copies the project into a temporary folder, adds a throwaway member there as a developer would (and nothing
+else: at most three files touched), and trains with it through the command line; the run's tables show the
+member did what it says."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SMALL = ["max_steps=2", "prompts_per_step=2", "sampler.group_size=4", "eval.n=2", "checkpoint_every=100"]
+ARITHMETIC = ["task.levels=[1,2]", "task.train_per_level=4", "task.eval_per_level=2"]
+
+
+def project_copy(tmp_path: Path) -> Path:
+    copy = tmp_path / "project"
+    for part in ("grpo_lab", "experiments", "conf"):
+        shutil.copytree(ROOT / part, copy / part, ignore=shutil.ignore_patterns("__pycache__"))
+    return copy
+
+
+def add_member(copy: Path, module: str, code: str, registry: str, import_line: str, anchor: str, member: str,
+               yaml: str, preset: str) -> list[str]:
+    """Write the member's module, its line in the registry (its import, and its class beside `anchor` in the
+    tuple the registry is made from) and its preset; returns the files touched."""
+    (copy / module).write_text(code)
+    path = copy / registry
+    text = path.read_text()
+    assert anchor in text, f"{registry} has no {anchor!r}"
+    path.write_text(_with_import(text.replace(anchor, f"{anchor}, {member}", 1), import_line))
+    (copy / yaml).write_text(preset)
+    return [module, registry, yaml]
+
+
+def _with_import(text: str, line: str) -> str:
+    """`text` with `line` after its last top-level `from grpo_lab` import."""
+    lines = text.splitlines(keepends=True)
+    last = max(i for i, ln in enumerate(lines) if ln.startswith("from grpo_lab"))
+    return "".join(lines[:last + 1] + [line + "\n"] + lines[last + 1:])
+
+
+def train(copy: Path, run: Path, *overrides: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(copy), "OMP_NUM_THREADS": "1"}
+    return subprocess.run([sys.executable, "-m", "experiments.train", *SMALL, *overrides, f"hydra.run.dir={run}"],
+                          cwd=copy, env=env, capture_output=True, text=True, timeout=600)
+
+
+def groups(run: Path) -> pd.DataFrame:
+    return pd.concat([pd.read_parquet(p) for p in sorted((run / "groups").glob("part-*.parquet"))], ignore_index=True)
+
+
+def test_a_sampler_is_one_module_one_line_one_yaml(tmp_path):
+    copy = project_copy(tmp_path)
+    touched = add_member(
+        copy, "grpo_lab/samplers/first_only.py",
+        '"""A throwaway sampler: fixed groups, of which only the first of each step trains."""\n\n'
+        "from grpo_lab.samplers.base import Draw, Sampler, use\n\n\n"
+        "class FirstOnlySampler(Sampler):\n"
+        '    name = "first_only"\n\n'
+        "    def draw(self, draw_round, prompts: int) -> Draw:\n"
+        "        groups = draw_round(self.stream.take(prompts), 0)\n"
+        "        use(groups[:1])\n"
+        "        return Draw(groups, [[groups[0]]])\n",
+        "grpo_lab/samplers/__init__.py", "from grpo_lab.samplers.first_only import FirstOnlySampler",
+        "    FixedSampler, ResampleOnTieSampler", "FirstOnlySampler", "conf/sampler/first_only.yaml", "name: first_only\n")
+    assert len(touched) <= 3
+    out = train(copy, tmp_path / "run", "sampler=first_only", *ARITHMETIC)
+    assert out.returncode == 0, out.stderr[-2000:]
+    drawn = groups(tmp_path / "run")
+    assert drawn.groupby("step")["used"].sum().tolist() == [1, 1] and len(drawn) == 4
+    assert json.loads((tmp_path / "run" / "config.json").read_text())["sampler.name"] == "first_only"
+
+
+def test_an_advantage_rule_is_one_module_one_line_one_yaml(tmp_path):
+    copy = project_copy(tmp_path)
+    touched = add_member(
+        copy, "grpo_lab/advantage/centered.py",
+        '"""A throwaway rule: reward minus the group mean, no scale."""\n\n'
+        "import torch\n\n"
+        "from grpo_lab.advantage.base import AdvantageRule, no_direction\n\n\n"
+        "class CenteredRule(AdvantageRule):\n"
+        '    name = "centered"\n'
+        "    reads_std = False\n\n"
+        "    @classmethod\n"
+        "    def advantages(cls, rewards, correct, *, std, eps, max_reward):\n"
+        "        return rewards - rewards.mean(-1, keepdim=True), no_direction(rewards)\n",
+        "grpo_lab/advantage/__init__.py", "from grpo_lab.advantage.centered import CenteredRule",
+        "(GrpoRule, NgrpoRule, RlZvpRule", "CenteredRule", "conf/algo/centered.yaml", "advantage: centered\n")
+    assert len(touched) <= 3
+    out = train(copy, tmp_path / "run", "algo=centered", *ARITHMETIC[1:], "task.levels=[2,3]")
+    assert out.returncode == 0, out.stderr[-2000:]
+    drawn = groups(tmp_path / "run")
+    for rewards, advantages in zip(drawn["rewards"], drawn["advantages"]):
+        r = np.asarray(rewards, np.float64)
+        np.testing.assert_allclose(advantages, r - r.mean(), atol=1e-6)
+    assert not drawn["tie"].all()  # some group's advantages were not all zero
+    refused = train(copy, tmp_path / "refused", "algo=centered", "algo.std=sample", *ARITHMETIC)
+    assert refused.returncode != 0 and "algo.std" in refused.stderr  # a key it does not read is refused
+
+
+def test_a_task_is_one_module_one_line_one_yaml(tmp_path):
+    copy = project_copy(tmp_path)
+    touched = add_member(
+        copy, "grpo_lab/tasks/doubles.py",
+        '"""A throwaway task: a+a= for a below 50, every tenth held out."""\n\n'
+        "from grpo_lab.tasks.base import Problem, Task, TaskKind\n\n\n"
+        "class Doubles(TaskKind):\n"
+        '    name = "doubles"\n\n'
+        "    @classmethod\n"
+        "    def sizes(cls, cfg):\n"
+        "        return 45, 5\n\n"
+        "    @classmethod\n"
+        "    def build(cls, cfg):\n"
+        '        problems = [Problem(f"d{a}", f"{a}+{a}=", str(2 * a), "1" if a < 10 else "2") for a in range(50)]\n'
+        '        return Task("doubles", tuple(p for p in problems if int(p.prompt_id[1:]) % 10),\n'
+        '                    tuple(p for p in problems if not int(p.prompt_id[1:]) % 10), "integer")\n',
+        "grpo_lab/tasks/__init__.py", "from grpo_lab.tasks.doubles import Doubles",
+        "(Arithmetic, Mathset", "Doubles", "conf/task/doubles.yaml", "name: doubles\n")
+    assert len(touched) <= 3
+    out = train(copy, tmp_path / "run", "task=doubles")
+    assert out.returncode == 0, out.stderr[-2000:]
+    drawn = groups(tmp_path / "run")
+    assert drawn["prompt_id"].str.fullmatch(r"d\d+").all() and set(drawn["difficulty"]) <= {"1", "2"}
+    held = pd.concat([pd.read_parquet(p) for p in sorted((tmp_path / "run" / "eval").glob("part-*.parquet"))])
+    assert set(held["prompt_id"]) == {f"d{a}" for a in range(0, 50, 10)}
+
+
+@pytest.fixture(autouse=True)
+def _no_stray_imports():
+    """The copies are imported only by their own subprocesses: this process keeps the project's modules."""
+    before = {name: getattr(module, "__file__", None) for name, module in sys.modules.items()
+              if name.startswith("grpo_lab")}
+    yield
+    after = {name: getattr(module, "__file__", None) for name, module in sys.modules.items() if name in before}
+    assert after == {k: v for k, v in before.items() if k in after}
