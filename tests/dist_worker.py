@@ -63,7 +63,8 @@ def apply_update(base: dict, groups: list, advantages: list[torch.Tensor], agg: 
     micro = micro_batches([[g] for g in groups], pad_id, micro_groups)  # units of one group each
     adv = torch.cat(advantages) if advantages else torch.zeros(0)  # (N,)
     rows = TrainingRows.plain(adv)
-    if direction is not None:
+    if direction is not None:  # RL-ZVP's rows: its tied units shaped token by token in the update
+        cfg.algo.advantage = "rl_zvp"
         rows.direction = torch.cat(direction) if direction else torch.zeros(0, dtype=torch.int8)
         rows.behaviour = torch.cat(behaviour) if behaviour else torch.zeros(0, dtype=torch.bool)
     out = update(model, ref, optimizer, micro, rows, cfg, par, pad_id)

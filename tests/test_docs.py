@@ -49,7 +49,10 @@ def test_the_link_check_finds_what_it_looks_for(tmp_path):
 
 # paths the tree names that are not its own: other projects' files, and folders a command would write
 ELSEWHERE = ("experiments/DARS",  # DARS's own repository (docs/RECIPES.md, analysis/measures/recipes.py)
-             "reports/my_study", "reports/a_vs_b")  # what an example command writes
+             "reports/my_study", "reports/a_vs_b",  # what an example command writes
+             # what tests/test_extending.py adds to a copy of the project
+             "grpo_lab/samplers/first_only", "grpo_lab/advantage/centered", "grpo_lab/tasks/doubles",
+             "conf/sampler/first_only", "conf/algo/centered", "conf/task/doubles")
 PATH = re.compile(r"(?<![\w./-])((?:grpo_lab|analysis|experiments|benchmarks|fixtures|tests|conf|docs|reports)/"
                   r"[\w./-]*\w)")
 

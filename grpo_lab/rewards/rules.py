@@ -86,7 +86,7 @@ def _exact_number(text: str) -> Fraction | None:
     return Fraction(text) if len(text) <= 64 and _DECIMAL.fullmatch(text) else None
 
 
-def _latex_equal(answer: str, gold: str) -> bool:
+def latex_equal(answer: str, gold: str) -> bool:
     """math-verify's equivalence, strict where the gold is exact. Call in a worker: it can be slow."""
     from math_verify import parse, verify  # imported lazily: sympy is slow to import
     from sympy import Basic, Number, Rational, nan, zoo
@@ -172,7 +172,7 @@ def _last_number_score(completion: str, finished: bool, gold: str, weights: Rewa
     return Scored(answer, correct, formatted, weights.accuracy * correct + weights.format * formatted)
 
 
-def _integer_score(completion: str, finished: bool, gold: str, weights: RewardWeights,
+def integer_score(completion: str, finished: bool, gold: str, weights: RewardWeights,
                    answer_format: str = "bare") -> Scored:
     if answer_format == "last_number":
         return _last_number_score(completion, finished, gold, weights)
@@ -184,7 +184,7 @@ def _integer_score(completion: str, finished: bool, gold: str, weights: RewardWe
     return Scored(shown, correct, formatted, weights.accuracy * correct + weights.format * formatted)
 
 
-def _latex_answer(completion: str, gold: str) -> tuple[str | None, bool | None, list[str]]:
+def latex_answer(completion: str, gold: str) -> tuple[str | None, bool | None, list[str]]:
     """(the last box without spaces, a verdict that needs no math-verify or None, the distinct stated answers
     math-verify must still find equal to the gold: all of them, for the completion to be right)."""
     boxed = last_boxed(completion)
@@ -207,12 +207,12 @@ def _latex_answer(completion: str, gold: str) -> tuple[str | None, bool | None, 
     return answer, (None if pending else True), pending
 
 
-def _latex_formatted(completion: str, finished: bool) -> bool:
+def latex_formatted(completion: str, finished: bool) -> bool:
     said = statements(completion)
     return finished and last_boxed(completion) is not None and said is not None and len(said) == 1
 
 
-def _check_kind(kind: str) -> None:
+def check_kind(kind: str) -> None:
     if kind not in ("integer", "latex"):
         raise ValueError(f"answer kind {kind!r} is not supported. Must be one of 'integer', 'latex'.")
 
@@ -222,14 +222,14 @@ def score(completion: str, finished: bool, gold: str, kind: str, weights: Reward
     """Score one completion against the reference answer, in this process. kind: "integer" or "latex";
     answer_format: where an integer answer is read (ANSWER_FORMATS).
     For many completions, or text that may be hostile, use `score_all` (LaTeX checks in workers)."""
-    _check_kind(kind)
+    check_kind(kind)
     if kind == "integer":
-        return _integer_score(completion, finished, gold, weights, answer_format)
-    answer, verdict, pending = _latex_answer(completion, gold)
+        return integer_score(completion, finished, gold, weights, answer_format)
+    answer, verdict, pending = latex_answer(completion, gold)
     if verdict is None:
         try:
-            verdict = all(_latex_equal(value, gold) for value in pending)
+            verdict = all(latex_equal(value, gold) for value in pending)
         except Exception:  # noqa: BLE001 - an answer math-verify cannot handle is a wrong answer, not a crash
             verdict = False
-    formatted = _latex_formatted(completion, finished)
+    formatted = latex_formatted(completion, finished)
     return Scored(answer, verdict, formatted, weights.accuracy * verdict + weights.format * formatted)

@@ -17,11 +17,11 @@ from pathlib import Path
 from grpo_lab.rewards.rules import (
     RewardWeights,
     Scored,
-    _check_kind,
-    _integer_score,
-    _latex_answer,
-    _latex_equal,
-    _latex_formatted,
+    check_kind,
+    integer_score,
+    latex_answer,
+    latex_equal,
+    latex_formatted,
 )
 
 
@@ -42,7 +42,7 @@ def worker_main(answer_timeout_s: float) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the trainer's to handle
     signal.signal(signal.SIGALRM, _on_alarm)
     for answer in ("0.5", "x^2"):  # before the first alarm: sympy and its parts load slowly on first use
-        _latex_equal(answer, "\\frac{1}{2}")
+        latex_equal(answer, "\\frac{1}{2}")
     out.write("ready\n")
     out.flush()
     for line in sys.stdin:
@@ -51,7 +51,7 @@ def worker_main(answer_timeout_s: float) -> None:
         try:
             signal.setitimer(signal.ITIMER_REAL, answer_timeout_s)
             try:
-                correct = bool(_latex_equal(answer, gold))
+                correct = bool(latex_equal(answer, gold))
             finally:
                 signal.setitimer(signal.ITIMER_REAL, 0)
         except _AnswerTimeout:
@@ -147,10 +147,10 @@ class Scorer:
     def score_all(self, completions: list[str], finished: list[bool], golds: list[str], kind: str,
                   weights: RewardWeights, answer_format: str = "bare") -> list[Scored]:
         """score() over parallel lists (one entry per completion), within the step budget."""
-        _check_kind(kind)
+        check_kind(kind)
         if kind == "integer":
-            return [_integer_score(c, f, g, weights, answer_format) for c, f, g in zip(completions, finished, golds)]
-        read = [_latex_answer(c, g) for c, g in zip(completions, golds)]  # (answer, verdict, still to check)
+            return [integer_score(c, f, g, weights, answer_format) for c, f, g in zip(completions, finished, golds)]
+        read = [latex_answer(c, g) for c, g in zip(completions, golds)]  # (answer, verdict, still to check)
         pairs: dict[tuple[str, str], int] = {}
         for (_, verdict, pending), g in zip(read, golds):
             for value in pending if verdict is None else ():  # each distinct (answer, gold) is checked once
@@ -160,7 +160,7 @@ class Scorer:
         for c, f, g, (answer, verdict, pending) in zip(completions, finished, golds, read):
             keys = [pairs[(value, g)] for value in pending] if verdict is None else []
             correct = all(checked[k] for k in keys) if verdict is None else verdict  # every stated answer right
-            formatted = _latex_formatted(c, f)
+            formatted = latex_formatted(c, f)
             out.append(Scored(answer, correct, formatted, weights.accuracy * correct + weights.format * formatted,
                               timed_out=any(k in timed_out for k in keys)))
         return out

@@ -159,7 +159,7 @@ def _generate(model, prompt_ids, prompt_mask, repeats, n: int, *, max_new_tokens
         logps[live, t] = logp
         ended = torch.isin(tok, ends)
         if stop:
-            hit = _completes_stop(tokenizer, tokens[live, : t + 1], stop)  # (R,)
+            hit = completes_stop(tokenizer, tokens[live, : t + 1], stop)  # (R,)
             stopped[live[hit], t] = True
             ended |= hit
         if t == max_new_tokens - 1 or bool(ended.all()):
@@ -175,7 +175,7 @@ def _generate(model, prompt_ids, prompt_mask, repeats, n: int, *, max_new_tokens
     return tokens[:, : t + 1], logps[:, : t + 1], stopped[:, : t + 1]
 
 
-def _completes_stop(tokenizer, generated: torch.Tensor, stop: list[str] | tuple[str, ...]) -> torch.Tensor:
+def completes_stop(tokenizer, generated: torch.Tensor, stop: list[str] | tuple[str, ...]) -> torch.Tensor:
     """(R,) bool: the rows of `generated` (R, t) whose text contains a stop string, read off the last few
     tokens only (a stop string of L characters spans at most L tokens; a few more for partial bytes)."""
     window = max(map(len, stop)) + 4

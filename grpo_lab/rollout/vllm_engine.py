@@ -32,7 +32,7 @@ import torch
 
 from grpo_lab.errors import ConfigError, require
 from grpo_lab.footprint import TINY_CONFIG, available
-from grpo_lab.rollout.generate import Rollout, _completes_stop, assemble
+from grpo_lab.rollout.generate import Rollout, completes_stop, assemble
 
 # in-process engine: tensors pass to it without a copy through a pipe, and it shares the trainer's process. Set
 # before vLLM is imported (it reads it then); a user's own setting is kept
@@ -289,7 +289,7 @@ def _stop_marks(tokenizer, ids: torch.Tensor, stop: list[str] | tuple[str, ...])
     for t in range(ids.shape[1]):
         if not len(live):
             break
-        hit = _completes_stop(tokenizer, ids[live, : t + 1], stop)
+        hit = completes_stop(tokenizer, ids[live, : t + 1], stop)
         marks[live[hit], t] = True
         live = live[~hit]
     return marks

@@ -36,7 +36,7 @@ class RunRecord:
         self.data = {
             "run_id": old.get("run_id") or f"{datetime.now(timezone.utc):%Y%m%d-%H%M%S}-{uuid.uuid4().hex[:6]}",
             "status": "running",
-            "started": old.get("started") or _now(),
+            "started": old.get("started") or now(),
             "finished": None,
             "error": None,
             "signal": None,  # status killed: the signal that stopped it (SIGTERM, SIGINT)
@@ -135,7 +135,7 @@ def git_state() -> dict | None:
     return {"commit": commit.stdout.strip(), "dirty": bool(status.stdout.strip())}
 
 
-def _now() -> str:
+def now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 

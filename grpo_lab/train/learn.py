@@ -22,7 +22,7 @@ from grpo_lab.train.microbatch import micro_batches
 from grpo_lab.train.objective import sequence_weights
 from grpo_lab.train.parallel import DataParallel
 from grpo_lab.train.rollout_correction import COLUMNS as MISMATCH
-from grpo_lab.train.update import TrainingRows, _masked, update
+from grpo_lab.train.update import TrainingRows, masked, update
 
 LOSSES = ("loss", "pg_loss", "kl", "clip_frac", "grad_norm")
 NO_UPDATE = dict.fromkeys(LOSSES + MISMATCH, float("nan"))  # no sample entered an update: nothing measured
@@ -54,7 +54,7 @@ def learn(model, ref, optimizer, draw: Draw, cfg: TrainConfig, pad_id: int, devi
     mine = owner[rows] == distributed.rank()  # (N,) the training rows this rank holds
     pieces, _ = training_units([v for v in ([g for g in u if g.samples is not None] for u in units) if v], pad_id)
     if a.mask_truncated:
-        pieces = [[_masked(ro) for ro in unit] for unit in pieces]
+        pieces = [[masked(ro) for ro in unit] for unit in pieces]
     micro = micro_batches(pieces, pad_id, a.micro_batch_groups, a.micro_batch_tokens)
     sizes = [n for u in units if (n := sum(g.n_trained for g in u))]  # samples that train, per unit
     weight = sequence_weights(sizes, cfg.sampler.group_size, a.unit_weight).to(device)  # (N,)

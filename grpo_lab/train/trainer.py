@@ -41,7 +41,7 @@ from grpo_lab.run.completions import completion_rows
 from grpo_lab.run.evaluations import record_own_evaluation
 from grpo_lab.run.guards import RunDirUnwritable, RunLock, prepare
 from grpo_lab.run.loading import load_task_and_policy
-from grpo_lab.run.record import RunRecord, _now
+from grpo_lab.run.record import RunRecord, now
 from grpo_lab.run.rows import group_rows
 from grpo_lab.run.signals import Killed, stop_on_signals
 from grpo_lab.run.summary import run_summary
@@ -368,13 +368,13 @@ def train(cfg: TrainConfig, on_start: Callable[[Path], None] | None = None) -> P
             step, done = trainer.last_step, trainer
             trainer = None  # closed here, before `done`: a signal while closing is a killed run, recorded so
             _close(done)
-            record.update(status="done", finished=_now(), stopped=stopped)
+            record.update(status="done", finished=now(), stopped=stopped)
         except BaseException as e:
             killed = isinstance(e, Killed)
             if killed:
                 e.where = f"at step {trainer.last_step if trainer else step} ({run_dir})"
             try:
-                record.update(status="killed" if killed else "failed", finished=_now(),
+                record.update(status="killed" if killed else "failed", finished=now(),
                               signal=e.signal if killed else None, error=f"{type(e).__name__}: {e}",
                               traceback=traceback.format_exc(limit=20))
             except Exception as also:  # noqa: BLE001 - the first error is the one to show

@@ -179,7 +179,7 @@ def _token_stats(entropy: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return torch.stack([torch.where(count > 0, mean, nan), torch.where(count > 0, top, nan)], -1)
 
 
-def _masked(ro: Rollout) -> Rollout:
+def masked(ro: Rollout) -> Rollout:
     """algo.mask_truncated: completions cut at max_new_tokens leave the loss (and its token counts); they
     still count in their group's baseline, as in DAPO's overlong filtering."""
     return dataclasses.replace(ro, completion_mask=ro.completion_mask & ~ro.truncated[:, None])
