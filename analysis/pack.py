@@ -25,8 +25,15 @@ import pyarrow.parquet as pq
 from analysis.data.config import launch_command
 from analysis.data.load import NoRunsError, find_jobs
 from analysis.data.select import SelectionError
-from analysis.render.ownership import (PACKED_DATA, PACKED_PART, PACKED_RECORDS, PACKED_SWEEP_RECORDS, PACKED_TABLES,
-                                       ReportNotWritable, claim)
+from analysis.render.ownership import (
+    PACKED_DATA,
+    PACKED_PART,
+    PACKED_RECORDS,
+    PACKED_SWEEP_RECORDS,
+    PACKED_TABLES,
+    ReportNotWritable,
+    claim,
+)
 from analysis.report import build_report
 
 TABLES = PACKED_TABLES

@@ -19,30 +19,46 @@ from pathlib import Path
 
 import pandas as pd
 
+from analysis.data import select, settings
 from analysis.data.alignment import with_tokens
 from analysis.data.arms import arm_keys, arms_as_text
 from analysis.data.checkpoints import attach_samples
 from analysis.data.completions import read_completions
 from analysis.data.config import launch_command
-from analysis.data import select
 from analysis.data.load import Tables, load, source_names
 from analysis.data.plan import missing_jobs
 from analysis.data.records import difficulty_names
-from analysis.data import settings
 from analysis.measures import equal_steps
 from analysis.measures.construction import fixed_by_rule
 from analysis.measures.equal_steps import steps_per_arm
+from analysis.measures.health import MISMATCH_COLUMNS
 from analysis.measures.spend import budgets_per_arm
 from analysis.measures.tie_learning import split_reused
 from analysis.render import helper
 from analysis.render.canvas import report_colours
 from analysis.render.paging import move_long_tables
 from analysis.render.writer import finish_build, start_build, write_report
-from analysis.sections import (at_k, coverage, equal_budget, examples, findings, group_size, header, health, heldout,
-                               jobs, persistence, provenance, ranking, tests, tie_learning, ties, trained)
+from analysis.sections import (
+    at_k,
+    coverage,
+    equal_budget,
+    examples,
+    findings,
+    group_size,
+    header,
+    health,
+    heldout,
+    jobs,
+    persistence,
+    provenance,
+    ranking,
+    tests,
+    tie_learning,
+    ties,
+    trained,
+)
 from analysis.sections import budgets as budgets_text
 from analysis.sections.section import DETAILS, Context, Section
-from analysis.measures.health import MISMATCH_COLUMNS
 
 # the columns the sections read; the others (the groups' reward lists first) stay on disk
 COLUMNS = {

@@ -23,7 +23,7 @@ from pathlib import Path
 import torch
 
 from grpo_lab.config import TrainConfig
-from grpo_lab.model.tiny import tiny_config, TinySpec
+from grpo_lab.model.tiny import TinySpec, tiny_config
 from grpo_lab.model.tokenizer import CharTokenizer
 from grpo_lab.run.record import RunRecord
 from grpo_lab.train.trainer import Trainer

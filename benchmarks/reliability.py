@@ -40,7 +40,6 @@ sys.path.insert(0, str(ROOT))
 import pyarrow as pa  # noqa: E402
 import pyarrow.compute as pc  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
-
 import reliability_guards as guards  # noqa: E402 - beside this file
 import reliability_writers as writers  # noqa: E402
 from reliability_outcomes import tally  # noqa: E402

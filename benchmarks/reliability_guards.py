@@ -23,8 +23,22 @@ from pathlib import Path
 
 from fixtures import answers
 from fixtures.races import HOLDS, LEFT_BEHIND, RACERS, churn, prepare, race
-from fixtures.runs import BROKEN_MODELS, CHAT, READ_ONLY, SMALL, app, bad_values, broken_copy, can_mount, cli, \
-    error_lines, full_disk, read_only, tables, tree
+from fixtures.runs import (
+    BROKEN_MODELS,
+    CHAT,
+    READ_ONLY,
+    SMALL,
+    app,
+    bad_values,
+    broken_copy,
+    can_mount,
+    cli,
+    error_lines,
+    full_disk,
+    read_only,
+    tables,
+    tree,
+)
 from grpo_lab.run.lock import RunLock
 
 Trial = tuple[str, bool, str]

@@ -17,8 +17,9 @@ import signal
 import time
 from pathlib import Path
 
-from fixtures.runs import CHAT, ROOT, SMALL, error_lines
 from reliability_outcomes import Trial, attempt, command, judge, snapshot, verdict
+
+from fixtures.runs import CHAT, ROOT, SMALL, error_lines
 
 RUN = ["max_steps=2", "checkpoint_every=1", *SMALL[:4], "task.eval_per_level=3", "eval.n=2", "threads=1"]
 SWEEP = ["-m", "sampler=fixed,resample_on_tie", "seed=0,1", *RUN[:1], *SMALL[:4], "task.eval_per_level=6",

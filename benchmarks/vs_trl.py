@@ -52,10 +52,10 @@ import torch
 from grpo_lab.checks import validate
 from grpo_lab.config import TrainConfig
 from grpo_lab.model.tiny import tiny_weights
-from grpo_lab.rewards.rules import RewardWeights, score
 from grpo_lab.model.tokenizer import CharTokenizer
-from grpo_lab.tasks import build_task
+from grpo_lab.rewards.rules import RewardWeights, score
 from grpo_lab.run.record import RunRecord
+from grpo_lab.tasks import build_task
 from grpo_lab.train.trainer import Trainer
 
 B = 16  # prompts per optimizer step

@@ -20,8 +20,14 @@ from hydra.errors import CompactHydraException
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
-from experiments.common import (CONF_DIR, INSPECT_FLAGS, config_warnings, preflight_plan, register_configs,
-                                to_train_config)
+from experiments.common import (
+    CONF_DIR,
+    INSPECT_FLAGS,
+    config_warnings,
+    preflight_plan,
+    register_configs,
+    to_train_config,
+)
 from experiments.job_files import accept
 from experiments.resume import refusal
 from grpo_lab.config import TrainConfig

@@ -7,10 +7,26 @@ from __future__ import annotations
 import math
 import os
 
-from grpo_lab.config import (DEVICE, DTYPES, LOGGER_BACKENDS, MAX_EPS_HIGH, MAX_MU, MAX_NEW_TOKENS,
-                             MAX_REWARD_WORKERS, MAX_SAMPLES_PER_STEP, MAX_SEED, MAX_TEMPERATURE, MAX_THREADS,
-                             MAX_WAIT_S, MIN_TEMPERATURE, ROLLOUT_CORRECTIONS as CORRECTIONS,
-                             STRATEGIES, TrainConfig, leaves)
+from grpo_lab.advantage import check_rules, rule
+from grpo_lab.config import (
+    DEVICE,
+    DTYPES,
+    LOGGER_BACKENDS,
+    MAX_EPS_HIGH,
+    MAX_MU,
+    MAX_NEW_TOKENS,
+    MAX_REWARD_WORKERS,
+    MAX_SAMPLES_PER_STEP,
+    MAX_SEED,
+    MAX_TEMPERATURE,
+    MAX_THREADS,
+    MAX_WAIT_S,
+    MIN_TEMPERATURE,
+    STRATEGIES,
+    TrainConfig,
+    leaves,
+)
+from grpo_lab.config import ROLLOUT_CORRECTIONS as CORRECTIONS
 from grpo_lab.errors import ConfigError, require
 from grpo_lab.footprint import available, check_fits, eval_rows_per_call, model_shape, on_host, sampling_bytes
 from grpo_lab.model.files import check_model_files, check_model_folder, resolve_model_path
@@ -19,7 +35,6 @@ from grpo_lab.rewards.rules import ANSWER_FORMATS
 from grpo_lab.rollout.engines import check_engine
 from grpo_lab.samplers import check_sampler, draw_bounds
 from grpo_lab.tasks import task_kind
-from grpo_lab.advantage import check_rules, rule
 
 
 def check_finite(cfg: TrainConfig) -> None:

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from functools import reduce
 from typing import Any, Callable
 
+from grpo_lab.advantage import RULES
 from grpo_lab.samplers import SAMPLERS
 from grpo_lab.tasks import TASKS
-from grpo_lab.advantage import RULES
 
 
 @dataclass(frozen=True)

@@ -23,11 +23,11 @@ import torch
 
 from grpo_lab import distributed
 from grpo_lab.config import TrainConfig
-from grpo_lab.train.objective import AGG_MODES
 from grpo_lab.model.load import frozen_copy, load_policy
 from grpo_lab.model.sharding import full
 from grpo_lab.rollout.generate import Rollout
 from grpo_lab.train.microbatch import micro_batches
+from grpo_lab.train.objective import AGG_MODES
 from grpo_lab.train.parallel import build_parallel
 from grpo_lab.train.update import TrainingRows, update
 

@@ -9,11 +9,11 @@ import pytest
 import torch
 from reference import plain_grpo, plain_ngrpo, plain_rl_zvp
 
-from grpo_lab.tasks import Problem
-from grpo_lab.samplers import Group
-from grpo_lab.train.advantages import rule_advantages, unit_advantages
 from grpo_lab.advantage.ngrpo import ngrpo_advantages
 from grpo_lab.advantage.rl_zvp import rl_zvp_advantages, zvp_direction
+from grpo_lab.samplers import Group
+from grpo_lab.tasks import Problem
+from grpo_lab.train.advantages import rule_advantages, unit_advantages
 
 
 def test_ngrpo_worked_examples():

@@ -10,11 +10,11 @@ import warnings
 
 import pandas as pd
 import pytest
+from reference import both_pages
 
 from analysis.data.load import load
 from analysis.report import build_report
 from fixtures.synthetic import job_config, prompt_pool, write_sweep
-from reference import both_pages
 
 PROMPTS = prompt_pool(levels=("1", "2"), per_level=4)
 

@@ -9,7 +9,6 @@ from math import comb
 import numpy as np
 import pandas as pd
 import pytest
-
 from scipy.special import betaln
 
 from analysis.data.checkpoints import attach_samples, checkpoint_labels

@@ -10,13 +10,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
+from reference import both_pages
 
 from analysis.data.load import NoRunsError, SkippedWarning, load
 from analysis.data.schema import CONTRACT, NO_NAN, value_problems
 from analysis.report import build_report
 from fixtures.synthetic import job_config as make_config
 from fixtures.synthetic import prompt_pool, write_sweep
-from reference import both_pages
 
 ROOT = Path(__file__).resolve().parent.parent
 

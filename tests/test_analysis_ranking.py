@@ -11,8 +11,8 @@ import yaml
 
 from analysis.measures.ranking import INFORMATIVE, PASS1, pass1_by_arm, rank
 from analysis.measures.scores import seed_scores
-from analysis.sections.ranking import power
 from analysis.report import build_report
+from analysis.sections.ranking import power
 from fixtures.synthetic import eval_steps, eval_table, job_config, prompt_pool, simulate_groups, steps_table, write_run
 
 SAMPLERS = ("fixed", "resample_on_tie", "dynamic")

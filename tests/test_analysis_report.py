@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 import yaml
 from PIL import Image
+from reference import both_pages
 
 from analysis.__main__ import main
 from analysis.data.load import SkippedWarning
@@ -18,7 +19,6 @@ from analysis.render.markdown import cell
 from analysis.render.writer import write_report
 from analysis.report import build_report
 from fixtures.synthetic import job_config, prompt_pool, write_sweep
-from reference import both_pages
 
 TIE_COLUMNS = ["difficulty", "group_size", "sampler", "groups", "prompts", "tie_frac", "all_correct_frac",
                "all_wrong_frac", "ci_low", "ci_high", "predicted_tie_frac"]

@@ -7,7 +7,15 @@ import pandas as pd
 import pytest
 
 from analysis.data.load import load
-from analysis.measures.spend import RECORDED, RECOUNTED, across_seeds, budget_curves, per_job_spend, sample_counts, spend
+from analysis.measures.spend import (
+    RECORDED,
+    RECOUNTED,
+    across_seeds,
+    budget_curves,
+    per_job_spend,
+    sample_counts,
+    spend,
+)
 from fixtures.synthetic import job_config, prompt_pool, simulate_groups, write_sweep
 
 

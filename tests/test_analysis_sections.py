@@ -10,15 +10,14 @@ import pytest
 
 from analysis.data.load import load
 from analysis.measures.coverage import coverage, crossing_k
-from analysis.measures.group_size import (best_sizes, expected_by_size, observed_vs_predicted,
-                                 prompt_pass_rates)
+from analysis.measures.group_size import best_sizes, expected_by_size, observed_vs_predicted, prompt_pass_rates
 from analysis.measures.persistence import persistence
 from analysis.sections import coverage as coverage_section
 from analysis.sections import group_size as group_size_section
 from analysis.sections import persistence as persistence_section
 from analysis.sections.section import Context
-from fixtures.synthetic import eval_table, job_config, prompt_pool, simulate_groups, write_sweep
 from analysis.stats.binomial import tie_probability
+from fixtures.synthetic import eval_table, job_config, prompt_pool, simulate_groups, write_sweep
 
 
 @pytest.fixture(scope="module")

@@ -6,8 +6,15 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.stats.intervals import (bootstrap_counts, bootstrap_difference_ci, cluster_ratio_ci, cluster_ratio_cis,
-                                      nan_percentiles, seeded_counts, t_difference_ci)
+from analysis.stats.intervals import (
+    bootstrap_counts,
+    bootstrap_difference_ci,
+    cluster_ratio_ci,
+    cluster_ratio_cis,
+    nan_percentiles,
+    seeded_counts,
+    t_difference_ci,
+)
 from analysis.stats.seeds import compare_arms_by_seed, compare_values, with_holm
 from analysis.stats.tests import holm, min_detectable_effect, seed_test, smallest_p
 

@@ -5,12 +5,12 @@ import numpy as np
 import pytest
 import torch
 
-from grpo_lab.train.batching import training_batch
 from grpo_lab.model.load import eos_ids, load_policy
 from grpo_lab.model.logprobs import completion_logprobs
 from grpo_lab.rollout.generate import concat_groups, sample_groups, split_groups
 from grpo_lab.samplers.base import Group
 from grpo_lab.tasks import Problem
+from grpo_lab.train.batching import training_batch
 
 
 @pytest.fixture(scope="module")

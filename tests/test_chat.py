@@ -11,17 +11,17 @@ from pathlib import Path
 
 import pytest
 import torch
+from reference import both_pages
 
+from fixtures.models import build_chat_model
 from grpo_lab.config import TrainConfig
 from grpo_lab.model.load import eos_ids, load_policy
-from grpo_lab.tasks.chat import chat_prompt, end_of_turn_ids, render_task
 from grpo_lab.rewards.rules import RewardWeights, final_answer, score
 from grpo_lab.rollout.generate import cut_at_stop, sample_groups
 from grpo_lab.run.tables import read_table
 from grpo_lab.tasks.arithmetic import ArithmeticTask
-from fixtures.models import build_chat_model
+from grpo_lab.tasks.chat import chat_prompt, end_of_turn_ids, render_task
 from grpo_lab.train.trainer import train
-from reference import both_pages
 
 ROOT = Path(__file__).resolve().parent.parent
 W = RewardWeights(accuracy=1.0, format=0.5)

@@ -1,12 +1,12 @@
 """Checkpoints that survive: saved before the evaluation, pruned to keep_last, pinned, weights-only."""
 
 import pytest
+from reference import assert_same_rows
 
 from grpo_lab.run.checkpoints import checkpoint_steps
 from grpo_lab.run.evaluate import evaluate_checkpoints
 from grpo_lab.run.tables import read_table
 from grpo_lab.train.trainer import train
-from reference import assert_same_rows
 
 
 def contents(run) -> dict[int, bool]:

@@ -9,12 +9,21 @@ from pathlib import Path
 
 import pytest
 
+from grpo_lab.advantage.rl_zvp import MAX_ALPHA as MAX_ZVP_ALPHA
 from grpo_lab.checks import check_memory, validate
 from grpo_lab.config import MAX_EPS_HIGH, MAX_TEMPERATURE, MIN_TEMPERATURE, TrainConfig
-from grpo_lab.advantage.rl_zvp import MAX_ALPHA as MAX_ZVP_ALPHA
 from grpo_lab.errors import ConfigError
-from grpo_lab.footprint import (EVAL_BATCH_ROWS, GIB, ROW_BYTES, TOKEN_BYTES, Shape, available, eval_rows_per_call,
-                                model_shape, sampling_bytes)
+from grpo_lab.footprint import (
+    EVAL_BATCH_ROWS,
+    GIB,
+    ROW_BYTES,
+    TOKEN_BYTES,
+    Shape,
+    available,
+    eval_rows_per_call,
+    model_shape,
+    sampling_bytes,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -12,17 +12,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-
 from dist_worker import SPLITS, apply_update
 from reference import assert_same_rows
+
 from grpo_lab.advantage.grpo import group_advantages
-from grpo_lab.train.objective import AGG_MODES
 from grpo_lab.model.load import eos_ids, load_policy
 from grpo_lab.rollout.generate import sample_groups, split_groups
 from grpo_lab.run.checkpoints import read_state
-from grpo_lab.samplers import PromptStream
 from grpo_lab.run.tables import MISMATCH, read_table
+from grpo_lab.samplers import PromptStream
 from grpo_lab.tasks import build_task
+from grpo_lab.train.objective import AGG_MODES
 from grpo_lab.train.trainer import train
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -13,8 +13,19 @@ import pytest
 import torch
 
 from fixtures.models import build_chat_model
-from fixtures.runs import BROKEN_MODELS, CHAT, READ_ONLY, SMALL, broken_copy, can_mount, cli, error_lines, full_disk, \
-    read_only, tables
+from fixtures.runs import (
+    BROKEN_MODELS,
+    CHAT,
+    READ_ONLY,
+    SMALL,
+    broken_copy,
+    can_mount,
+    cli,
+    error_lines,
+    full_disk,
+    read_only,
+    tables,
+)
 from grpo_lab.run.record import RunRecord
 from grpo_lab.train.trainer import Diverged, Trainer
 

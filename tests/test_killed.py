@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from grpo_lab.config import TrainConfig
 from grpo_lab.run.guards import RunLock, prepare
 from grpo_lab.run.tables import read_table
-from grpo_lab.config import TrainConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 ENV = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}

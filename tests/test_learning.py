@@ -3,8 +3,8 @@
 import pandas as pd
 
 from grpo_lab.config import TrainConfig
-from grpo_lab.rollout.evaluation import accuracy_by_difficulty, evaluate
 from grpo_lab.model.load import eos_ids, load_policy
+from grpo_lab.rollout.evaluation import accuracy_by_difficulty, evaluate
 from grpo_lab.run.tables import read_table
 from grpo_lab.tasks import ArithmeticTask
 from grpo_lab.train.trainer import train

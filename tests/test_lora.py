@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from reference import assert_same_rows
 
 from fixtures.models import build_chat_model
 from grpo_lab.checks import validate
@@ -25,7 +26,6 @@ from grpo_lab.run.tables import read_table
 from grpo_lab.train.microbatch import MicroBatch
 from grpo_lab.train.trainer import Trainer, train
 from grpo_lab.train.update import TrainingRows, update
-from reference import assert_same_rows
 
 RANK = 4
 

@@ -8,10 +8,10 @@ import re
 import shlex
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
 import pandas as pd
+import tomllib
 
 from fixtures.models import build_chat_model
 

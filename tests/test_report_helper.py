@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 
 from analysis import load
+from analysis.data.cores import PROCESSES, processes
 from analysis.measures.health import health_curves
 from analysis.render import curves, helper
 from analysis.render.canvas import styled
 from analysis.render.curves import health
-from analysis.data.cores import PROCESSES, processes
 from analysis.render.helper import Helper
 from analysis.render.writer import Files
 from analysis.report import build_report, held_out_sections

@@ -3,10 +3,9 @@ only where its interval is bounded, and no infinite minimum detectable differenc
 
 import math
 
-import pytest
-
 import numpy as np
 import pandas as pd
+import pytest
 
 from analysis.sections.coverage import verdict
 from analysis.sections.findings import _power

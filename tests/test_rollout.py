@@ -2,11 +2,11 @@
 
 import pytest
 import torch
+from reference import plain_logprobs
 
 from grpo_lab.model.load import eos_ids, load_policy
 from grpo_lab.model.logprobs import completion_logprobs
 from grpo_lab.rollout.generate import sample_groups
-from reference import plain_logprobs
 
 PROMPTS = ["7+5=", "31+4=", "58+67=", "2+2="]  # different lengths: left padding is exercised
 

@@ -8,14 +8,14 @@ import numpy as np
 import pytest
 from reference import assert_same_rows
 
-from grpo_lab.errors import ConfigError
 from grpo_lab.checks import validate
 from grpo_lab.config import TrainConfig
+from grpo_lab.errors import ConfigError
+from grpo_lab.run.checkpoints import read_state
+from grpo_lab.run.tables import read_table
 from grpo_lab.samplers.greso import keep_probability
 from grpo_lab.samplers.knapsack import allocate, group_value
 from grpo_lab.samplers.reinforce_ada import balanced_selection, exit_rule_holds
-from grpo_lab.run.checkpoints import read_state
-from grpo_lab.run.tables import read_table
 from grpo_lab.train.trainer import train
 
 ADAPTIVE = ("reinforce_ada", "knapsack", "greso")

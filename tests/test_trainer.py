@@ -5,10 +5,10 @@ import math
 
 import pandas as pd
 import pytest
+from reference import assert_same_rows
 
 from grpo_lab.run.tables import GROUPS, STEPS, read_table
 from grpo_lab.train.trainer import train
-from reference import assert_same_rows
 
 
 def test_run_directory_and_tables(tiny_cfg):

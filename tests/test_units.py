@@ -5,9 +5,9 @@ import pytest
 import torch
 
 from grpo_lab.rollout.generate import Rollout
+from grpo_lab.run.rows import group_rows, unit_columns
 from grpo_lab.samplers import Group
 from grpo_lab.tasks import Problem
-from grpo_lab.run.rows import group_rows, unit_columns
 from grpo_lab.train.advantages import unit_advantages
 
 

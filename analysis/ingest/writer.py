@@ -72,6 +72,7 @@ def _claimed(out: Path) -> Iterator[None]:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             raise IngestError(f"--out {out}: another ingest is writing it now") from None
+        check_writable(out)  # under the lock: what the folder holds now
         yield
     except BaseException:
         if made:
@@ -109,6 +110,9 @@ def _write(out: Path, record: dict, config: dict, tables: dict[str, pa.Table | N
                 pq.write_table(table.filter(pc.equal(table.column("step"), step)), staging / part)
                 files.append(part)
         owned = check_writable(out)  # again: the folder may have changed while this one was written
+        # the marker first, naming the old files and the new: at no moment does the folder hold a file no marker
+        # lists (an ingest starting meanwhile reads it as an ingest's folder, and then finds it locked)
+        _mark(out, [*owned, *(f for f in files if f not in owned)])
         for name in owned:  # an earlier ingest's files, by name: nothing else in the folder is touched
             if (out / name).is_file() or (out / name).is_symlink():
                 (out / name).unlink()
@@ -118,8 +122,14 @@ def _write(out: Path, record: dict, config: dict, tables: dict[str, pa.Table | N
         for name in files:
             (out / name).parent.mkdir(parents=True, exist_ok=True)
             os.replace(staging / name, out / name)
-        marker = {"written_by": WRITTEN_BY, "files": files}
-        (out / MARKER).write_text(json.dumps(marker, indent=1) + "\n")
+        _mark(out, files)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return files
+
+
+def _mark(out: Path, files: list[str]) -> None:
+    """The marker listing `files`, replaced whole (written beside it, then renamed over it)."""
+    tmp = out / f"{MARKER}.{os.getpid()}"
+    tmp.write_text(json.dumps({"written_by": WRITTEN_BY, "files": files}, indent=1) + "\n")
+    os.replace(tmp, out / MARKER)

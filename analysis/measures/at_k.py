@@ -15,6 +15,7 @@ from analysis.measures.scores import prompt_scores, smallest_n
 from analysis.stats.at_k import METRICS, default_ks, score_column
 from analysis.stats.intervals import bootstrap_mean_ci
 
+
 def at_k_curves(eval: pd.DataFrame, by: Sequence[str], ks: Sequence[int] | None = None, n_boot: int = 1000,
                 level: float = 0.95, seed: int = 0, scores: pd.DataFrame | None = None) -> pd.DataFrame:
     """Mean pass@k and cons@k over prompts for each arm (`by`), checkpoint and difficulty (and

@@ -12,8 +12,15 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
-from analysis.data.alignment import (SAMPLES, STEPS, TOKENS, at_point, equal_steps_point, equal_tokens_point,
-                                     final_alignment)
+from analysis.data.alignment import (
+    SAMPLES,
+    STEPS,
+    TOKENS,
+    at_point,
+    equal_steps_point,
+    equal_tokens_point,
+    final_alignment,
+)
 from analysis.data.arms import arm_pairs, iter_arms
 from analysis.data.checkpoints import BASE, FINAL, checkpoint_labels, checkpoint_rank, steps_text
 from analysis.measures.scores import prompt_scores, smallest_n

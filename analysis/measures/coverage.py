@@ -20,8 +20,8 @@ import pandas as pd
 
 from analysis.data.arms import DEFAULT_ARM, value_text
 from analysis.data.labels import sort_naturally
-from analysis.stats.at_k import pass_at_k
 from analysis.measures.comparisons import seed_of_jobs
+from analysis.stats.at_k import pass_at_k
 from analysis.stats.intervals import bootstrap_differences
 
 

@@ -18,9 +18,9 @@ import pandas as pd
 from numpy.typing import ArrayLike
 
 from analysis.data.arms import job_arms, unit_keys
+from analysis.data.codes import cell_codes, column_codes, dense_ranks, group_ids, stable_order
 from analysis.data.labels import sort_naturally
 from analysis.stats.binomial import comb_ratio
-from analysis.data.codes import cell_codes, column_codes, dense_ranks, group_ids, stable_order
 from analysis.stats.intervals import cluster_ratio_cis
 
 KINDS = ("all_correct", "all_wrong")

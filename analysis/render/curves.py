@@ -10,10 +10,9 @@ from matplotlib.artist import Artist
 from matplotlib.ticker import EngFormatter
 
 from analysis.data.arms import short_label
-from analysis.measures.health import MISMATCH
+from analysis.measures.health import MISMATCH, flat_metrics, health_bands, many_jobs
 from analysis.measures.health import PANELS as HEALTH_PANELS
 from analysis.measures.health import POINTS as HEALTH_POINTS
-from analysis.measures.health import flat_metrics, health_bands, many_jobs
 from analysis.render.canvas import arm_colour, arm_colours, arm_rows, colours_of, figure, legend_below, save, styled
 
 # the training accuracy panel is left out: the training-health figure's reward panel shows the same

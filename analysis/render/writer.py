@@ -22,8 +22,18 @@ from pathlib import Path
 import pandas as pd
 
 from analysis.render import helper, markdown
-from analysis.render.ownership import (DETAILS, MARKER, REPORT, ReportNotWritable, claim, is_marker, is_own_name,
-                                       left_by_a_gone_build, marked_files, marker_text)
+from analysis.render.ownership import (
+    DETAILS,
+    MARKER,
+    REPORT,
+    ReportNotWritable,
+    claim,
+    is_marker,
+    is_own_name,
+    left_by_a_gone_build,
+    marked_files,
+    marker_text,
+)
 
 __all__ = ["DETAILS", "REPORT", "Files", "ReportNotWritable", "finish_build", "relative", "relative_paths",
            "start_build", "write_report"]

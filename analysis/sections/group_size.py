@@ -8,8 +8,13 @@ from collections.abc import Sequence
 import pandas as pd
 
 from analysis.data.load import Tables
-from analysis.measures.group_size import (best_sizes, expected_by_size, measured_sizes, observed_vs_predicted,
-                                          prompt_pass_rates)
+from analysis.measures.group_size import (
+    best_sizes,
+    expected_by_size,
+    measured_sizes,
+    observed_vs_predicted,
+    prompt_pass_rates,
+)
 from analysis.render import markdown
 from analysis.render.writer import Files
 from analysis.sections.section import Context, Section

@@ -4,8 +4,16 @@ rollout/train mismatch of the engine that sampled."""
 from __future__ import annotations
 
 from analysis.data.load import Tables
-from analysis.measures.health import (BAND_JOBS, MISMATCH, POINTS, flat_metrics, health_curves, many_jobs,
-                                      mismatch_by_arm, no_kl_jobs)
+from analysis.measures.health import (
+    BAND_JOBS,
+    MISMATCH,
+    POINTS,
+    flat_metrics,
+    health_curves,
+    many_jobs,
+    mismatch_by_arm,
+    no_kl_jobs,
+)
 from analysis.render import curves as figures
 from analysis.render.writer import Files
 from analysis.sections.section import Context, Section

@@ -13,7 +13,6 @@ from analysis.render import markdown
 from analysis.render.writer import Files
 from analysis.sections.section import Context, Section
 
-
 COLUMNS_READ = ("job", "prompt_id", "step", "group_size", "n_correct", "difficulty")  # of the groups, with the arm keys
 
 

@@ -9,11 +9,19 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from analysis.data.alignment import SAMPLES, equal_steps_point, final_alignment
 from analysis.data.arms import iter_arms, short_label
 from analysis.data.load import Tables
-from analysis.data.alignment import SAMPLES, equal_steps_point, final_alignment
-from analysis.measures.ranking import (INFORMATIVE, PASS1, PASS1_STEPS, Ranking, informative_by_arm, pass1_at_step,
-                                       pass1_by_arm, rank)
+from analysis.measures.ranking import (
+    INFORMATIVE,
+    PASS1,
+    PASS1_STEPS,
+    Ranking,
+    informative_by_arm,
+    pass1_at_step,
+    pass1_by_arm,
+    rank,
+)
 from analysis.render import intervals as figures
 from analysis.render.markdown import MAX_LISTED, cell
 from analysis.render.writer import Files

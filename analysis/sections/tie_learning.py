@@ -9,8 +9,13 @@ import pandas as pd
 from analysis.data.load import Tables
 from analysis.measures.recipes import COLUMNS as RECIPE_COLUMNS
 from analysis.measures.recipes import recipe_rows, shared_base
-from analysis.measures.tie_learning import (WINDOWS, from_unanimous_start, shares_over_training, split_reused,
-                                            tie_outcomes)
+from analysis.measures.tie_learning import (
+    WINDOWS,
+    from_unanimous_start,
+    shares_over_training,
+    split_reused,
+    tie_outcomes,
+)
 from analysis.render import tie_learning as figures
 from analysis.render.writer import Files
 from analysis.sections.section import Context, Section

@@ -13,8 +13,15 @@ import pandas as pd
 from analysis.data.arms import iter_arms, job_arms, unit_keys
 from analysis.data.config import ALIASES
 from analysis.data.load import Tables
-from analysis.measures.ties import (ASSUMPTION, MIN_PROMPTS, per_job_first_rounds, predict_ties, samples_by_window,
-                                    tie_fractions, tie_rows)
+from analysis.measures.ties import (
+    ASSUMPTION,
+    MIN_PROMPTS,
+    per_job_first_rounds,
+    predict_ties,
+    samples_by_window,
+    tie_fractions,
+    tie_rows,
+)
 from analysis.render import ties as figures
 from analysis.render.canvas import colours_by
 from analysis.render.writer import Files

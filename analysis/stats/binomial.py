@@ -8,6 +8,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 from scipy.special import betaincinv, gammaln
 
+
 def binom_ci(successes: ArrayLike, trials: ArrayLike, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
     """Clopper–Pearson (exact) interval for a binomial proportion; NaN where there are no trials."""
     k = np.asarray(successes, dtype=float)

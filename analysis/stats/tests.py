@@ -9,6 +9,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 from scipy.special import comb, stdtrit  # stdtrit(df, p): Student's t quantile
 
+
 def seed_test(a: ArrayLike, b: ArrayLike, paired: bool) -> float:
     """Exact two-sided p-value for mean(b) != mean(a) over seeds, without a normality assumption.
     Paired: a sign-flip test on the per-seed differences (every one of the 2^S sign patterns);

@@ -4,11 +4,11 @@ units included. Each rule is one module here owning its keys, checks, advice and
 
 from __future__ import annotations
 
-from grpo_lab.errors import require
 from grpo_lab.advantage.base import AdvantageRule
 from grpo_lab.advantage.grpo import GrpoRule
 from grpo_lab.advantage.ngrpo import NgrpoRule
 from grpo_lab.advantage.rl_zvp import RlZvpRule
+from grpo_lab.errors import require
 
 RULES: dict[str, type[AdvantageRule]] = {cls.name: cls for cls in (GrpoRule, NgrpoRule, RlZvpRule)}
 

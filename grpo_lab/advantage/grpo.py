@@ -7,7 +7,6 @@ import torch
 
 from grpo_lab.advantage.base import AdvantageRule, no_direction
 
-
 STD_MODES = ("population", "sample", "none")  # algo.std
 
 

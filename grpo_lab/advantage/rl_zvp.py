@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import torch
 
-from grpo_lab.errors import require
 from grpo_lab.advantage.base import AdvantageRule
 from grpo_lab.advantage.grpo import group_advantages
+from grpo_lab.errors import require
 
 MAX_ALPHA = 1.0  # algo.zvp_alpha's largest value
 

@@ -32,7 +32,15 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Callable
 
-from grpo_lab.rewards.answers import MAX_ANSWER_CHARS, MAX_STATEMENTS, answer_line, clean, hedges, last_boxed, statements
+from grpo_lab.rewards.answers import (
+    MAX_ANSWER_CHARS,
+    MAX_STATEMENTS,
+    answer_line,
+    clean,
+    hedges,
+    last_boxed,
+    statements,
+)
 from grpo_lab.rewards.numbers import last_number, number_alone, number_text
 
 __all__ = ["ANSWER_FORMATS", "MAX_ANSWER_CHARS", "RewardWeights", "Scored", "extract_integer", "final_answer",

@@ -14,7 +14,6 @@ from grpo_lab.rollout.generate import sample_groups
 from grpo_lab.tasks.base import Problem, Task
 
 
-
 def evaluate(
     model,
     tokenizer,

@@ -32,7 +32,7 @@ import torch
 
 from grpo_lab.errors import ConfigError, require
 from grpo_lab.footprint import TINY_CONFIG, available
-from grpo_lab.rollout.generate import Rollout, completes_stop, assemble
+from grpo_lab.rollout.generate import Rollout, assemble, completes_stop
 
 # in-process engine: tensors pass to it without a copy through a pipe, and it shares the trainer's process. Set
 # before vLLM is imported (it reads it then); a user's own setting is kept

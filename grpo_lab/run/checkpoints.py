@@ -26,10 +26,10 @@ import torch
 from grpo_lab import distributed
 from grpo_lab.errors import InputError
 from grpo_lab.model.files import ModelFileError, check_model_folder, check_safetensors
+from grpo_lab.model.lora import is_adapter_folder, load_adapters
 from grpo_lab.model.sharding import is_sharded
 from grpo_lab.run.plain import BadCheckpoint, UnsafeCheckpoint, from_plain, to_plain
 from grpo_lab.run.sharded import OPTIM, check_metadata, drop_optimizer, load_sharded, save_sharded
-from grpo_lab.model.lora import is_adapter_folder, load_adapters
 
 log = logging.getLogger(__name__)
 

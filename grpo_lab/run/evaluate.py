@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from grpo_lab.checks import check_memory
 from grpo_lab.config import MAX_SAMPLES_PER_STEP, MAX_TEMPERATURE, MIN_TEMPERATURE
 from grpo_lab.errors import ConfigError, InputError, require
 from grpo_lab.model.files import ModelFileError
@@ -23,9 +24,7 @@ from grpo_lab.model.load import amp
 from grpo_lab.model.lora import add_adapters
 from grpo_lab.rollout.engines import build_engine, check_engine
 from grpo_lab.rollout.evaluation import evaluate
-from grpo_lab.checks import check_memory
-from grpo_lab.run.checkpoints import (check_checkpoint, checkpoint_dir, checkpoint_steps, checkpoint_totals,
-                                      load_weights)
+from grpo_lab.run.checkpoints import check_checkpoint, checkpoint_dir, checkpoint_steps, checkpoint_totals, load_weights
 from grpo_lab.run.evaluations import EvalSetting, existing_rows, record_evaluation, setting_tag
 from grpo_lab.run.guards import RunLock
 from grpo_lab.run.loading import load_task_and_policy

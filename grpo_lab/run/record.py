@@ -16,7 +16,6 @@ import transformers
 
 from grpo_lab import __version__, distributed
 
-
 RESERVE_BYTES = 64 << 10  # room kept for the last run.json (a failure's traceback is a few kB)
 FULL = (errno.ENOSPC, errno.EDQUOT)
 

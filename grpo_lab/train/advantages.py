@@ -10,8 +10,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from grpo_lab.samplers import Group
 from grpo_lab.advantage import rule as advantage_rule
+from grpo_lab.samplers import Group
 
 
 def rule_advantages(rule: str, rewards: torch.Tensor, correct: torch.Tensor, *, std: str = "population",
@@ -52,5 +52,8 @@ def unit_advantages(units: list[list[Group]], rule: str = "grpo", *, std: str = 
         for row, k in enumerate(idx):
             adv[k][base[k]], direction[k][base[k]] = a[row].numpy(), d[row].numpy()
     replayed = np.concatenate([np.full(len(r), u[0].reused) for r, u in zip(pooled, units)]) if units else np.zeros(0, bool)
-    cat = (lambda xs, dt: torch.from_numpy(np.concatenate(xs) if xs else np.zeros(0, dt)).to(device))
+
+    def cat(parts: list[np.ndarray], dtype) -> torch.Tensor:
+        return torch.from_numpy(np.concatenate(parts) if parts else np.zeros(0, dtype)).to(device)
+
     return StepAdvantages(cat(adv, np.float32), cat(direction, np.int8), replayed)

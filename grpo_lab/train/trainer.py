@@ -15,18 +15,19 @@ import numpy as np
 import torch
 
 from grpo_lab import distributed
+from grpo_lab.advantage import rule as advantage_rule
 from grpo_lab.checks import validate
 from grpo_lab.config import TrainConfig
 from grpo_lab.errors import InputError
 from grpo_lab.model.kvcache import autocast_dtype
 from grpo_lab.model.load import amp, frozen_copy
 from grpo_lab.model.logprobs import enable_checkpointing
-from grpo_lab.model.sharding import local
 from grpo_lab.model.lora import add_adapters, trainable
+from grpo_lab.model.sharding import local
 from grpo_lab.rewards.rules import RewardWeights
 from grpo_lab.rewards.scorer import Scorer
-from grpo_lab.rollout.evaluation import evaluate
 from grpo_lab.rollout.engines import build_engine
+from grpo_lab.rollout.evaluation import evaluate
 from grpo_lab.rollout.generate import Rollout, split_groups
 from grpo_lab.run.checkpoints import (
     checkpoint_steps,
@@ -50,7 +51,6 @@ from grpo_lab.run.tracking import Tracker, build_tracker, eval_metrics, step_met
 from grpo_lab.samplers import Draw, Group, PromptStream, build_sampler
 from grpo_lab.tasks import Problem
 from grpo_lab.train.learn import learn
-from grpo_lab.advantage import rule as advantage_rule
 from grpo_lab.train.parallel import build_parallel
 
 log = logging.getLogger(__name__)

@@ -11,11 +11,11 @@ import numpy as np
 import torch
 
 from grpo_lab import distributed
+from grpo_lab.advantage import rule as advantage_rule
 from grpo_lab.config import TrainConfig
 from grpo_lab.model.logprobs import completion_logprobs
 from grpo_lab.model.lora import adapters_off
 from grpo_lab.rollout.generate import Rollout
-from grpo_lab.advantage import rule as advantage_rule
 from grpo_lab.train.microbatch import MicroBatch
 from grpo_lab.train.objective import Normalisers, grpo_loss, loss_normalisers
 from grpo_lab.train.parallel import DataParallel
