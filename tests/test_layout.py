@@ -100,3 +100,9 @@ def test_no_module_over_about_400_lines(package):
     long = {p.relative_to(ROOT).as_posix(): n for p in (ROOT / package).rglob("*.py")
             if (n := len(p.read_text().splitlines())) > MAX_LINES}
     assert not long, long
+
+
+def test_the_records_are_a_ground_floor():
+    """The records every stage hands the next (grpo_lab/records.py) import nothing of the project, so any stage
+    may use them without reaching above itself."""
+    assert not {m for m in imports(ROOT / "grpo_lab" / "records.py") if m.split(".")[0] == "grpo_lab"}

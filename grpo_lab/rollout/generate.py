@@ -8,29 +8,13 @@ the prompt costs B forward rows instead of B*G. That is exact, gradients include
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
 
 import numpy as np
 import torch
 
 from grpo_lab.model.forward import cache_kwarg, prefill, token_logprobs
 from grpo_lab.model.kvcache import PromptCache, autocast_dtype
-
-
-@dataclass
-class Rollout:
-    """B prompts x G samples, flattened group-major: sample j of prompt i is row i*G + j."""
-
-    prompt_ids: torch.Tensor  # (B, P) left-padded
-    prompt_mask: torch.Tensor  # (B, P)
-    completion_ids: torch.Tensor  # (N, T) N = B*G, pad after the end
-    completion_mask: torch.Tensor  # (N, T) 1 up to and including the end token
-    old_logp: torch.Tensor  # (N, T) log-probs the sampler drew each token with
-    texts: list[str]  # N decoded completions, end token stripped
-    lengths: torch.Tensor  # (N,) tokens generated (end token included)
-    truncated: torch.Tensor  # (N,) bool: no end token within max_new_tokens
-    group_size: int
-
+from grpo_lab.records import Rollout
 
 _TENSORS = ("prompt_ids", "prompt_mask", "completion_ids", "completion_mask", "old_logp", "lengths", "truncated")
 

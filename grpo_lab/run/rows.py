@@ -3,26 +3,9 @@ unit, the advantage each sample's update used and the informative samples read f
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
-from grpo_lab.samplers import Group
-
-
-@dataclass
-class Trained:
-    """What one group's samples trained with: its unit's index in the step, each sample's advantage (NaN where the
-    sample did not enter the update) and, for per-token rules, each sample's mean and max token entropy."""
-
-    unit: int
-    advantages: np.ndarray  # (G,) float32
-    entropy: np.ndarray | None = None  # (G, 2) float32: mean, max; NaN where not trained
-
-    @property
-    def n_informative(self) -> int:
-        """Samples whose advantage was nonzero (NaN, a sample that did not train, is not)."""
-        return int(np.sum(np.nan_to_num(self.advantages) != 0))
+from grpo_lab.records import Group, Trained
 
 
 def group_rows(run_id: str, step: int, groups: list[Group], counters: dict,

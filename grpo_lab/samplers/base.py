@@ -5,69 +5,11 @@ import random
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+from typing import Any, ClassVar
 
 import numpy as np
 
-from grpo_lab.tasks.base import Problem
-
-if TYPE_CHECKING:  # the config is checked before torch loads (experiments' preflight imports the samplers)
-    from grpo_lab.rollout.generate import Rollout
-
-
-@dataclass
-class Group:
-    """One sampling round of one prompt: G completions and their scores."""
-
-    problem: Problem
-    round: int  # 0 = first draw of this prompt this step; k = k-th redraw after a tie
-    samples: Rollout | None  # the G completions (one prompt); None where another rank drew them
-    rewards: np.ndarray  # (G,) float32
-    correct: np.ndarray  # (G,) bool
-    tie: bool  # reward std <= eps: zero advantage for every member
-    used: bool = False  # set by the sampler: the group enters the gradient
-    # which samples enter the gradient when used (None: all). The unit's baseline still pools every sample:
-    # reinforce_ada trains a fixed-size subset of a prompt's answers against the mean of all of them
-    train: np.ndarray | None = None  # (G,) bool
-    # which samples make the unit's baseline (None: all). PODS trains a max-variance subset against the
-    # statistics of that subset only; a sample outside the baseline never trains
-    baseline: np.ndarray | None = None  # (G,) bool
-    rank: int = 0  # the process that drew it (data parallel): it holds the samples and trains on them
-    tokens: int = 0  # tokens generated for this group
-    truncated: int = 0  # its samples cut at max_new_tokens (read from `samples` where this rank holds them)
-    # a replayed group (sampler=replay): drawn at `source_step`, trained again with the advantages it had then;
-    # its samples' old_logp are the log-probs of the policy that sampled them (its behaviour log-probs)
-    source_step: int | None = None
-    advantages: np.ndarray | None = None  # (G,) float32
-
-    @property
-    def reused(self) -> bool:
-        """A replay of a group drawn at an earlier step: trained again, not drawn again."""
-        return self.source_step is not None
-
-    @property
-    def n_trained(self) -> int:
-        """Samples of this group that entered the gradient."""
-        if not self.used:
-            return 0
-        return len(self.rewards) if self.train is None else int(self.train.sum())
-
-
-class DrawRound(Protocol):
-    """(problems, round, size) -> one freshly sampled and scored Group of `size` samples (default: the
-    configured group_size) per problem, in order. A problem listed k times gets k groups."""
-
-    def __call__(self, problems: list[Problem], round: int, size: int | None = None) -> list[Group]: ...
-
-
-@dataclass
-class Draw:
-    """What a sampler drew for one step."""
-
-    groups: list[Group]  # every group drawn, in draw order (all go to the table)
-    units: list[list[Group]]  # what trains: each unit's groups pool into one advantage baseline
-    exhausted: str | None = None  # set when the sampler hit its cap: the run must stop, saying this
-    skipped: int = 0  # prompts taken from the stream and passed over unsampled (cost no samples; reported)
+from grpo_lab.records import Draw, DrawRound, Group, Problem
 
 
 class PromptStream:

@@ -1,41 +1,11 @@
+"""A task's kind: what every task owns (its keys, checks, pools). Its records, `Problem` and `Task`, are
+grpo_lab/records.py's."""
+
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from grpo_lab.records import Problem, Task
 
-
-@dataclass(frozen=True)
-class Problem:
-    """One verifiable problem. `prompt_id` is stable across runs so a prompt's history can be followed."""
-
-    prompt_id: str
-    prompt: str
-    answer: str
-    difficulty: str  # level label "1".."5", or a pass-rate bin
-
-
-@dataclass(frozen=True)
-class Task:
-    """A finite training pool, a disjoint held-out pool, and how answers are checked.
-
-    answer_kind: "integer" (exact integer match) or "latex" (math-verify equivalence).
-    answer_format: "bare" (the whole completion), "number", "boxed", "answer_line" or "last_number"
-    (rewards.final_answer).
-    """
-
-    name: str
-    train: tuple[Problem, ...]
-    held_out: tuple[Problem, ...]
-    answer_kind: str
-    # what each difficulty label is, for the report's figures ("1": "1+1 digits"); {} when the labels say it
-    difficulty_labels: dict[str, str] = field(default_factory=dict)
-    answer_format: str = "bare"  # where the answer is read in a completion (rewards.ANSWER_FORMATS)
-
-    def __post_init__(self) -> None:
-        if not self.train:
-            raise ValueError(f"task {self.name!r} has an empty training pool")
-        overlap = {p.prompt_id for p in self.train} & {p.prompt_id for p in self.held_out}
-        if overlap:
-            raise ValueError(f"task {self.name!r}: {len(overlap)} prompt ids are in both pools, e.g. {min(overlap)!r}")
+__all__ = ["Problem", "Task", "TaskKind"]
 
 
 class TaskKind:
