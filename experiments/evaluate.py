@@ -3,7 +3,7 @@
     python -m experiments.evaluate run_dir=multirun/2026-11-30/10-00-00/0 n=32
 
 Every value, step, checkpoint file, the memory the rows take and rows already there at the same settings are
-checked before Hydra starts or any model loads (grpo_lab/run/evaluate.py: plan_evaluation), each refusal one line.
+checked before Hydra starts or any model loads (grpo_lab/jobs/evaluate.py: plan_evaluation), each refusal one line.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from experiments.common import INSPECT_FLAGS, preflight, register_configs, typed
 from experiments.job_files import open_job_logs
 from grpo_lab.config import EvalJobConfig, TrainConfig
 from grpo_lab.errors import ConfigError, InputError
-from grpo_lab.run.evaluate import Plan, evaluate_checkpoints, plan_evaluation
+from grpo_lab.jobs.evaluate import Plan, evaluate_checkpoints, plan_evaluation
 from grpo_lab.run.guards import CONFIG_NAME, saved_config
 
 register_configs()

@@ -220,7 +220,7 @@ def leaves(node: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
 
 @dataclass
 class EvalJobConfig:
-    """Standalone evaluation of a run directory (checked by grpo_lab/run/evaluate.py before any model loads)."""
+    """Standalone evaluation of a run directory (checked by grpo_lab/jobs/evaluate.py before any model loads)."""
 
     run_dir: str = "???"  # the run to evaluate (its config.json gives model and task)
     n: int | None = None  # samples per held-out prompt, in [1, 65536]; null: the run's own eval.n

@@ -3,8 +3,8 @@
 import pytest
 from reference import assert_same_rows
 
+from grpo_lab.jobs.evaluate import evaluate_checkpoints
 from grpo_lab.run.checkpoints import checkpoint_steps
-from grpo_lab.run.evaluate import evaluate_checkpoints
 from grpo_lab.run.tables import read_table
 from grpo_lab.train.trainer import train
 

@@ -22,7 +22,7 @@ import pytest
 from fixtures.runs import ENV, ROOT, cli, error_lines, tree
 from grpo_lab.errors import InputError
 from grpo_lab.footprint import EVAL_BATCH_ROWS, ROW_BYTES, available, eval_rows_per_call
-from grpo_lab.run import evaluate as standalone
+from grpo_lab.jobs import evaluate as standalone
 from grpo_lab.run.evaluations import EvalSetting, read_evaluations, record_evaluation
 from grpo_lab.run.tables import EVAL, read_table
 

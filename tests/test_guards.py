@@ -168,7 +168,7 @@ def test_the_command_line_says_it_in_one_line(tmp_path):
 
 
 def test_standalone_evaluation_is_a_writer_too(tmp_path):
-    from grpo_lab.run.evaluate import evaluate_checkpoints
+    from grpo_lab.jobs.evaluate import evaluate_checkpoints
 
     (tmp_path / "run.json").write_text(json.dumps({"run_id": "r", "status": "running"}))
     with RunLock(tmp_path):

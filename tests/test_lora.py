@@ -15,12 +15,12 @@ from fixtures.models import build_chat_model
 from grpo_lab.checks import validate
 from grpo_lab.config import TrainConfig
 from grpo_lab.errors import ConfigError
+from grpo_lab.jobs.evaluate import evaluate_checkpoints
 from grpo_lab.model.load import frozen_copy, load_policy
 from grpo_lab.model.logprobs import completion_logprobs
 from grpo_lab.model.lora import adapters_off, add_adapters
 from grpo_lab.rollout.generate import sample_groups
 from grpo_lab.run.checkpoints import checkpoint_dir, checkpoint_steps
-from grpo_lab.run.evaluate import evaluate_checkpoints
 from grpo_lab.run.record import RunRecord
 from grpo_lab.run.tables import read_table
 from grpo_lab.train.microbatch import MicroBatch

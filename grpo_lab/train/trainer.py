@@ -19,6 +19,7 @@ from grpo_lab.advantage import rule as advantage_rule
 from grpo_lab.checks import validate
 from grpo_lab.config import TrainConfig
 from grpo_lab.errors import InputError
+from grpo_lab.jobs.loading import load_task_and_policy
 from grpo_lab.model.kvcache import autocast_dtype
 from grpo_lab.model.load import amp, frozen_copy
 from grpo_lab.model.logprobs import enable_checkpointing
@@ -41,7 +42,6 @@ from grpo_lab.run.checkpoints import (
 from grpo_lab.run.completions import completion_rows
 from grpo_lab.run.evaluations import record_own_evaluation
 from grpo_lab.run.guards import RunDirUnwritable, RunLock, prepare
-from grpo_lab.run.loading import load_task_and_policy
 from grpo_lab.run.record import RunRecord, now
 from grpo_lab.run.rows import group_rows
 from grpo_lab.run.signals import Killed, stop_on_signals

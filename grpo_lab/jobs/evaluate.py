@@ -19,6 +19,7 @@ from pathlib import Path
 from grpo_lab.checks import check_memory
 from grpo_lab.config import MAX_SAMPLES_PER_STEP, MAX_TEMPERATURE, MIN_TEMPERATURE
 from grpo_lab.errors import ConfigError, InputError, require
+from grpo_lab.jobs.loading import load_task_and_policy
 from grpo_lab.model.files import ModelFileError
 from grpo_lab.model.load import amp
 from grpo_lab.model.lora import add_adapters
@@ -27,7 +28,6 @@ from grpo_lab.rollout.evaluation import evaluate
 from grpo_lab.run.checkpoints import check_checkpoint, checkpoint_dir, checkpoint_steps, checkpoint_totals, load_weights
 from grpo_lab.run.evaluations import EvalSetting, existing_rows, record_evaluation, setting_tag
 from grpo_lab.run.guards import RunLock
-from grpo_lab.run.loading import load_task_and_policy
 from grpo_lab.run.record import git_state
 from grpo_lab.run.tables import write_part
 from grpo_lab.tasks import build_task
