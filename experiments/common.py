@@ -43,8 +43,9 @@ def register_configs() -> None:
 
 
 def to_train_config(cfg: DictConfig) -> TrainConfig:
-    """The typed, validated config of this job; its run directory is Hydra's job output folder."""
-    out = typed("train", cfg)
+    """The typed config of this job, its run directory Hydra's job output folder; validated once, by `train()`,
+    as it is final (the preflight checked every job before any started)."""
+    out = as_object("train", cfg)
     if HydraConfig.initialized():
         hc = HydraConfig.get()
         out.out_dir = hc.runtime.output_dir
