@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from analysis import scheduler
 from analysis.data import select, settings
 from analysis.data.alignment import with_tokens
 from analysis.data.arms import arm_keys, arms_as_text
@@ -34,7 +35,6 @@ from analysis.measures.equal_steps import steps_per_arm
 from analysis.measures.health import MISMATCH_COLUMNS
 from analysis.measures.spend import budgets_per_arm
 from analysis.measures.tie_learning import split_reused
-from analysis.render import helper
 from analysis.render.canvas import report_colours
 from analysis.render.paging import move_long_tables
 from analysis.render.writer import finish_build, start_build, write_report
@@ -96,7 +96,7 @@ def build_report(path: str | Path | Sequence[str | Path], out_dir: str | Path | 
     building = start_build(out, root)  # before any work: an unwritable folder is one line at once
     try:
         # a second process computes and draws beside this one
-        with helper.helping(building / "figures"), _old_objects_frozen():
+        with scheduler.helping(building / "figures", FIGURE_MODULES), _old_objects_frozen():
             report = _build(sources, out, building, command, (tuple(by), tuple(where), baseline))
         finish_build(building, out)
     except BaseException:
@@ -104,6 +104,10 @@ def build_report(path: str | Path | Sequence[str | Path], out_dir: str | Path | 
         raise
     return out / report.name
 
+
+# every figure module, imported in the second process before its first figure (with matplotlib and pandas)
+FIGURE_MODULES = ("analysis.render.curves", "analysis.render.intervals", "analysis.render.scores",
+                  "analysis.render.tie_learning", "analysis.render.ties")
 
 @contextmanager
 def _old_objects_frozen() -> Iterator[None]:
@@ -122,7 +126,7 @@ def _build(sources: Sequence[Path], out: Path, building: Path, command: str | No
     """The report of `sources`, as it will read from `out`, written under `building`; `choice`: (by,
     where, baseline), as `build_report` takes them."""
     root = sources[0]
-    early: list[tuple[pd.DataFrame, helper.Later, helper.Later]] = []  # (jobs, held-out sections, coverage)
+    early: list[tuple[pd.DataFrame, scheduler.Later, scheduler.Later]] = []  # (jobs, held-out sections, coverage)
 
     def begin_held_out(loaded: Tables) -> None:
         """Where the build has a second process: the held-out sections begun there from the eval rows, read
@@ -135,11 +139,11 @@ def _build(sources: Sequence[Path], out: Path, building: Path, command: str | No
             return
         ctx = Context(root=root, out=out, arm=tuple(arm), names=difficulty_names(tables.jobs),
                       colours=report_colours(tables.jobs, arm))
-        early.append((loaded.jobs, helper.begin(held_out_sections, tables, ctx, figures=held_out_files),
-                      helper.begin(coverage.section, tables, ctx, claimable=True)))
+        early.append((loaded.jobs, scheduler.begin(held_out_sections, tables, ctx, figures=held_out_files),
+                      scheduler.begin(coverage.section, tables, ctx, claimable=True)))
 
     tables = load(sources if len(sources) > 1 else root, tables=("groups", "eval", "steps"), columns=COLUMNS,
-                  first=("eval",), on_first=begin_held_out if helper.active() else None)
+                  first=("eval",), on_first=begin_held_out if scheduler.active() else None)
     loaded_jobs = tables.jobs
     if command is None and len(sources) > 1:
         command = "; ".join(filter(None, (launch_command(s) for s in sources))) or None
@@ -157,24 +161,24 @@ def _build(sources: Sequence[Path], out: Path, building: Path, command: str | No
     # done, between the sections of the groups (their figures drawn there with them)
     same = bool(early) and early[0][0].equals(loaded_jobs)
     eval_rows = replace(tables, groups=tables.groups.iloc[:0], steps=tables.steps.iloc[:0])
-    evaluated = early[0][1] if same else helper.begin(held_out_sections, eval_rows, ctx, figures=held_out_files)
+    evaluated = early[0][1] if same else scheduler.begin(held_out_sections, eval_rows, ctx, figures=held_out_files)
     # coverage, of the eval rows too, goes to the worker after them, which has the time where the groups take
     # long to read; taken back here now where the worker has not begun it (it is still busy with those)
     if early and not same:
         early[0][2].take()  # dropped: the worker need not make it
-    covering = early[0][2] if same else helper.Later(partial(coverage.section, eval_rows, ctx))
+    covering = early[0][2] if same else scheduler.Later(partial(coverage.section, eval_rows, ctx))
     covering.take()
     # persistence reads a few columns of the groups: small enough to send to the second process, which has
     # the time; handed over before any figure of the groups, so it is ready when the findings want it (computed
     # here where there is no second process)
-    persisted = helper.begin(persistence.section, _only(tables, groups=persistence.COLUMNS_READ, arm=arm), ctx,
+    persisted = scheduler.begin(persistence.section, _only(tables, groups=persistence.COLUMNS_READ, arm=arm), ctx,
                              claimable=True)
     held_out: list[Section | None] = []  # held and at_k, once taken
 
     def take_held_out(wait: bool = False) -> None:
         if not held_out and (wait or evaluated.done()):
             held, curves = value = evaluated()
-            helper.hand_over(held_out_files(value), of=evaluated)
+            scheduler.hand_over(held_out_files(value), of=evaluated)
             held_out.extend([held, at_k.section(tables, ctx, curves)])
 
     take_held_out()

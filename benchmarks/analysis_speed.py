@@ -13,7 +13,7 @@ temporary folder, or to --dir (kept, and reused when there).
 
 Each size is timed in fresh processes, in turns: the bare read (`pq.read_table` of every groups
 and eval folder, all columns, to arrow), `build_report` as it runs by default (with a second process,
-`analysis/render/helper.py`, where two cores are usable) and `build_report` in one process
+`analysis/scheduler.py`, where two cores are usable) and `build_report` in one process
 (GRPO_LAB_REPORT_PROCESSES=1), `--repeats` times each; the fastest of each counts, on the wall clock
 (the goal: until `build_report` returns, the report in place) and in CPU seconds (all threads and the
 second process, waited for after the clock stops; a fairer view on a machine other processes share).

@@ -1,6 +1,6 @@
 """How many cores a report may use: `GRPO_LAB_REPORT_PROCESSES`, else two where two are usable.
 
-With two, a build shares its work with a second process (`render.helper`). 1 keeps a build to one process
+With two, a build shares its work with a second process (`analysis/scheduler.py`). 1 keeps a build to one process
 (the tests' workers set it: two pytest workers already fill two cores); a daemonic process (a
 `multiprocessing.Pool`'s worker) may start no process.
 """

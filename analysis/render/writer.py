@@ -21,7 +21,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis.render import helper, markdown
+from analysis import scheduler
+from analysis.render import markdown
 from analysis.render.ownership import (
     DETAILS,
     MARKER,
@@ -59,13 +60,13 @@ class Files:
 
     def figure(self, name: str, draw: Callable[..., Path], data: object, **options: object) -> str:
         """Record `figures/<name>.png`, drawn by `draw(data, path, **options)` (a module-level function:
-        where the build has a second process, `render.helper`, it starts drawing there now); return the
+        where the build has a second process, `analysis.scheduler`, it starts drawing there now); return the
         image link. `draw` must be `canvas.styled`: unstyled, it would draw in whatever fonts the process
         happens to have (matplotlib's defaults in the second process, another figure's mid-way in a thread)."""
         if not getattr(draw, "styled", False):
             raise TypeError(f"figure {name}: {getattr(draw, '__qualname__', draw)} is not @styled (render.canvas)")
         self.figures[name] = partial(draw, data, **options)
-        second = helper.active()
+        second = scheduler.active()
         if second is not None:
             second.start(name, self.figures[name])
         return f"![{name}](figures/{name}.png)"
@@ -284,8 +285,8 @@ def write_report(out: Path, texts: Sequence[str], files: Sequence[Files], root: 
     """Write every CSV and figure of `files`, REPORT.md (the texts, in order) and, where there are `details`,
     DETAILS.md (the second page, linked from the first), with `root`'s absolute path made relative to
     `shown_at`, where the report will be read (`out` by default), under `out`; returns REPORT.md's path.
-    Figures the build's second process has claimed (`render.helper`) are waited for, not drawn again."""
-    second = helper.active()
+    Figures the build's second process has claimed (`analysis.scheduler`) are waited for, not drawn again."""
+    second = scheduler.active()
     for found in files:
         for name, frame in found.csvs.items():
             path = out / "tables" / f"{name}.csv"

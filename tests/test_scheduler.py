@@ -1,4 +1,4 @@
-"""The report's second process (analysis/render/helper.py): the report is the same, byte for byte, as the one built
+"""The report's second process (analysis/scheduler.py): the report is the same, byte for byte, as the one built
 in one process, with a forked worker or a spawned one; a figure that fails fails the build; a worker that dies
 leaves its work to the build; a script without a main guard builds once; a computation's figures drawn with it
 in the worker are moved into place, never drawn again."""
@@ -15,15 +15,15 @@ from pathlib import Path
 
 import pytest
 
-from analysis import load
+from analysis import load, scheduler
 from analysis.data.cores import PROCESSES, processes
 from analysis.measures.health import health_curves
-from analysis.render import curves, helper
+from analysis.render import curves
 from analysis.render.canvas import styled
 from analysis.render.curves import health
-from analysis.render.helper import Helper
 from analysis.render.writer import Files
 from analysis.report import build_report, held_out_sections
+from analysis.scheduler import Helper
 from analysis.sections.section import Section
 from fixtures.synthetic import job_config, prompt_pool, write_sweep
 
@@ -101,17 +101,17 @@ def test_a_worker_is_forked_where_no_other_python_thread_runs_and_builds_the_sam
     root = sweep(tmp_path / "sweep")
     done = _run_script(tmp_path, f"""
         import threading, time
-        from analysis.render import helper
+        from analysis import scheduler
         from analysis.report import build_report
         used = []
-        made = helper.Helper.__init__
-        def spy(self, folder):
-            made(self, folder)
+        made = scheduler.Helper.__init__
+        def spy(self, folder, warm=()):
+            made(self, folder, warm)
             used.append(self.method)
-        helper.Helper.__init__ = spy
+        scheduler.Helper.__init__ = spy
         build_report({str(root)!r}, {str(tmp_path / 'forked')!r})
         threading.Thread(target=time.sleep, args=(600,), daemon=True).start()
-        print(*used, helper.start_method())
+        print(*used, scheduler.start_method())
         """)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.split() == (["fork", "spawn"] if sys.platform.startswith("linux") else ["spawn", "spawn"])
@@ -140,11 +140,11 @@ def test_a_computation_s_figures_are_drawn_with_it_in_the_worker_and_moved_into_
     moves them into the report's figures and `finish` does not draw them again."""
     log, folder = tmp_path / "log", tmp_path / "figures"
     monkeypatch.setenv(PROCESSES, "2")
-    with helper.helping(folder) as worker:
-        later = helper.begin(_section_with_a_figure, str(log), figures=_files_of)
+    with scheduler.helping(folder) as worker:
+        later = scheduler.begin(_section_with_a_figure, str(log), figures=_files_of)
         section = later()
         assert later.drawn is not None and (later.drawn / "marked.png").is_file()  # drawn before the value came
-        helper.hand_over(_files_of(section), of=later)
+        scheduler.hand_over(_files_of(section), of=later)
         worker.finish(section.files.figures)
         claims = worker.claims
     drawn = _drawn(log)
@@ -158,14 +158,14 @@ def test_a_computation_a_dead_worker_never_made_is_made_and_drawn_here(tmp_path,
     monkeypatch.setenv(PROCESSES, "2")
     for left in multiprocessing.active_children():  # an earlier test's worker, exiting on its own
         left.join(60)
-    with helper.helping(folder) as worker:
+    with scheduler.helping(folder) as worker:
         (child,) = multiprocessing.active_children()
         os.kill(child.pid, signal.SIGKILL)
         child.join(60)
-        later = helper.begin(_section_with_a_figure, str(log), figures=_files_of)
+        later = scheduler.begin(_section_with_a_figure, str(log), figures=_files_of)
         section = later()
         assert later.drawn is None  # made here: its figure is not drawn yet
-        helper.hand_over(_files_of(section), of=later)
+        scheduler.hand_over(_files_of(section), of=later)
         worker.finish(section.files.figures)
     assert _drawn(log) == [[str(os.getpid()), "marked"]]
     assert (folder / "marked.png").read_text() == "marked"

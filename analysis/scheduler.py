@@ -27,6 +27,7 @@ otherwise run the caller's script again in it (a script that calls `build_report
 from __future__ import annotations
 
 import gc
+import importlib
 import multiprocessing
 import os
 import shutil
@@ -87,7 +88,7 @@ class Later:
 class Helper:
     """One worker process: computations and figures (drawn into `folder`) in the order they are handed over."""
 
-    def __init__(self, folder: Path):
+    def __init__(self, folder: Path, warm: tuple[str, ...] = ()):
         self.folder = folder
         self.started: dict[str, Future] = {}  # in the order handed over: the order the worker takes them
         self.placed: set[str] = set()  # drawn by the worker with the value they show, and moved into `folder`
@@ -102,13 +103,13 @@ class Helper:
         if self.method == "fork":
             with warnings.catch_warnings():  # Python 3.12+ warns of any thread; the native pools' are safe (start_method)
                 warnings.filterwarnings("ignore", r".*multi-threaded, use of fork\(\)", DeprecationWarning)
-                self.pool.submit(_warm_up)
+                self.pool.submit(_warm_up, warm)
             return
         with _SPAWNING:  # builds started at once in two threads: each puts back the real __main__
             main = sys.modules["__main__"]
             sys.modules["__main__"] = types.ModuleType("__main__")  # what spawn finds: no script to run again
             try:
-                self.pool.submit(_warm_up)
+                self.pool.submit(_warm_up, warm)
             finally:
                 sys.modules["__main__"] = main
 
@@ -222,13 +223,13 @@ def hand_over(files: Iterable[Any], of: Later | None = None) -> None:
 
 
 @contextmanager
-def helping(folder: Path) -> Iterator[Helper | None]:
-    """Within the block, the build's second process (figures drawn into `folder`; None, and nothing
-    started, where the report may use one process only)."""
+def helping(folder: Path, warm: tuple[str, ...] = ()) -> Iterator[Helper | None]:
+    """Within the block, the build's second process (figures drawn into `folder`, the modules named in `warm`
+    imported there first; None, and nothing started, where the report may use one process only)."""
     if processes() < 2:
         yield None
         return
-    helper = Helper(folder)
+    helper = Helper(folder, warm)
     token = _ACTIVE.set(helper)
     try:
         yield helper
@@ -273,12 +274,10 @@ def _drawn(function: Callable[..., Any], args: tuple, figures: Callable[[Any], I
     return value
 
 
-def _warm_up() -> None:
-    """In the worker, first: what every figure imports, then frozen for the garbage collector (its full
-    passes would scan every module's objects again while the figures make and drop many)."""
-    import analysis.render.curves  # noqa: F401 - every figure module, with matplotlib and pandas
-    import analysis.render.intervals  # noqa: F401
-    import analysis.render.scores  # noqa: F401
-    import analysis.render.tie_learning  # noqa: F401
-    import analysis.render.ties  # noqa: F401
+def _warm_up(modules: tuple[str, ...]) -> None:
+    """In the worker, first: the modules the build names (every figure module, with matplotlib and pandas), then
+    frozen for the garbage collector (its full passes would scan every module's objects again while the figures
+    make and drop many)."""
+    for name in modules:
+        importlib.import_module(name)
     gc.freeze()
