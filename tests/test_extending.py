@@ -71,7 +71,8 @@ def test_a_sampler_is_one_module_one_line_one_yaml(tmp_path):
         "        use(groups[:1])\n"
         "        return Draw(groups, [[groups[0]]])\n",
         "grpo_lab/samplers/__init__.py", "from grpo_lab.samplers.first_only import FirstOnlySampler",
-        "    FixedSampler, ResampleOnTieSampler", "FirstOnlySampler", "conf/sampler/first_only.yaml", "name: first_only\n")
+        "    FixedSampler, ResampleOnTieSampler", "FirstOnlySampler", "conf/sampler/first_only.yaml",
+        "name: first_only\n")
     assert len(touched) <= 3
     out = train(copy, tmp_path / "run", "sampler=first_only", *ARITHMETIC)
     assert out.returncode == 0, out.stderr[-2000:]

@@ -61,7 +61,8 @@ def test_a_verl_dump_recounts_from_its_jsonl(tmp_path, uid):
         "all_correct": int((truth["tie"] & (truth["right"] == 4)).sum()),
         "all_wrong": int((truth["tie"] & (truth["right"] == 0)).sum()),
         "mixed": int((~truth["tie"]).sum())}.items() if v}}
-    assert groups["samples_total"].iloc[-1] == len(raw) and groups["tokens_total"].iloc[-1] == raw["response_length"].sum()
+    assert groups["samples_total"].iloc[-1] == len(raw)
+    assert groups["tokens_total"].iloc[-1] == raw["response_length"].sum()
     # held-out: pass@1 per step and difficulty is the mean of `acc`; the answer is `pred`
     evals = read_parts(out, "eval")
     val = read_jsonl(validation)

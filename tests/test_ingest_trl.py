@@ -53,6 +53,11 @@ def recipe(tmp_path_factory) -> dict[str, Path]:
     return {"trl": base / "runs" / "trl", "run": base / "runs" / "trl-run", "stdout": outputs}
 
 
+def tied(rewards: pd.Series) -> bool:
+    """A group ties where its rewards are one value."""
+    return rewards.nunique() == 1
+
+
 def trl_frames(trl: Path) -> pd.DataFrame:
     return pd.concat([pd.read_parquet(p) for p in sorted((trl / "completions").glob("completions_*.parquet"))],
                      ignore_index=True)
@@ -75,7 +80,7 @@ def test_the_readme_recipe_ties_recount_from_trls_parquet_and_equal_trls_own_cou
     assert 0 < ours.mean() < 1  # the check can tell: some groups tie and some do not
     assert f"at {len(steps)} of {len(steps)} steps" in recipe["stdout"][1]
     # by difficulty (the level each reward call logged), pooled over training
-    by_level = raw.groupby(["step", "group"]).agg(level=("level", "first"), tie=("accuracy", lambda a: a.nunique() == 1))
+    by_level = raw.groupby(["step", "group"]).agg(level=("level", "first"), tie=("accuracy", tied))
     expected = by_level.groupby("level")["tie"].mean()
     table = pd.read_csv(recipe["run"] / "report" / "tables" / "ties_by_difficulty.csv", dtype={"difficulty": str})
     np.testing.assert_allclose(table.set_index("difficulty")["tie_frac"].loc[expected.index], expected.to_numpy())
@@ -86,7 +91,8 @@ def test_the_readme_recipe_ties_recount_from_trls_parquet_and_equal_trls_own_cou
     report = (recipe["run"] / "report" / "REPORT.md").read_text()
     assert (f"the ties recomputed from the rewards equal TRL's own logged fraction (frac_reward_zero_std) at "
             f"{len(steps)} of {len(steps)} steps") in report
-    assert "No eval tables were found: no pass@k or cons@k. Not in the imported runs' sources: held-out evaluation (TRL" in report
+    assert ("No eval tables were found: no pass@k or cons@k. Not in the imported runs' sources: held-out "
+            "evaluation (TRL") in report
 
 
 def test_two_reward_functions_sum_as_trl_summed_them(tmp_path):
@@ -124,7 +130,7 @@ def test_a_verl_dump_and_a_trl_log_compare_as_two_arms(recipe, tmp_path):
     table = pd.read_csv(tmp_path / "both" / "tables" / "ties_by_difficulty.csv", dtype={"difficulty": str})
     raw = trl_frames(recipe["trl"])
     raw["group"] = raw.groupby("step").cumcount() // G
-    trl_ties = raw.groupby(["step", "group"]).agg(level=("level", "first"), tie=("accuracy", lambda a: a.nunique() == 1))
+    trl_ties = raw.groupby(["step", "group"]).agg(level=("level", "first"), tie=("accuracy", tied))
     dump = read_jsonl(rollouts)
     verl_ties = dump.groupby(["step", "uid"]).agg(level=("level", "first"), tie=("score", lambda s: s.nunique() == 1))
     for tool, truth in (("trl", trl_ties), ("verl", verl_ties)):

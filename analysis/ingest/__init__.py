@@ -55,23 +55,21 @@ def ingest(tool: str, source: str | Path, out: str | Path, reading: Reading | No
     logged = READERS[tool](source, **options)
     run_id = f"{tool}-{hashlib.sha1(str(source.resolve()).encode()).hexdigest()[:10]}"
     built = build(logged, run_id, reading)
-    groups = built.groups.column("group_size").to_numpy()
+    settings = settings or {}
+    sizes = built.groups.column("group_size").to_numpy()
     per_step = built.groups.group_by("step").aggregate([("step", "count")]).column("step_count").to_numpy()
     # TRL and verl draw every prompt's group once, as grpo-lab's `fixed` sampler does (verl with DAPO's
-    # filter_groups dumps only the groups it kept: --set sampler.name=dynamic says so)
-    # the seed: no tool logs it beside its completions; runs of one arm need theirs told apart (--set seed=N)
-    config = {"source.tool": tool, "seed": 0, "sampler.name": "fixed", "sampler.group_size": int(groups.max()),
-              "prompts_per_step": int(max(per_step)), "task.difficulty": ("pass_rate" if reading.difficulty_from
-                                                                           == "pass_rate" else "level"),
-              **(settings or {})}
+    # filter_groups dumps only the groups it kept: --set sampler.name=dynamic says so); no tool logs the seed beside
+    # its completions, so runs of one arm need theirs told apart (--set seed=N)
+    config = {"source.tool": tool, "seed": 0, "sampler.name": "fixed", "sampler.group_size": int(sizes.max()),
+              "prompts_per_step": int(per_step.max()),
+              "task.difficulty": "pass_rate" if reading.difficulty_from == "pass_rate" else "level", **settings}
+    how = {**logged.how, **built.how, **({} if "seed" in settings else {"seed": "not in the logs: 0 (--set seed=N)"})}
     record = {
         "run_id": run_id, "status": "done", "started": None, "finished": None, "version": None,
-        "imported": {
-            "tool": tool, "version": logged.version, "source": str(source.resolve()), "files": logged.files,
-            "how": {**logged.how, **built.how,
-                    **({} if "seed" in (settings or {}) else {"seed": "not in the logs: 0 (--set seed=N)"})}, "absent": logged.absent, "tie_check": built.tie_check,
-            "ingested": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        },
+        "imported": {"tool": tool, "version": logged.version, "source": str(source.resolve()), "files": logged.files,
+                     "how": how, "absent": logged.absent, "tie_check": built.tie_check,
+                     "ingested": datetime.now(timezone.utc).isoformat(timespec="seconds")},
     }
     write(out, record, config, {"groups": built.groups, "steps": built.steps, "eval": built.eval})
     return out

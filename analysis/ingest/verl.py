@@ -130,8 +130,9 @@ def _group_keys(samples: pd.DataFrame, group_size: int | None, held_out: bool) -
     odd = np.flatnonzero(sizes != want)
     if len(odd):
         i = odd[0]
+        scope, key = ("this step", "val_kwargs.n") if held_out else ("the run", "rollout.n")
         raise IngestError(
-            f"{samples['where'].iloc[i]}: a group of {sizes[i]} completions where {'this step' if held_out else 'the run'}"
-            f"'s groups have {want[i]} (each prompt's {'val_kwargs.n' if held_out else 'rollout.n'}; a prompt twice in "
-            "one batch forms one group of twice the size unless the dump has `uid`)")
+            f"{samples['where'].iloc[i]}: a group of {sizes[i]} completions where {scope}'s groups have {want[i]} "
+            f"(each prompt's {key}; a prompt twice in one batch forms one group of twice the size unless the dump "
+            "has `uid`)")
     return groups.to_numpy(object)
