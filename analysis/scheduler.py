@@ -14,7 +14,7 @@ for a figure, and what crosses is small.
 What crosses to the worker is pickled: a figure is `draw(data, path, **options)` with `draw` a
 module-level function, a computation a module-level function and its arguments. Each runs there exactly
 as it would here (same code, same data, same style): the report is byte for byte the one built in one
-process (tests/test_report_helper.py).
+process (tests/test_scheduler.py).
 
 One core, `GRPO_LAB_REPORT_PROCESSES=1` or a daemonic process (`data.cores.processes`) builds the report in
 this process alone; a worker that dies (killed, out of memory) leaves what it had to this process.
