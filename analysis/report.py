@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import gc
 import shutil
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from functools import partial
@@ -105,6 +105,20 @@ def build_report(path: str | Path | Sequence[str | Path], out_dir: str | Path | 
     return out / report.name
 
 
+SectionMaker = Callable[[Tables, Context], Section | None]
+# The report, in page order. A section that reads only the tables is its module's `section(tables, ctx)`, listed
+# here by that function: adding one is its module and its line. None: a section the build makes from the others
+# (the findings quote the tests' family, the ranking reads the held-out scores, ...), by its name in `_build`.
+PAGE: tuple[tuple[str, SectionMaker | None], ...] = (
+    ("header", header.section), ("findings", None), ("provenance", None), ("ranking", None), ("heldout", None),
+    ("at_k", None), ("coverage", None), ("trained", None), ("ties", None), ("tie_learning", None),
+)
+# the second page: what a reader may want once the findings are read (every test, the longer sections)
+DETAILS_PAGE: tuple[tuple[str, SectionMaker | None], ...] = (
+    ("provenance_details", None), ("tests", None), ("persistence", None), ("group_size", group_size.section),
+    ("equal_budget", None), ("health", health.section), ("examples", None), ("jobs", None),
+)
+
 # every figure module, imported in the second process before its first figure (with matplotlib and pandas)
 FIGURE_MODULES = ("analysis.render.curves", "analysis.render.intervals", "analysis.render.scores",
                   "analysis.render.tie_learning", "analysis.render.ties")
@@ -189,8 +203,7 @@ def _build(sources: Sequence[Path], out: Path, building: Path, command: str | No
     take_held_out()
     covered = covering()
     dynamics = equal_steps.comparisons(tables.groups, tables.steps, arm) if not tables.groups.empty else None
-    sizes = group_size.section(tables, ctx)
-    budget, healthy = equal_budget.section(tables, ctx, what_trained.counted), health.section(tables, ctx)
+    budget = equal_budget.section(tables, ctx, what_trained.counted)
     take_held_out(wait=True)
     held, scores_at_k = held_out
     persisted = persisted()
@@ -210,17 +223,19 @@ def _build(sources: Sequence[Path], out: Path, building: Path, command: str | No
     found = findings.section(family, quoted, what_trained.unit_weight, ranked.sentences if ranked else [],
                              covered.sentence if covered else None, first)
 
-    page = [
-        header.section(tables, ctx), found, provenance.section(tables, ctx, command or launch_command(root), plan),
-        ranked, held, scores_at_k, covered, what_trained, tied, learning,
-    ]
-    # the second page: what a reader may want once the findings are read (every test, the longer sections)
-    details = [
-        provenance.details(tables, ctx), tests.section(family), persisted, sizes, budget, healthy,
-        examples.section(completions(tables), ctx), jobs.section(tables, plan),
-    ]
-    shown = [s for s in page if s is not None]  # a section is None where its data does not exist
-    more = [s for s in details if s is not None]
+    made = {  # the sections the build makes from each other; the rest read only the tables (PAGE, DETAILS_PAGE)
+        "findings": found, "provenance": provenance.section(tables, ctx, command or launch_command(root), plan),
+        "ranking": ranked, "heldout": held, "at_k": scores_at_k, "coverage": covered, "trained": what_trained,
+        "ties": tied, "tie_learning": learning, "provenance_details": provenance.details(tables, ctx),
+        "tests": tests.section(family), "persistence": persisted, "equal_budget": budget,
+        "examples": examples.section(completions(tables), ctx), "jobs": jobs.section(tables, plan),
+    }
+
+    def sections(order: Sequence[tuple[str, SectionMaker | None]]) -> list[Section]:
+        out = [made[name] if make is None else make(tables, ctx) for name, make in order]
+        return [s for s in out if s is not None]  # a section is None where its data does not exist
+
+    shown, more = sections(PAGE), sections(DETAILS_PAGE)
     texts, long_tables = move_long_tables([s.text for s in shown], DETAILS)
     if long_tables:
         more.append(Section(text=long_tables))

@@ -42,9 +42,10 @@ def add_member(copy: Path, module: str, code: str, registry: str, import_line: s
 
 
 def _with_import(text: str, line: str) -> str:
-    """`text` with `line` after its last top-level `from grpo_lab` import."""
+    """`text` with `line` after its last top-level import of the project (`from grpo_lab...`, `from analysis...`)."""
     lines = text.splitlines(keepends=True)
-    last = max(i for i, ln in enumerate(lines) if ln.startswith("from grpo_lab"))
+    package = line.split()[1].split(".")[0]
+    last = max(i for i, ln in enumerate(lines) if ln.startswith(f"from {package}"))
     return "".join(lines[:last + 1] + [line + "\n"] + lines[last + 1:])
 
 
@@ -143,3 +144,37 @@ def _no_stray_imports():
     yield
     after = {name: getattr(module, "__file__", None) for name, module in sys.modules.items() if name in before}
     assert after == {k: v for k, v in before.items() if k in after}
+
+
+def test_a_report_section_is_one_module_and_one_line(tmp_path):
+    """A section that reads only the tables: its module, and its line in the report's ordered list (with its
+    import); the report built by the copy has it where the line puts it, and every other section as before."""
+    from fixtures.synthetic import two_sampler_sweep
+
+    copy = tmp_path / "project"
+    shutil.copytree(ROOT / "analysis", copy / "analysis", ignore=shutil.ignore_patterns("__pycache__"))
+    (copy / "analysis/sections/prompts_drawn.py").write_text(
+        '"""A throwaway section: the distinct prompts the jobs drew."""\n\n'
+        "from analysis.sections.section import Section\n\n\n"
+        "def section(tables, ctx):\n"
+        '    return Section(text=f"## Prompts drawn\\n\\n{tables.groups[\'prompt_id\'].nunique()} distinct prompts.")\n')
+    report = copy / "analysis/report.py"
+    text = report.read_text()
+    anchor = '("health", health.section),'
+    assert anchor in text
+    report.write_text(_with_import(text.replace(anchor, f'{anchor} ("prompts_drawn", prompts_drawn.section),', 1),
+                                   "from analysis.sections import prompts_drawn"))
+    sweep = two_sampler_sweep(tmp_path / "sweep")
+    env = {**os.environ, "PYTHONPATH": str(copy), "OMP_NUM_THREADS": "1"}
+    for name, cwd in (("theirs", copy), ("ours", ROOT)):
+        out = subprocess.run([sys.executable, "-m", "analysis", str(sweep), "--out", str(tmp_path / name)], cwd=cwd,
+                             env=env if name == "theirs" else {**os.environ, "OMP_NUM_THREADS": "1"},
+                             capture_output=True, text=True, timeout=600)
+        assert out.returncode == 0, out.stderr[-2000:]
+    details = (tmp_path / "theirs" / "DETAILS.md").read_text()
+    prompts = groups(sweep / "0")["prompt_id"].nunique()
+    assert "## Prompts drawn" in details and f"{prompts} distinct prompts." in details
+    assert details.index("## Prompts drawn") > details.index("## Training health")
+    ours = (tmp_path / "ours" / "DETAILS.md").read_text()
+    assert details.replace(f"## Prompts drawn\n\n{prompts} distinct prompts.\n\n", "") \
+        .replace(", Prompts drawn", "") == ours.replace(", Prompts drawn", "")
