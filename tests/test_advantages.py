@@ -103,3 +103,16 @@ def test_a_steps_units_pool_rounds_keep_a_subsets_baseline_and_a_replays_advanta
     assert out.replayed.tolist() == [False] * 14 + [True] * 4 + [False] * 4
     assert out.direction.tolist() == [0] * 18 + ([-1] * 4 if rule == "rl_zvp" else [0] * 4)
     assert math.isclose(out.advantages[-1].item(), -1 / 5 ** 0.5, abs_tol=1e-6) == (rule == "ngrpo")  # G = 4
+
+
+def test_a_rule_or_task_that_computes_nothing_is_refused_where_it_is_defined():
+    from grpo_lab.advantage.base import AdvantageRule
+    from grpo_lab.tasks.base import TaskKind
+
+    with pytest.raises(TypeError, match=r"advantage rule Empty \('empty'\) must define advantages"):
+        type("Empty", (AdvantageRule,), {"name": "empty"})
+    with pytest.raises(TypeError, match=r"must define shape_tokens"):
+        type("Tokens", (AdvantageRule,), {"name": "tokens", "token_level": True,
+                                         "advantages": classmethod(lambda cls, *a, **k: None)})
+    with pytest.raises(TypeError, match=r"task Half \('half'\) must define build"):
+        type("Half", (TaskKind,), {"name": "half", "sizes": classmethod(lambda cls, cfg: (1, 0))})

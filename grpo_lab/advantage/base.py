@@ -16,6 +16,14 @@ class AdvantageRule:
     # a tied unit is shaped token by token in the update, from the policy's entropies (its first pass keeps them)
     token_level: bool = False
 
+    def __init_subclass__(cls, **kwargs) -> None:
+        """A rule says what it computes where it is defined: `advantages`, and `shape_tokens` where token level."""
+        super().__init_subclass__(**kwargs)
+        needed = ["advantages", *(["shape_tokens"] * cls.token_level)]
+        missing = [m for m in needed if getattr(cls, m).__func__ is getattr(AdvantageRule, m).__func__]
+        if missing:
+            raise TypeError(f"advantage rule {cls.__name__} ({cls.name!r}) must define {', '.join(missing)}")
+
     @classmethod
     def check(cls, algo) -> None:
         """Its own keys' ranges (grpo_lab.errors.require: one line naming the key); checked whatever the rule."""
@@ -29,15 +37,17 @@ class AdvantageRule:
     def advantages(cls, rewards: torch.Tensor, correct: torch.Tensor, *, std: str, eps: float,
                    max_reward: float) -> tuple[torch.Tensor, torch.Tensor]:
         """(advantages [B, G], direction [B, G] int8) of groups of `rewards` [B, G] with `correct` [B, G]; the
-        direction is nonzero only where a token-level rule shapes a tied unit (+1 all right, -1 all wrong)."""
-        raise NotImplementedError
+        direction is nonzero only where a token-level rule shapes a tied unit (+1 all right, -1 all wrong). Every rule
+        defines it (checked where it is defined)."""
+        raise TypeError(f"{cls.__name__} defines no advantages")
 
     @classmethod
     def shape_tokens(cls, advantages: torch.Tensor, direction: torch.Tensor, entropy: torch.Tensor,
                      mask: torch.Tensor, algo) -> torch.Tensor:
         """A token-level rule's token advantages (N, T) from the samples' `advantages` (N,) and `direction` (N,),
-        the policy's detached `entropy` (N, T) and the completions' `mask` (N, T)."""
-        raise NotImplementedError
+        the policy's detached `entropy` (N, T) and the completions' `mask` (N, T). Defined by every token-level rule
+        (checked where it is defined); the update calls it for those only."""
+        raise TypeError(f"{cls.__name__} is not a token-level rule: it shapes no tokens")
 
 
 def no_direction(rewards: torch.Tensor) -> torch.Tensor:

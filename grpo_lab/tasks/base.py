@@ -15,14 +15,21 @@ class TaskKind:
     name: str = ""
     keys: tuple[str, ...] = ()  # keys only this task reads: set under another task they are refused
 
+    def __init_subclass__(cls, **kwargs) -> None:
+        """A task says, where it is defined, how large its pools are and how they are built."""
+        super().__init_subclass__(**kwargs)
+        missing = [m for m in ("sizes", "build") if getattr(cls, m).__func__ is getattr(TaskKind, m).__func__]
+        if missing:
+            raise TypeError(f"task {cls.__name__} ({cls.name!r}) must define {', '.join(missing)}")
+
     @classmethod
     def check(cls, cfg) -> None:
         """Its own keys' values (grpo_lab.errors.require: one line naming the key); `cfg` is the TrainConfig."""
 
     @classmethod
     def sizes(cls, cfg) -> tuple[int, int]:
-        """(training problems, held-out problems) it will build, known before it is built."""
-        raise NotImplementedError
+        """(training problems, held-out problems) it will build, known before it is built (every task defines it)."""
+        raise TypeError(f"{cls.__name__} defines no sizes")
 
     @classmethod
     def no_held_out(cls, cfg) -> str:
@@ -31,8 +38,8 @@ class TaskKind:
 
     @classmethod
     def build(cls, cfg) -> Task:
-        """The task, with its pools, from the TaskConfig."""
-        raise NotImplementedError
+        """The task, with its pools, from the TaskConfig (every task defines it)."""
+        raise TypeError(f"{cls.__name__} defines no build")
 
     @classmethod
     def advice(cls, cfg) -> list[str]:
