@@ -24,5 +24,5 @@ from analysis.stats.at_k import cons_at_k, pass_at_k
 from analysis.stats.seeds import compare_arms_by_seed, with_holm
 
 __all__ = ["Tables", "arm_keys", "budget_curves", "checkpoint_comparisons", "compare_arms_by_seed", "cons_at_k",
-           "coverage", "equal_step_comparisons", "iter_arms", "load", "pass_at_k", "per_job_first_rounds", "per_job_spend", "predict_ties",
-           "prompt_scores", "spend", "tie_fractions", "with_holm"]
+           "coverage", "equal_step_comparisons", "iter_arms", "load", "pass_at_k", "per_job_first_rounds",
+           "per_job_spend", "predict_ties", "prompt_scores", "spend", "tie_fractions", "with_holm"]

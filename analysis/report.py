@@ -50,6 +50,7 @@ from analysis.sections import (
     heldout,
     jobs,
     persistence,
+    predictions,
     provenance,
     ranking,
     tests,
@@ -63,7 +64,8 @@ from analysis.sections.section import DETAILS, Context, Section
 # the columns the sections read; the others (the groups' reward lists first) stay on disk
 COLUMNS = {
     "groups": ("step", "prompt_id", "difficulty", "round", "group_size", "reward_mean", "n_correct", "tie", "tie_kind",
-               "used", "tokens", "samples_total", "tokens_total", "n_informative", "truncated", "reused"),
+               "used", "tokens", "samples_total", "tokens_total", "n_informative", "truncated", "reused",
+               "predicted_rate"),
     "eval": ("step", "prompt_id", "difficulty", "answer", "correct", "samples_total", "tokens_total",
              *settings.STORED),
     "steps": ("step", "samples_total", "reward_mean", "kl", "clip_frac", "grad_norm", "tie_frac",
@@ -116,7 +118,8 @@ PAGE: tuple[tuple[str, SectionMaker | None], ...] = (
 # the second page: what a reader may want once the findings are read (every test, the longer sections)
 DETAILS_PAGE: tuple[tuple[str, SectionMaker | None], ...] = (
     ("provenance_details", None), ("tests", None), ("persistence", None), ("group_size", group_size.section),
-    ("equal_budget", None), ("health", health.section), ("examples", None), ("jobs", None),
+    ("predictions", predictions.section), ("equal_budget", None), ("health", health.section), ("examples", None),
+    ("jobs", None),
 )
 
 # every figure module, imported in the second process before its first figure (with matplotlib and pandas)

@@ -101,7 +101,8 @@ class Helper:
         self.pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context(self.method))
         # the worker is started here, by the first submit: a spawned one's imports overlap the loading of the tables
         if self.method == "fork":
-            with warnings.catch_warnings():  # Python 3.12+ warns of any thread; the native pools' are safe (start_method)
+            # Python 3.12+ warns of any thread; the native pools' are safe (start_method)
+            with warnings.catch_warnings():
                 warnings.filterwarnings("ignore", r".*multi-threaded, use of fork\(\)", DeprecationWarning)
                 self.pool.submit(_warm_up, warm)
             return
@@ -124,7 +125,8 @@ class Helper:
         try:
             if claimable:
                 claim = Path(tempfile.mkdtemp(prefix="task-", dir=self.claims)) / "claim"
-                return Later(compute, self.pool.submit(_unless_claimed, function, args, claim), claim=claim, helper=self)
+                return Later(compute, self.pool.submit(_unless_claimed, function, args, claim), claim=claim,
+                             helper=self)
             if figures is None:
                 return Later(compute, self.pool.submit(function, *args), helper=self)
             drawn = Path(tempfile.mkdtemp(prefix="drawn-", dir=self.claims))  # a value dropped leaves none behind

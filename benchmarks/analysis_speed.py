@@ -83,7 +83,8 @@ def repeat_sweep(source: Path, target: Path, times: int) -> None:
                 rows = pq.read_table(part)
                 for r in range(times):
                     step = int(part.stem.split("-")[1]) + r * last
-                    pq.write_table(shifted(rows, r * last, r * samples, r * tokens), out / table / f"part-{step:06d}.parquet")
+                    pq.write_table(shifted(rows, r * last, r * samples, r * tokens),
+                                   out / table / f"part-{step:06d}.parquet")
         (out / "eval").mkdir()
         for part in sorted((job / "eval").glob("part-*.parquet")):
             step = int(part.stem.split("-")[1])
@@ -129,7 +130,8 @@ def child(kind: str, root: Path) -> None:
                 time.sleep(0.02)
             cpu = cpu_now() - cpu
     status = Path("/proc/self/status").read_text() if Path("/proc/self/status").exists() else ""
-    peak = next((int(line.split()[1]) / 1024 for line in status.splitlines() if line.startswith("VmHWM:")), float("nan"))
+    peak = next((int(line.split()[1]) / 1024 for line in status.splitlines() if line.startswith("VmHWM:")),
+                float("nan"))
     print(json.dumps({"seconds": seconds, "cpu": cpu, "peak_mib": peak}))
 
 
@@ -212,7 +214,8 @@ def goal_missed(ratios: dict[int, float], goal: float, reference: int, spread: f
     a reference size not timed is a miss (the goal would be checked nowhere)."""
     if reference not in ratios:
         return [f"size {reference} was not timed (--sizes): the goal is held there"]
-    missed = [f"size {reference}: report / read = {ratios[reference]:.2f} > {goal:g}"] if ratios[reference] > goal else []
+    missed = [f"size {reference}: report / read = {ratios[reference]:.2f} > {goal:g}"] \
+        if ratios[reference] > goal else []
     missed += [f"size {size}: report / read = {ratio:.2f}, worse than {ratios[reference]:.2f} at size {reference}"
                for size, ratio in sorted(ratios.items()) if size > reference and ratio > spread * ratios[reference]]
     return missed

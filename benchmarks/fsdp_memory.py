@@ -61,7 +61,8 @@ def child(model_dir: str, strategy: str, steps: int, out: str) -> None:
         cfg.model.name, cfg.model.path, cfg.model.logprob_chunk = "hf", model_dir, 256
         cfg.sampler.group_size, cfg.rollout.max_new_tokens, cfg.eval.n = 4, 16, 0
         cfg.algo.mu, cfg.algo.beta, cfg.algo.lr = 1, 0.04, 1e-5
-        cfg.algo.advantage = "rl_zvp"  # random weights answer nothing right: every group ties, and RL-ZVP learns from ties
+        # random weights answer nothing right: every group ties, and RL-ZVP learns from ties
+        cfg.algo.advantage = "rl_zvp"
         cfg.dist.strategy = strategy
         trainer = Trainer(cfg, RunRecord(Path(run_dir), cfg.seed))
         seen = {"peak": 0.0}

@@ -59,8 +59,8 @@ def child(model_path: str | None, rank: int) -> None:
         trainable = sum(p.numel() for p in trainer.model.parameters() if p.requires_grad)
         trainer.scorer.close()
     print(json.dumps({"rank": rank, "steps": steps, "weights": sum(storage.values()) / MiB, "optimizer": moments / MiB,
-                      "checkpoint": on_disk / MiB, "peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-                      "trainable": trainable}))
+                      "checkpoint": on_disk / MiB,
+                      "peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "trainable": trainable}))
 
 
 def main() -> None:
@@ -86,8 +86,10 @@ def main() -> None:
         print(f"| {name} | {r['trainable']:,} | {r['weights']:.0f} | {r['optimizer']:.0f} | {r['checkpoint']:.0f} | "
               f"{r['peak_rss']:.0f} |")
     full, lora = rows
-    print(f"LoRA / full: weights {lora['weights'] / full['weights']:.2f}, optimizer {lora['optimizer'] / full['optimizer']:.3f}, "
-          f"checkpoint {lora['checkpoint'] / full['checkpoint']:.3f}, peak RSS {lora['peak_rss'] / full['peak_rss']:.2f}")
+    print(f"LoRA / full: weights {lora['weights'] / full['weights']:.2f}, "
+          f"optimizer {lora['optimizer'] / full['optimizer']:.3f}, "
+          f"checkpoint {lora['checkpoint'] / full['checkpoint']:.3f}, "
+          f"peak RSS {lora['peak_rss'] / full['peak_rss']:.2f}")
 
 
 if __name__ == "__main__":

@@ -14,10 +14,10 @@ trials that report an outcome ended (refused in one line, correct, tracebacks, s
   hostile batch must come back within the scorer's step budget with its timeouts counted.
 - guards (benchmarks/reliability_guards.py): lock races, refused starts that leave every file as it was,
   values and files that cannot work, read-only and full filesystems, one final answer.
-- writers (benchmarks/reliability_writers.py): what writes, loads and is accepted, through the commands a user types, each
-  with its outcome: report folders holding the user's files or runs, resume=never on a folder that is no run,
-  evaluate's values and broken checkpoints, planted pickles and custom model code, keys nothing reads, task
-  files, bounds, near misses, report selections, a sweep whose worker is killed.
+- writers (benchmarks/reliability_writers.py): what writes, loads and is accepted, through the commands a
+  user types, each with its outcome: report folders holding the user's files or runs, resume=never on a
+  folder that is no run, evaluate's values and broken checkpoints, planted pickles and custom model code,
+  keys nothing reads, task files, bounds, near misses, report selections, a sweep whose worker is killed.
 """
 
 from __future__ import annotations
@@ -256,9 +256,9 @@ def reward_trials(rng: random.Random, n: int) -> list[tuple[str, bool, str]]:
     alphabet = "0123456789+-.,e eE/\n\t\x00٤٦abc{}\\^!()"
     for _ in range(n):
         gold = rng.randint(-10**6, 10**6)
-        misses = [f"{gold}.5", f"{gold}e3", f"{gold}abc", f"{gold},000", f"{gold} no wait {gold + 1}", f"{gold}\n{gold + 1}",
-                  f"{gold}/1", f"{gold}.0", f"{gold + rng.choice([-1, 1])}", f"{gold}" + rng.choice(alphabet),
-                  rng.choice(alphabet) + f"{gold}" + rng.choice(alphabet[10:]),
+        misses = [f"{gold}.5", f"{gold}e3", f"{gold}abc", f"{gold},000", f"{gold} no wait {gold + 1}",
+                  f"{gold}\n{gold + 1}", f"{gold}/1", f"{gold}.0", f"{gold + rng.choice([-1, 1])}",
+                  f"{gold}" + rng.choice(alphabet), rng.choice(alphabet) + f"{gold}" + rng.choice(alphabet[10:]),
                   "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 40)))]
         for m in misses:
             total += 1

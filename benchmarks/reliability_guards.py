@@ -77,7 +77,8 @@ def refused_start_trials(work: Path) -> list[Trial]:
     mismatch = "holds a run started with another config (sampler.group_size 2 -> 4)"
     for how, run in (("command line", cli), ("Hydra app", app)):
         out = run(*args, "sampler.group_size=4", f"hydra.run.dir={single}")
-        results.append((f"refused resume ({how}): every file unchanged", _refused(out, mismatch) and tree(single) == before,
+        results.append((f"refused resume ({how}): every file unchanged",
+                        _refused(out, mismatch) and tree(single) == before,
                         f"{len(before)} files hashed before and after"))
     with RunLock(single):
         out = cli(*args, "max_steps=3", f"hydra.run.dir={single}")
@@ -88,7 +89,8 @@ def refused_start_trials(work: Path) -> list[Trial]:
     assert cli(*sweep_args).returncode == 0
     before = tree(sweep)
     out = cli(*sweep_args, "sampler.group_size=4")
-    results.append(("refused sweep resume: the whole sweep unchanged", _refused(out, mismatch) and tree(sweep) == before,
+    results.append(("refused sweep resume: the whole sweep unchanged",
+                    _refused(out, mismatch) and tree(sweep) == before,
                     f"{len(before)} files, multirun.yaml included"))
     out = app(*sweep_args, "sampler.group_size=4")
     jobs = {k: v for k, v in tree(sweep).items() if k != "multirun.yaml"}
@@ -127,7 +129,8 @@ def disk_trials(work: Path) -> list[Trial]:
     for name in READ_ONLY:
         rc, lines, folder = got[name]
         ok = rc != 0 and len(lines) == 1 and lines[0].startswith(f"error: {folder}") and "read-only" in lines[0]
-        results.append((f"read-only run directory: {name}", ok and unchanged, lines[0][-80:] if lines else "no message"))
+        results.append((f"read-only run directory: {name}", ok and unchanged,
+                        lines[0][-80:] if lines else "no message"))
     args = ["max_steps=3", "checkpoint_every=1", *SMALL]
     reference = work / "reference"
     assert cli(*args, f"hydra.run.dir={reference}").returncode == 0

@@ -141,7 +141,8 @@ def main(args) -> None:
         ow, oc, ot = ours_blocks[b]
         wall.append((ot / ow) / (tt / tw))
         cpu.append((ot / oc) / (tt / tc))
-        rows.append(f"  block {b}: ours {ot / ow:.2f} tok/s wall, {ot / oc:.2f} CPU ({ot / (k * N):.1f} tok/completion, "
+        rows.append(f"  block {b}: ours {ot / ow:.2f} tok/s wall, {ot / oc:.2f} CPU "
+                    f"({ot / (k * N):.1f} tok/completion, "
                     f"{ow / k:.1f} s/step) | TRL {tt / tw:.2f} wall, {tt / tc:.2f} CPU ({tt / (k * N):.1f} "
                     f"tok/completion, {tw / k:.1f} s/step) | ratio wall {wall[-1]:.2f}, CPU {cpu[-1]:.2f}")
     print(f"config: SmolLM2-135M-Instruct fp32 cpu, B={B} x G={G}, <= {MAX_NEW_TOKENS} new tokens, two-shot level-3 "

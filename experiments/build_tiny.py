@@ -27,7 +27,8 @@ from grpo_lab.tasks.arithmetic import LEVELS, held_out_problems
 # p = 0.9, less near 1), so TOLERANCE is over 4 standard errors of a difference from sampling alone.
 PROMPTS_PER_LEVEL = 256
 SAMPLES = 16
-TOLERANCE = 0.05  # two builds of the recipe agree within this, per level (measured: docs/GUIDE.md, "The built-in model")
+# two builds of the recipe agree within this, per level (measured: docs/GUIDE.md, "The built-in model")
+TOLERANCE = 0.05
 
 
 def held_out_accuracy(folder: str | Path, prompts_per_level: int = PROMPTS_PER_LEVEL, n: int = SAMPLES,

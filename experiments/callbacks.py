@@ -25,6 +25,7 @@ class SweepReport(Callback):
         try:
             path = build_report(sweep, command=command)
         except Exception as e:  # noqa: BLE001 - a report failure must not hide the finished jobs
-            log.warning("sweep report failed (%s: %s); rebuild it with: python -m analysis %s", type(e).__name__, e, sweep)
+            log.warning("sweep report failed (%s: %s); rebuild it with: python -m analysis %s", type(e).__name__, e,
+                        sweep)
             return
         print(f"report: {path}", file=sys.stderr)

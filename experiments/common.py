@@ -28,7 +28,8 @@ from grpo_lab.reads import refuse_unread
 CONF_DIR = str(Path(__file__).resolve().parent.parent / "conf")
 SCHEMAS: dict[str, type] = {"train": TrainConfig, "evaluate": EvalJobConfig}
 # Hydra's flags that print a config or help and run nothing
-INSPECT_FLAGS = {"--help", "-h", "--hydra-help", "--cfg", "-c", "--info", "-i", "--shell-completion", "-sc", "--resolve"}
+INSPECT_FLAGS = {"--help", "-h", "--hydra-help", "--cfg", "-c", "--info", "-i", "--shell-completion", "-sc",
+                 "--resolve"}
 REQUIRED = {"run_dir": "DIR (a run directory: runs/<date>/<time> or a sweep's job folder multirun/<date>/<time>/<n>)"}
 # Hydra's flags that take the next argument as their value (--info's is optional: a known word)
 FLAGS_WITH_VALUE = {"--cfg", "-c", "--package", "-p", "--config-path", "-cp", "--config-name", "-cn",

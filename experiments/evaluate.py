@@ -85,7 +85,8 @@ def main() -> None:
         sys.exit(f"config error: {error}")
     for job in jobs:  # before Hydra makes run_dir its output folder: a typo must not create a directory
         if not (Path(job.run_dir) / "run.json").is_file():
-            what = "no such directory" if not Path(job.run_dir).exists() else "not a grpo-lab run directory (no run.json)"
+            what = "no such directory" if not Path(job.run_dir).exists() else \
+                "not a grpo-lab run directory (no run.json)"
             sys.exit(f"error: run_dir={job.run_dir}: {what}")
         try:  # values, steps, checkpoint files, memory, rows already there: before any model loads
             plan = _plan(job)

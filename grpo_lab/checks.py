@@ -33,7 +33,7 @@ from grpo_lab.model.files import check_model_files, check_model_folder, resolve_
 from grpo_lab.model.lora import check_lora
 from grpo_lab.rewards.rules import ANSWER_FORMATS
 from grpo_lab.rollout.engines import check_engine
-from grpo_lab.samplers import check_sampler, draw_bounds
+from grpo_lab.samplers import SAMPLERS, check_sampler, draw_bounds
 from grpo_lab.tasks import task_kind
 
 
@@ -65,7 +65,8 @@ def validate(cfg: TrainConfig) -> None:
     check_finite(cfg)
     require(bool(cfg.out_dir), "out_dir", cfg.out_dir, "must name a folder")
     require(0 <= cfg.seed < MAX_SEED, "seed", cfg.seed, f"must be in [0, 2^32) ({MAX_SEED:,})")
-    require(0 <= cfg.threads <= MAX_THREADS, "threads", cfg.threads, f"must be in [0, {MAX_THREADS}] (0: torch's default)")
+    require(0 <= cfg.threads <= MAX_THREADS, "threads", cfg.threads,
+            f"must be in [0, {MAX_THREADS}] (0: torch's default)")
     require(bool(DEVICE.fullmatch(cfg.model.device)), "model.device", cfg.model.device,
             "must be one of 'auto', 'cpu', 'cuda', 'cuda:N', 'mps'")
     require(cfg.model.name in ("tiny", "hf"), "model.name", cfg.model.name, "must be one of 'tiny', 'hf'")
@@ -99,13 +100,16 @@ def validate(cfg: TrainConfig) -> None:
             "must be >= 0 with weight_decay x lr < 1 (AdamW scales each weight by 1 - lr x weight_decay a step)")
     top = (cfg.reward.accuracy + cfg.reward.format) / 2  # the largest population std of rewards in [0, a + f]
     require(top <= 0 or 0 <= cfg.algo.std_eps < top, "algo.std_eps", cfg.algo.std_eps,
-            f"must be in [0, {top:g}): below 0 a tie's zero std is divided by; at (reward.accuracy + reward.format) / 2 "
-            "every group is a tie")
+            f"must be in [0, {top:g}): below 0 a tie's zero std is divided by; "
+            "at (reward.accuracy + reward.format) / 2 every group is a tie")
     require(cfg.task.difficulty in ("level", "pass_rate"), "task.difficulty", cfg.task.difficulty,
              "must be one of 'level', 'pass_rate'")
     require(2 <= cfg.task.difficulty_samples <= MAX_SAMPLES_PER_STEP, "task.difficulty_samples",
             cfg.task.difficulty_samples, f"must be in [2, {MAX_SAMPLES_PER_STEP:,}] (samples per prompt)")
     check_sampler(cfg.sampler)
+    require(not rule(cfg.algo.advantage).predicted or SAMPLERS[cfg.sampler.name].predicts, "algo.advantage",
+            cfg.algo.advantage, f"takes each prompt's baseline from a sampler that predicts its pass rate "
+            f"({', '.join(n for n, c in SAMPLERS.items() if c.predicts)}), not sampler.name={cfg.sampler.name}")
     require(MIN_TEMPERATURE <= cfg.rollout.temperature <= MAX_TEMPERATURE, "rollout.temperature",
             cfg.rollout.temperature, f"must be in [{MIN_TEMPERATURE:g}, {MAX_TEMPERATURE:g}]: colder, a group's G "
             "answers are nearly always one answer, so every group ties and nothing trains; hotter, sampling nears a "
@@ -140,13 +144,15 @@ def validate(cfg: TrainConfig) -> None:
              "float16 needs loss scaling, which grpo-lab does not do; use 'bfloat16' or 'auto'")
     check_lora(cfg.model.lora, cfg.dist.strategy)
     check_engine(cfg)
-    require(cfg.model.logprob_chunk >= 0, "model.logprob_chunk", cfg.model.logprob_chunk, "must be >= 0 (0: full logits)")
+    require(cfg.model.logprob_chunk >= 0, "model.logprob_chunk", cfg.model.logprob_chunk,
+            "must be >= 0 (0: full logits)")
     a = cfg.algo
     require(a.micro_batch_groups is None or a.micro_batch_groups >= 1, "algo.micro_batch_groups",
              a.micro_batch_groups, "must be >= 1 or null (the whole batch)")
     require(a.micro_batch_tokens is None or a.micro_batch_tokens >= 1, "algo.micro_batch_tokens",
              a.micro_batch_tokens, "must be >= 1 or null (no cap)")
-    require(a.unit_weight in ("prompt", "sample"), "algo.unit_weight", a.unit_weight, "must be one of 'prompt', 'sample'")
+    require(a.unit_weight in ("prompt", "sample"), "algo.unit_weight", a.unit_weight,
+            "must be one of 'prompt', 'sample'")
     require(a.rollout_correction in CORRECTIONS, "algo.rollout_correction", a.rollout_correction,
             f"must be one of {', '.join(map(repr, CORRECTIONS))}")
     require(a.rollout_correction_cap > 1, "algo.rollout_correction_cap", a.rollout_correction_cap,
@@ -159,7 +165,8 @@ def validate(cfg: TrainConfig) -> None:
     require(all(k >= 1 for k in c.keep_steps), "checkpoint.keep_steps", c.keep_steps, "steps count from 1")
     # watching runs: logger backends and kept completions
     for name in cfg.logger.backends:
-        require(name in LOGGER_BACKENDS, "logger.backends", name, f"must be among {', '.join(map(repr, LOGGER_BACKENDS))}")
+        require(name in LOGGER_BACKENDS, "logger.backends", name,
+                f"must be among {', '.join(map(repr, LOGGER_BACKENDS))}")
     require(cfg.logger.every_s >= 0, "logger.every_s", cfg.logger.every_s, "must be >= 0")
     require(cfg.logger.every >= 0, "logger.every", cfg.logger.every, "must be >= 0 (0: by time only)")
     require(bool(cfg.logger.project) or "wandb" not in cfg.logger.backends, "logger.project", cfg.logger.project,
@@ -182,7 +189,8 @@ def validate(cfg: TrainConfig) -> None:
     # data parallel (torchrun)
     require(cfg.dist.backend in ("auto", "gloo", "nccl"), "dist.backend", cfg.dist.backend,
              "must be one of 'auto', 'gloo', 'nccl'")
-    require(cfg.dist.strategy in STRATEGIES, "dist.strategy", cfg.dist.strategy, f"must be one of {', '.join(map(repr, STRATEGIES))}")
+    require(cfg.dist.strategy in STRATEGIES, "dist.strategy", cfg.dist.strategy,
+            f"must be one of {', '.join(map(repr, STRATEGIES))}")
     train, held_out = task_sizes(cfg)  # mathset: its files read once per (path, size, mtime)
     split = "task.eval_path" if cfg.task.eval_path else "task.path"
     require(train >= 1, split, getattr(cfg.task, split.split(".")[1]),

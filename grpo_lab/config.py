@@ -157,9 +157,9 @@ class CheckpointConfig:
 
 
 LOGGER_BACKENDS = ("console", "tensorboard", "wandb")
-STRATEGIES = ("ddp", "fsdp")
+STRATEGIES = ("ddp", "fsdp")  # dist.strategy (grpo_lab/train/parallel.py)
 # algo.rollout_correction (grpo_lab/train/rollout_correction.py)
-ROLLOUT_CORRECTIONS = ("none", "token_truncate", "token_mask", "sequence_truncate", "sequence_mask")  # dist.strategy (grpo_lab/train/parallel.py)
+ROLLOUT_CORRECTIONS = ("none", "token_truncate", "token_mask", "sequence_truncate", "sequence_mask")
 
 
 @dataclass

@@ -48,7 +48,8 @@ def available() -> int | None:
     except (OSError, ValueError, IndexError):
         pass
     for limit, usage in (("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
-                         ("/sys/fs/cgroup/memory/memory.limit_in_bytes", "/sys/fs/cgroup/memory/memory.usage_in_bytes")):
+                         ("/sys/fs/cgroup/memory/memory.limit_in_bytes",
+                          "/sys/fs/cgroup/memory/memory.usage_in_bytes")):
         try:
             cap, used = Path(limit).read_text().strip(), int(Path(usage).read_text())
         except (OSError, ValueError):

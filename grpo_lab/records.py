@@ -87,6 +87,9 @@ class Group:
     # its samples' old_logp are the log-probs of the policy that sampled them (its behaviour log-probs)
     source_step: int | None = None
     advantages: np.ndarray | None = None  # (G,) float32
+    # the sampler's predicted pass rate for this prompt before it was drawn (MoPPS); None where the sampler
+    # predicts none
+    predicted_rate: float | None = None
 
     @property
     def reused(self) -> bool:

@@ -37,7 +37,8 @@ def assert_same_rows(full: Path, resumed: Path, tables=("groups", "eval"), appro
         frames = []
         for run in (full, resumed):
             t = read_table(run, table)
-            frames.append(t.drop_columns([c for c in t.column_names if c == "run_id" or c.startswith("t_")]).to_pandas())
+            frames.append(t.drop_columns([c for c in t.column_names
+                                          if c == "run_id" or c.startswith("t_")]).to_pandas())
         assert len(frames[0]) > 0, table
         close = [c for c in approx if c in frames[0]]
         noise = [c for c in rounding if c in frames[0]]
@@ -97,5 +98,6 @@ def raw(root: Path, table: str):
     the job's folder name as `job`."""
     import pandas as pd
 
-    frames = [pd.read_parquet(p).assign(job=p.parent.parent.name) for p in sorted(root.glob(f"*/{table}/part-*.parquet"))]
+    frames = [pd.read_parquet(p).assign(job=p.parent.parent.name)
+              for p in sorted(root.glob(f"*/{table}/part-*.parquet"))]
     return pd.concat(frames, ignore_index=True)

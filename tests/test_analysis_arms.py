@@ -137,4 +137,5 @@ def test_config_values_keep_their_types(tmp_path):
     assert jobs["max_steps"].tolist() == [6, 6] and all(type(v) is int for v in jobs["max_steps"])
     text = report_of(root)
     assert "| max_steps | 6 |" in text
-    assert "- `max_samples`: null" not in text  # missing in one job, null in the other: one value, not a key that varies
+    # missing in one job, null in the other: one value, not a key that varies
+    assert "- `max_samples`: null" not in text

@@ -93,7 +93,8 @@ def test_per_prompt_fast_path_equals_the_plain_functions():
 
 
 def test_curves_over_k_with_bootstrap_intervals():
-    curves = at_k_curves(eval_rows(random_answers(random.Random(2), prompts=30, n=8)), by=["eval.temperature"], n_boot=200)
+    curves = at_k_curves(eval_rows(random_answers(random.Random(2), prompts=30, n=8)), by=["eval.temperature"],
+                         n_boot=200)
     assert default_ks(8) == [1, 2, 4, 8] and sorted(curves["k"].unique()) == [1, 2, 4, 8]
     assert set(curves["difficulty"]) == {"1", "all"}
     assert set(curves["checkpoint"]) == {"base"} and set(curves["steps"]) == {"0"}  # step 0 only: the base model
@@ -200,7 +201,8 @@ def test_final_checkpoint_comparison_aligns_jobs_with_different_last_steps():
     at_50 = pass4.loc["step 50"]
     assert (at_50["steps_a"], at_50["steps_b"]) == ("50, 50", "50, 50") and at_50["samples_a"] == at_50["samples_b"]
     assert at_50["mean_b"] - at_50["mean_a"] == pytest.approx(at_50["difference"])
-    assert at_50["mean_a"] == pytest.approx(mean_over_prompts(rows[(rows["step"] == 50) & rows["job"].isin(["0", "1"])]))
+    assert at_50["mean_a"] == pytest.approx(
+        mean_over_prompts(rows[(rows["step"] == 50) & rows["job"].isin(["0", "1"])]))
     final = pass4.loc["final"]
     assert (final["a"], final["b"]) == ("sampler=fixed @ final", "sampler=resample @ final")
     assert (final["steps_a"], final["steps_b"]) == ("100, 100", "80, 83")
@@ -258,7 +260,8 @@ def test_pass_at_k_intervals_cover_the_truth_and_match_a_prompt_clustered_bootst
         ids = np.repeat([f"q{i}" for i in range(len(p))], n)
         rows = pd.concat([pd.DataFrame({  # one model, evaluated by each job with its own samples
             "job": str(j), "step": 0, "prompt_id": ids, "difficulty": "1", "answer": np.where(c.ravel(), "A", "B"),
-            "correct": c.ravel(), "sampler": "fixed"}) for j, c in enumerate(rng.random((jobs, len(p), n)) < p[:, None])],
+            "correct": c.ravel(), "sampler": "fixed"})
+            for j, c in enumerate(rng.random((jobs, len(p), n)) < p[:, None])],
             ignore_index=True)
         curves = at_k_curves(rows, ["sampler"], ks=[1, 4], n_boot=300, seed=trial)
         pooled = curves[(curves["difficulty"] == "all") & (curves["metric"] == "pass@k")].set_index("k")

@@ -86,7 +86,8 @@ def test_tables_read_first_load_and_skip_what_one_pass_does(corrupted):
     early = []
     with pytest.warns(SkippedWarning) as warned_staged:
         staged = load(corrupted, first=("eval",), on_first=early.append)
-    assert [s.name for s in one.skipped][:4] == ["1", "2", "3/groups/part-000002.parquet", "3/steps/part-000001.parquet"]
+    assert [s.name for s in one.skipped][:4] == ["1", "2", "3/groups/part-000002.parquet",
+                                                 "3/steps/part-000001.parquet"]
     assert staged.skipped == one.skipped
     assert [str(w.message) for w in warned_staged] == [str(w.message) for w in warned]
     for table in ("jobs", "groups", "steps", "eval"):

@@ -99,5 +99,6 @@ def test_the_rollout_mismatch_is_drawn_only_past_rounding_and_summed_up_per_arm(
     for name, rows in mixed.groupby("sampler"):
         rows = rows[rows["rollout_logp_diff_mean"].notna()]
         want = (len(rows), rows["rollout_logp_diff_mean"].sum() / len(rows), max(rows["rollout_logp_diff_max"]),
-                rows["rollout_kl"].sum() / len(rows), min(rows["rollout_ess"]), rows["rollout_capped"].sum() / len(rows))
+                rows["rollout_kl"].sum() / len(rows), min(rows["rollout_ess"]),
+                rows["rollout_capped"].sum() / len(rows))
         np.testing.assert_allclose(got.loc[f"sampler={name}"].to_numpy(float), want)

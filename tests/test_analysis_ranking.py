@@ -59,7 +59,8 @@ def test_the_known_ordering_is_resolved_and_nothing_else(sweep):
     findings = text[text.index("## Findings"):text.index("<details>")]
     assert ("Resolved: 2 of 3 pairs, all but fixed vs resample_on_tie; in order of the means, "
             "dynamic > fixed ~ resample_on_tie ('>' resolved, '~' not)." in findings)
-    assert "## Ranking" in text and "(figures/ranking.png)" in text and (report.parent / "figures" / "ranking.png").exists()
+    assert "## Ranking" in text and "(figures/ranking.png)" in text \
+        and (report.parent / "figures" / "ranking.png").exists()
     # every job ran its 8 steps: the last checkpoints are at equal steps, and the ranking says so, not "samples"
     assert "Ranking on held-out pass@1 at the end of the budget, equal steps (mean [" in findings
     assert "Each arm at the end of its budget (equal steps), best first" in text and "equal samples" not in findings
@@ -145,7 +146,8 @@ def test_long_tables_move_to_the_second_page_whole(sweep):
     _, report = sweep
     text, details = report.read_text(), (report.parent / "DETAILS.md").read_text()
     assert all(len(block) - 2 <= MAX_ROWS for block in _tables(text))
-    links = re.findall(r"A table of (\d+) rows, too long for this page: \[DETAILS\.md, ([^\]]+)\]\(DETAILS\.md#([^)]+)\)",
+    links = re.findall(r"A table of (\d+) rows, too long for this page: "
+                       r"\[DETAILS\.md, ([^\]]+)\]\(DETAILS\.md#([^)]+)\)",
                        text)
     assert links  # 3 arms x 8 seeds: some tables are longer than the limit
     for rows, title, link in links:

@@ -61,7 +61,8 @@ def test_report_names_command_configs_budgets_and_skipped_jobs(built):
     at = [text.index(h + "\n") for h in headings]
     assert at == sorted(at)  # findings first, then the held-out comparison, in this order
     assert "Welch" not in text
-    assert "under `pool=all`, `algo.unit_weight=prompt`: a unit of several rounds weighs in the loss as one prompt" in text
+    assert "under `pool=all`, `algo.unit_weight=prompt`: a unit of several rounds weighs in the loss as one prompt" \
+        in text
 
 
 def test_report_writes_figures_and_tables(built):
@@ -100,7 +101,8 @@ def test_findings_come_from_the_tests_table(built):
         assert f"difference {cell(row['difference'], 3)} [{cell(row['ci_low'], 3)}, {cell(row['ci_high'], 3)}]" in line
         assert f"p = {cell(row['p_holm'], 3)}" in line and "Holm" not in line  # one test a family: plain p
         assert ("no detectable difference" in line) == (row["ci_low"] <= 0 <= row["ci_high"] or row["p_holm"] >= 0.05)
-    assert findings.index("- held-out pass@1") < findings.index("- wasted_frac")  # held-out first (after the budget line)
+    # held-out first (after the budget line)
+    assert findings.index("- held-out pass@1") < findings.index("- wasted_frac")
     assert (tests["p_holm"] >= tests["p_value"]).all()
 
 
@@ -125,7 +127,8 @@ def test_held_out_checkpoints_are_aligned_by_samples_drawn(built):
     # (eval every 5 steps: 10, where the jobs end at 12, 12, 10, 11)
     assert not table[table["alignment"] == "samples"]["checkpoint"].str.startswith("step").any()
     at_steps = table[table["alignment"] == "steps"]
-    assert set(at_steps["checkpoint"]) == {"step 10"} and set(at_steps["steps_a"]) == set(at_steps["steps_b"]) == {"10, 10"}
+    assert set(at_steps["checkpoint"]) == {"step 10"} \
+        and set(at_steps["steps_a"]) == set(at_steps["steps_b"]) == {"10, 10"}
     per_seed = pd.read_csv(report.parent / "tables" / "at_k_per_seed.csv")
     assert set(per_seed["seed_a"].dropna().astype(int)) == {0, 1}
 

@@ -154,7 +154,8 @@ def test_coverage_curves_match_a_brute_force_recount():
         per_model = {}
         for model, step in (("base", 0), ("trained", 50)):
             rows = eval[eval["step"] == step]
-            per_prompt = [np.mean([brute_pass_at_k(len(r), int(r["correct"].sum()), k) for _, r in by_job.groupby("job")])
+            per_prompt = [np.mean([brute_pass_at_k(len(r), int(r["correct"].sum()), k)
+                                   for _, r in by_job.groupby("job")])
                           for _, by_job in rows.groupby("prompt_id")]
             per_model[model] = np.mean(per_prompt)
         assert curves.loc[k, "base"] == pytest.approx(per_model["base"])
@@ -174,7 +175,8 @@ def test_crossing_recovers_a_known_crossing():
     _, crossings = coverage(coverage_eval(p_base, p_trained, n=32), n_boot=300)
     row = crossings.set_index("difficulty").loc["all"]
     assert row.gain_at_1 > 0 and row.cross_low <= exact <= row.cross_high, (exact, row)
-    assert "overtaken by the base at k = " in coverage_section.describe(*coverage(coverage_eval(p_base, p_trained, n=32)), ["sampler"])
+    assert "overtaken by the base at k = " in coverage_section.describe(
+        *coverage(coverage_eval(p_base, p_trained, n=32)), ["sampler"])
 
 
 def test_crossing_k():

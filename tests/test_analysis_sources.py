@@ -92,8 +92,8 @@ def test_where_keeps_the_jobs_a_sweep_of_them_alone_would_hold(grid, built, tmp_
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         out = build_report(grid, tmp_path / "r", where=["algo.beta=0.04"]).parent
-    pd.testing.assert_frame_equal(pd.read_csv(out / "tables" / "tests.csv"), pd.read_csv(r_one / "tables" / "tests.csv"),
-                                  check_exact=True)
+    pd.testing.assert_frame_equal(pd.read_csv(out / "tables" / "tests.csv"),
+                                  pd.read_csv(r_one / "tables" / "tests.csv"), check_exact=True)
 
 
 def test_by_names_the_arms_and_says_what_it_pools(grid, tmp_path):

@@ -66,7 +66,8 @@ def test_compare_values_pairs_seeds_by_name():
 def test_a_metric_an_arm_never_measured_makes_no_comparison_of_it():
     """algo.beta = 0 logs no KL (NaN): its pairs on kl are no comparison, not a row of empty cells counted
     among the report's tests; the other metrics and the arms that measured it are compared as ever."""
-    jobs = pd.DataFrame([{"seed": s, "beta": beta, "sampler": sampler, "reward": 0.5 + 0.1 * s + 0.05 * (sampler == "b"),
+    jobs = pd.DataFrame([{"seed": s, "beta": beta, "sampler": sampler,
+                          "reward": 0.5 + 0.1 * s + 0.05 * (sampler == "b"),
                           "kl": np.nan if beta == 0 else 0.01 + 0.001 * s + 0.002 * (sampler == "b")}
                          for s in range(4) for beta in (0.0, 0.04) for sampler in ("a", "b")])
     rows = compare_arms_by_seed(jobs, ["sampler", "beta"], ["reward", "kl"])

@@ -97,7 +97,8 @@ def test_chat_prompt_is_the_template_with_generation_prompt_and_one_bos(chat_mod
     start = tok.convert_tokens_to_ids("<|im_start|>")
     assert ids[0] == start and ids[1] != start  # the template's opening token once, never doubled
     with_system = chat_prompt(tok, "hi", system_prompt="Be brief.")
-    assert with_system.startswith("<|im_start|>system\nBe brief.<|im_end|>\n") and "helpful assistant" not in with_system
+    assert with_system.startswith("<|im_start|>system\nBe brief.<|im_end|>\n") \
+        and "helpful assistant" not in with_system
     task = render_task(ArithmeticTask.build([1], 2, 1, answer_format="boxed"), tok)
     assert all(p.prompt.startswith("<|im_start|>system") and p.prompt.endswith("assistant\n") for p in task.train)
 
@@ -113,8 +114,8 @@ def test_shots_are_earlier_turns_and_their_questions_leave_both_pools(chat_model
     rendered = render_task(task, tok, None, shots)
     asked = {p.prompt_id for p in task.train + task.held_out}
     kept = {p.prompt_id for p in rendered.train + rendered.held_out}
-    assert {"add-L1-2+5", "add-L1-3+1"} & asked and asked - kept == {"add-L1-2+5", "add-L1-3+1"} & asked and all(p.prompt.count("2 + 5 = 7") == 1
-                                                                       for p in rendered.train)
+    assert {"add-L1-2+5", "add-L1-3+1"} & asked and asked - kept == {"add-L1-2+5", "add-L1-3+1"} & asked and all(
+        p.prompt.count("2 + 5 = 7") == 1 for p in rendered.train)
 
 
 def test_end_of_turn_is_read_from_the_template(chat_model):

@@ -106,7 +106,8 @@ def test_evaluate_refuses_a_missing_run_dir_without_creating_it(tmp_path):
 
 def test_analysis_refuses_missing_and_empty_directories(tmp_path):
     out = _run("analysis", str(tmp_path / "missing"))
-    assert out.returncode == 2 and out.stderr.strip().splitlines() == [f"error: {tmp_path / 'missing'}: no such directory"]
+    assert out.returncode == 2 and out.stderr.strip().splitlines() == [
+        f"error: {tmp_path / 'missing'}: no such directory"]
     (tmp_path / "empty").mkdir()
     out = _run("analysis", str(tmp_path / "empty"))
     assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1 and "no grpo-lab runs" in out.stderr

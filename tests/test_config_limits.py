@@ -55,10 +55,22 @@ ACCEPTED: dict[tuple[str, str], str] = {  # (key, label) -> why that value works
     ("sampler.greso.min_p", "0"): "the adapted bases may reach 0; min_keep still keeps a chance",
     ("sampler.greso.step", "0"): "the bases stay at p_easy and p_hard",
     ("sampler.greso.step", "1e30"): "each move is clipped to [min_p, max_p]",
+    ("sampler.spo.offline_n", "0"): "no estimate: every prompt starts at Beta(0.5, 0.5), the code's prior for a "
+                                     "prompt without offline answers",
+    ("sampler.spo.d_half", "1e30"): "every visit forgets by rho_max: a constant forgetting (the code's rho.type "
+                                    "constant)",
+    ("sampler.spo.epsilon", "1e30"): "a uniform draw: the priorities choose nothing",
+    ("sampler.mopps.prior_alpha", "1e30"): "a prior no answer outweighs: predictions stay at its mean and the "
+                                           "earliest candidates are kept",
+    ("sampler.mopps.prior_beta", "1e30"): "as prior_alpha",
+    ("sampler.mopps.decay", "0"): "only a prompt's last visit counts (beside the prior)",
+    ("sampler.mopps.target", "0"): "the prompts predicted hardest are kept first",
+    ("sampler.mopps.candidates", "huge"): "capped at the pool: every distinct prompt is a candidate",
     ("sampler.replay.size", "huge"): "a buffer that never evicts: it holds one entry per mixed group drawn, at most",
     ("sampler.greso.target", "0"): "a target share of no ties",
     ("rollout.max_rows_per_call", "huge"): "no cap",
-    ("algo.rollout_correction_cap", "1e30"): NEVER + "no ratio is capped (algo.rollout_correction=none does so plainly)",
+    ("algo.rollout_correction_cap", "1e30"):
+        NEVER + "no ratio is capped (algo.rollout_correction=none does so plainly)",
     ("rollout.stop", "empty"): "the default: no stop strings",
     ("reward.accuracy", "1e30"): "advantages are scaled by the group std (or clipped gradients with algo.std=none)",
     ("reward.format", "0"): "the default: binary rewards",
@@ -173,5 +185,6 @@ def test_the_named_cases_through_the_command_line(tmp_path):
     for args, expected in bad_values(tmp_path):
         out = cli(*args, f"hydra.run.dir={tmp_path / 'run'}")
         lines = out.stderr.strip().splitlines()
-        assert out.returncode != 0 and len(lines) == 1 and lines[0].startswith(f"config error: {expected}"), (args, lines)
+        assert out.returncode != 0 and len(lines) == 1 and lines[0].startswith(f"config error: {expected}"), \
+            (args, lines)
     assert not (tmp_path / "run").exists()  # refused before Hydra made the run directory

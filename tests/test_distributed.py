@@ -27,7 +27,8 @@ from grpo_lab.train.trainer import train
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKER = Path(__file__).resolve().parent / "dist_worker.py"
-ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+ENV = {**os.environ, "OMP_NUM_THREADS": "1",
+       "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
 
 
 def torchrun(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
@@ -123,7 +124,8 @@ def test_two_rank_shaped_and_reused_update_equals_one_process(tmp_path, strategy
         assert one["stats"]["informative"] == 16 and one["stats"]["clip_frac"] > 0  # the reused rows are clipped
         for split in SPLITS:
             assert_same_step(two[agg, split], one, agg, split)
-            assert_same_trained_rows(two[agg, split]["rows"], rows, ORDER[split], ("advantages", "entropy", "behaviour"))
+            assert_same_trained_rows(two[agg, split]["rows"], rows, ORDER[split],
+                                     ("advantages", "entropy", "behaviour"))
 
 
 def test_fsdp_rollout_gathers_once_and_decodes_without_collectives(tmp_path):

@@ -367,7 +367,8 @@ def test_the_report_never_compares_two_evaluation_settings_and_says_what_it_left
     line = next(ln for ln in report.splitlines() if "**Evaluations left out**" in ln)
     assert "n=4 temperature=0.5 top_p=1 max_new_tokens=6 (job 1)" in line
     assert "- `1/eval (n=4 temperature=0.5 top_p=1 max_new_tokens=6)`: steps 0, 2" in report  # the held-out section
-    assert "`1/eval (n=4 temperature=0.5 top_p=1 max_new_tokens=6)`: an evaluation at other settings" in both["DETAILS.md"]
+    assert "`1/eval (n=4 temperature=0.5 top_p=1 max_new_tokens=6)`: an evaluation at other settings" \
+        in both["DETAILS.md"]
     assert "Evaluations left out" not in plain["REPORT.md"]
 
     # the run's own evaluation of arm 2 lost: its jobs are compared at temperature 0.5, and every comparison
@@ -433,7 +434,8 @@ def test_each_job_keeps_one_setting_and_names_the_others():
         ("1", "n=8 temperature=1 top_p=1 max_new_tokens=6", (0,))]  # the older copy at step 0
     assert "older rows" in other[-1].name
     line = left_out_line(kept)
-    assert line.startswith("**Evaluations left out**") and "n=4 temperature=0.5 top_p=1 max_new_tokens=6 (job 0)" in line
+    assert line.startswith("**Evaluations left out**") \
+        and "n=4 temperature=0.5 top_p=1 max_new_tokens=6 (job 0)" in line
     assert one_setting(replace_eval(tables, eval[eval["temperature"].isna() | eval["temperature"].eq(1.0)
                                                  & eval["job"].eq("0")])).skipped == []  # one setting: nothing said
 

@@ -111,12 +111,13 @@ def test_the_tie_learning_arms_differ_only_in_the_rule_and_the_sampler():
     jobs = [j for j in jobs if j.algo.beta == 0.04]  # the common-recipe arms; the paper arms: tests/test_recipes.py
     arms = {(j.algo.advantage, j.sampler.name) for j in jobs}
     assert arms == {("grpo", "fixed"), ("ngrpo", "fixed"), ("rl_zvp", "fixed"), ("grpo", "pods"), ("grpo", "replay"),
-                    ("grpo", "dynamic"), ("grpo", "dars")}
+                    ("grpo", "dynamic"), ("grpo", "dars"), ("spo", "spo"), ("grpo", "mopps"), ("grpo", "speed"),
+                    ("grpo", "ar3po")}
     base = flat(next(j for j in jobs if (j.algo.advantage, j.sampler.name, j.seed) == ("grpo", "fixed", 0)))
     for j in jobs:
         changed = {k for k, v in flat(j).items() if v != base[k]}
         assert changed <= {"algo.advantage", "sampler.name", "seed"}, changed
-    assert {j.seed for j in jobs} == set(range(12))
+    assert {j.seed for j in jobs} == set(range(13))
 
 
 def test_one_spelling_per_sampler_gives_one_run():
@@ -163,16 +164,18 @@ def test_multirun_fixed_vs_adaptive_at_equal_samples(tmp_path):
         ev = read_table(job, "eval").to_pandas()
         assert set(ev["step"]) == {0, g["step"].max()} and ev["answer"].notna().any()
         assert (ev.groupby(["step", "prompt_id"]).size() == 4).all()
-    (adaptive_job,) = [j for j in jobs if "sampler.name=resample_on_tie" in (j / ".hydra" / "overrides.yaml").read_text()]
+    (adaptive_job,) = [j for j in jobs
+                       if "sampler.name=resample_on_tie" in (j / ".hydra" / "overrides.yaml").read_text()]
     adaptive = read_table(adaptive_job, "groups").to_pandas()
     assert (adaptive["round"] > 0).any()  # level 1 and 4 prompts tie often: extra rounds were drawn
     assert (sweep / "report" / "REPORT.md").exists()  # the on_multirun_end callback built it
 
 
 def test_a_sweep_of_batch_sizes_at_one_budget_is_compared_at_equal_steps_too(tmp_path):
-    """Unequal steps at one budget, through Hydra: `prompts_per_step=2,4` at one `max_samples` takes 8 and 4 optimizer steps
-    to the budget; with `eval.every=2` every job is evaluated at step 4, the report's equal-steps point. The
-    held-out comparisons have rows at equal steps (both sides at step 4), and the Findings name both arms' steps."""
+    """Unequal steps at one budget, through Hydra: `prompts_per_step=2,4` at one `max_samples` takes 8 and 4
+    optimizer steps to the budget; with `eval.every=2` every job is evaluated at step 4, the report's equal-steps
+    point. The held-out comparisons have rows at equal steps (both sides at step 4), and the Findings name both
+    arms' steps."""
     import pandas as pd
 
     sweep, budget = tmp_path / "sweep", 8 * 2 * 4  # eight steps of 2 prompts x 4 samples, four of 4 prompts
@@ -218,9 +221,9 @@ def test_standalone_evaluation_of_base_and_checkpoints(tmp_path):
 def test_submitit_local_sweep_writes_its_report(tmp_path):
     """launcher=submitit_local: the submitit path of launcher=slurm, as local processes."""
     sweep = tmp_path / "sweep"
-    out = _cli(["-m", "launcher=submitit_local", "seed=0,1", "max_steps=2", "prompts_per_step=2", "sampler.group_size=2",
-                "task.levels=[1,2]", "task.train_per_level=4", "task.eval_per_level=2", "eval.n=2",
-                f"hydra.sweep.dir={sweep}"], ROOT)
+    out = _cli(["-m", "launcher=submitit_local", "seed=0,1", "max_steps=2", "prompts_per_step=2",
+                "sampler.group_size=2", "task.levels=[1,2]", "task.train_per_level=4", "task.eval_per_level=2",
+                "eval.n=2", f"hydra.sweep.dir={sweep}"], ROOT)
     assert out.returncode == 0, out.stderr[-3000:]
     jobs = sorted(p for p in sweep.iterdir() if (p / "run.json").exists())
     assert [j.name for j in jobs] == ["0", "1"]
@@ -255,7 +258,8 @@ def test_swept_values_set_on_one_compose_equal_a_compose_per_job(args, jobs):
     assert len(plain) == jobs and len({(j.seed, j.sampler.name, j.algo.lr, tuple(j.task.levels)) for j in plain}) > 2
 
 
-@pytest.mark.parametrize("args,key", [(["-m", "seed=0,abc"], "seed"), (["-m", "sampler.group_size=4,x"], "sampler.group_size"),
+@pytest.mark.parametrize("args,key", [(["-m", "seed=0,abc"], "seed"),
+                                      (["-m", "sampler.group_size=4,x"], "sampler.group_size"),
                                       (["-m", "seed=0,1", "sampler.group_size=8,1"], "sampler.group_size")])
 def test_a_bad_swept_value_is_named_whatever_its_position(args, key):
     _, error = preflight("train", args)

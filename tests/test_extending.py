@@ -157,7 +157,8 @@ def test_a_report_section_is_one_module_and_one_line(tmp_path):
         '"""A throwaway section: the distinct prompts the jobs drew."""\n\n'
         "from analysis.sections.section import Section\n\n\n"
         "def section(tables, ctx):\n"
-        '    return Section(text=f"## Prompts drawn\\n\\n{tables.groups[\'prompt_id\'].nunique()} distinct prompts.")\n')
+        '    return Section(text=f"## Prompts drawn\\n\\n{tables.groups[\'prompt_id\'].nunique()} '
+        'distinct prompts.")\n')
     report = copy / "analysis/report.py"
     text = report.read_text()
     anchor = '("health", health.section),'

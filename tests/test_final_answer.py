@@ -38,7 +38,8 @@ def test_the_named_near_misses_earn_nothing_anywhere(text):
     (r"\boxed{46.}", {"boxed", "latex", "last_number"}, {"boxed", "latex"}),
     (r"$\boxed{46}$", {"boxed", "latex", "last_number"}, {"boxed", "latex"}),
     (r"\boxed{\textbf{46}}", {"boxed", "latex", "last_number"}, {"boxed", "latex"}),
-    (r"The final answer is $\boxed{46}$.", {"boxed", "latex", "last_number"}, {"boxed", "latex"}),  # one statement, not two
+    # one statement, not two
+    (r"The final answer is $\boxed{46}$.", {"boxed", "latex", "last_number"}, {"boxed", "latex"}),
     ("Answer: 46.", {"answer_line", "last_number"}, {"answer_line"}),
     ("**Answer:** $46$", {"answer_line", "last_number"}, {"answer_line"}),
     # a sentence after the answer that states no other answer

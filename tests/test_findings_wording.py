@@ -76,8 +76,8 @@ def test_a_seed_effect_on_these_prompts_is_not_called_a_difference_beyond_them(p
     assert row["p_value"] == pytest.approx(2 / 2 ** len(SEEDS))  # every paired seed agrees: the exact floor
     assert row["ci_low"] <= 0 < row["ci_high"]  # a resample of prompts without the two finds no difference
     line = line_of(findings(text), "held-out pass@1")
-    assert f"On these 48 prompts (new seeds, the same prompts) algo.beta=0.0 is higher in {len(SEEDS)} of {len(SEEDS)}" \
-        in line, line
+    assert (f"On these 48 prompts (new seeds, the same prompts) algo.beta=0.0 is higher in {len(SEEDS)} "
+            f"of {len(SEEDS)}") in line, line
     assert f"p = {cell(row['p_value'], 3)}" in line and "Holm" not in line
     assert "a difference on these prompts that a new draw of prompts does not establish" in line
     # what the verdict could detect is read from the same interval (80% power, two-sided 5%)
@@ -125,8 +125,8 @@ def test_a_difference_of_training_progress_is_said_at_equal_steps(step_progress)
     assert "a detectable difference" in line.split(" At equal samples")[0]  # learning fills all-correct ties
     assert "At equal samples fixed took 24 optimizer steps and resample_on_tie 12; at equal steps (steps 1–12)" in line
     assert line.endswith("no detectable difference, so the difference holds at equal samples, not at equal steps "
-                         "(whose interval excludes it): it is one of training progress (the arms took different steps), not of the arms at an equal "
-                         "step."), line
+                         "(whose interval excludes it): it is one of training progress (the arms took different "
+                         "steps), not of the arms at an equal step."), line
     dynamics = next(line for line in findings(text) if line.startswith("Training dynamics over the same"))
     steps = raw(root, "steps")
     kl = steps[steps["step"] <= 12].groupby("job")["kl"].mean().groupby(arm).mean()

@@ -134,7 +134,8 @@ def test_at_real_shape_only_adapters_change_and_the_reference_is_the_base(qwen2_
     trainer.checkpoint()
     folder = checkpoint_dir(cfg.out_dir, 1)
     assert (folder / "adapter_model.safetensors").exists() and not (folder / "model.safetensors").exists()
-    assert (folder / "adapter_model.safetensors").stat().st_size < 0.05 * (qwen2_real / "model.safetensors").stat().st_size
+    assert (folder / "adapter_model.safetensors").stat().st_size \
+        < 0.05 * (qwen2_real / "model.safetensors").stat().st_size
     resumed = Trainer(cfg, RunRecord(Path(cfg.out_dir), cfg.seed))
     assert resumed.last_step == 1
     assert all(torch.equal(v, split(resumed.model)[1][k]) for k, v in after_adapters.items())
@@ -146,8 +147,8 @@ def test_at_real_shape_only_adapters_change_and_the_reference_is_the_base(qwen2_
 
 
 @pytest.mark.parametrize("override, key", [
-    (dict(rank=-1), "model.lora.rank"), (dict(alpha=0.0), "model.lora.alpha"), (dict(dropout=1.0), "model.lora.dropout"),
-    (dict(targets=[]), "model.lora.targets"),
+    (dict(rank=-1), "model.lora.rank"), (dict(alpha=0.0), "model.lora.alpha"),
+    (dict(dropout=1.0), "model.lora.dropout"), (dict(targets=[]), "model.lora.targets"),
 ])
 def test_bad_lora_keys_name_themselves(override, key):
     cfg = TrainConfig()

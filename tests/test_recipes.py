@@ -89,6 +89,31 @@ def test_each_arm_lists_exactly_the_departures_set_in_its_config():
     assert rows.loc["pods", "not_settable"] == ""
 
 
+SPO = {"algo.advantage": "spo", "sampler.name": "spo", "sampler.spo.offline_n": 8, "sampler.spo.rho_min": 0.875,
+       "sampler.spo.rho_max": 0.96, "sampler.spo.d_half": 0.06, "sampler.spo.epsilon": 0.05}
+NEWER = {  # the newer methods: the keys set over the common recipe, and the departures that must be listed
+    "spo": (SPO, {"algo.eps_high", "algo.beta", "algo.loss_agg"}),
+    "spo_paper": ({**SPO, "algo.eps_high": 0.28, "algo.beta": 0.0, "algo.loss_agg": "token"}, set()),
+    "spo_slow": ({**SPO, "sampler.spo.d_half": 0.5, "algo.eps_high": 0.28, "algo.beta": 0.0, "algo.loss_agg": "token"},
+                 {"sampler.spo.d_half"}),
+    "mopps": ({"sampler.name": "mopps", "sampler.mopps.prior_alpha": 1.0, "sampler.mopps.prior_beta": 1.0,
+               "sampler.mopps.decay": 0.5, "sampler.mopps.target": 0.5, "sampler.mopps.candidates": 8,
+               "sampler.mopps.selection": "mean"}, {"sampler.mopps.selection"}),
+    "speed": ({"sampler.name": "speed", "sampler.speed.screen_size": 4, "sampler.speed.screen_factor": 4,
+               "sampler.speed.max_rounds": 49}, {"algo.beta", "algo.loss_agg"}),
+    "ar3po": ({"sampler.name": "ar3po"}, set()),
+}
+
+
+def test_the_newer_methods_list_exactly_their_departures():
+    rows = recipe_rows(jobs_of({name: keys for name, (keys, _) in NEWER.items()}), ARM).set_index("arm")
+    for name, (_, want) in NEWER.items():
+        assert departed(rows.loc[name, "departures"]) == want, (name, rows.loc[name, "departures"])
+    assert rows.loc["spo", "method"] == "SPO" and rows.loc["ar3po", "method"] == "AR3PO"
+    assert "algo.eps_high 0.2 (paper: 0.28, inert at algo.mu=1)" in rows.loc["spo", "departures"].split("; ")
+    assert rows.loc["speed", "not_settable"] == "; ".join(RECIPES["speed"].not_settable)
+
+
 def test_seeds_that_disagree_and_keys_not_recorded_are_said():
     jobs = jobs_of({"dapo": {"sampler.name": "dynamic", "algo.eps_high": 0.28, "algo.loss_agg": "token"}},
                    per_seed={("dapo", 0): {"algo.beta": 0.0}})
@@ -103,6 +128,9 @@ def test_the_method_is_read_from_the_rule_then_the_sampler():
     assert method_of({"algo.advantage": "grpo", "sampler.name": "dars"}) == "dars"
     assert method_of({"algo.advantage": "grpo", "sampler": "replay"}) == "replay"  # load's alias
     assert method_of({"algo.advantage": "grpo", "sampler.name": "greso"}) == "grpo"
+    assert method_of({"algo.advantage": "spo", "sampler.name": "spo"}) == "spo"
+    assert [method_of({"algo.advantage": "grpo", "sampler.name": n}) for n in ("mopps", "speed", "ar3po")] == [
+        "mopps", "speed", "ar3po"]
 
 
 def test_the_base_recipe_the_common_arms_share_is_named():
@@ -123,11 +151,13 @@ def test_the_base_recipe_the_common_arms_share_is_named():
             "one base recipe") in text
 
 
-PAPER_ARMS = ("ngrpo_paper", "rl_zvp_paper", "pods_paper", "dars_paper")
+PAPER_ARMS = ("ngrpo_paper", "rl_zvp_paper", "pods_paper", "dars_paper", "spo_paper", "speed_paper")
 COMMON = {"grpo": set(), "ngrpo": CASES["ngrpo"][1], "rl_zvp": {"algo.eps_high", "algo.beta", "algo.loss_agg"},
           "pods": CASES["pods"][1], "replay": set(),
           "dynamic": {"algo.eps_high", "algo.beta", "algo.loss_agg"},
-          "dars": {"algo.std", "algo.beta", "algo.loss_agg", "algo.mu"}}
+          "dars": {"algo.std", "algo.beta", "algo.loss_agg", "algo.mu"},
+          "spo": {"algo.eps_high", "algo.beta", "algo.loss_agg"}, "mopps": set(),
+          "speed": {"algo.beta", "algo.loss_agg"}, "ar3po": set()}
 
 
 def test_the_tie_learning_arms_compose_to_their_recipes():

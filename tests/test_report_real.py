@@ -117,6 +117,7 @@ def test_a_packed_report_ships_its_data_and_rebuilds_the_same(sweep, tmp_path):
     again = subprocess.run([sys.executable, "-m", "analysis", str(data), "--out", str(target)], cwd=ROOT, text=True,
                            capture_output=True, timeout=600)
     assert again.returncode == 0, again.stderr[-3000:]
-    rebuilt = {p.relative_to(target): p.read_bytes() for p in target.rglob("*") if p.is_file() and "data" not in p.parts}
+    rebuilt = {p.relative_to(target): p.read_bytes() for p in target.rglob("*")
+               if p.is_file() and "data" not in p.parts}
     assert rebuilt.keys() == first.keys()
     assert [name for name in first if rebuilt[name] != first[name]] == []

@@ -71,8 +71,8 @@ def test_arithmetic_pools_are_seeded_disjoint_and_stable():
 
 
 def test_math_set_loader(tmp_path):
-    rows = [{"problem": f"What is {i}/2?", "solution": rf"It is \boxed{{\frac{{{i}}}{{2}}}}", "level": f"Level {i % 5 + 1}",
-             "unique_id": f"p{i}"} for i in range(50)]
+    rows = [{"problem": f"What is {i}/2?", "solution": rf"It is \boxed{{\frac{{{i}}}{{2}}}}",
+             "level": f"Level {i % 5 + 1}", "unique_id": f"p{i}"} for i in range(50)]
     path = tmp_path / "math.jsonl"
     path.write_text("\n".join(json.dumps(r) for r in rows))
     task = load_math_task(str(path))

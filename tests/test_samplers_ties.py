@@ -308,4 +308,5 @@ def test_a_reused_samples_ratio_divides_by_its_behaviour_log_probs():
         want.clip_frac, rel=1e-6)
     # e^0.3 = 1.35 > 1.2: the reused rows with A > 0 are clipped, every token of them, and nothing else is
     assert out["clip_frac"] > 0 and out["clip_frac"] == pytest.approx(float(mask[4:6].sum() / mask.sum()), rel=1e-6)
-    torch.testing.assert_close(out["behaviour"][:, :now.shape[1]], now, atol=1e-6, rtol=0)  # this pass's, for the buffer
+    torch.testing.assert_close(out["behaviour"][:, :now.shape[1]], now,
+                               atol=1e-6, rtol=0)  # this pass's, for the buffer

@@ -73,7 +73,8 @@ def _run_script(folder, text):
     script = folder / "script.py"
     script.write_text(textwrap.dedent(text))
     env = {**os.environ, PROCESSES: "2", "OMP_NUM_THREADS": "1",
-           "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parent.parent), os.environ.get("PYTHONPATH", "")])}
+           "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parent.parent),
+                                          os.environ.get("PYTHONPATH", "")])}
     return subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=600)
 
 
@@ -149,7 +150,8 @@ def test_a_computation_s_figures_are_drawn_with_it_in_the_worker_and_moved_into_
         claims = worker.claims
     drawn = _drawn(log)
     assert [name for _, name in drawn] == ["marked"] and drawn[0][0] != str(os.getpid())  # once, in the worker
-    assert sorted(p.name for p in folder.iterdir()) == ["marked.png"] and (folder / "marked.png").read_text() == "marked"
+    assert sorted(p.name for p in folder.iterdir()) == ["marked.png"] \
+        and (folder / "marked.png").read_text() == "marked"
     assert not claims.exists()  # the worker's own folder went with the claims
 
 

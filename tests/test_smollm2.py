@@ -143,7 +143,8 @@ def test_answers_read_from_free_text(preset, smollm2):
         texts = [t + suffix.format(g=g) for t, g in zip(ro.texts, golds)]
         again = score_all(texts, [True] * len(texts), golds, "integer", RewardWeights(), answer_format="boxed")
         # a reply that already stated another final answer ("The answer is 18.") stays wrong: one final answer
-        states = [bool(statements(t)) and any(clean(v or "") != g for v in statements(t)) for t, g in zip(ro.texts, golds)]
+        states = [bool(statements(t)) and any(clean(v or "") != g for v in statements(t))
+                  for t, g in zip(ro.texts, golds)]
         assert [x.correct for x in again] == [right and not other for other in states], suffix
 
 

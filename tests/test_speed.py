@@ -1,6 +1,7 @@
 """Real-model speed-ups against the plain path they replace: gqa_eager attention (log-probs of the training
-pass bitwise, its gradients within 1e-5 relative; rollouts the same tokens, log-probs within 1e-5), the growing KV cache bitwise; model.fast_math's one-pass sampler and kept output-layer softmax within
-stated float tolerances; model.dtype=autocast_bf16's context, warning and fp32 reference."""
+pass bitwise, its gradients within 1e-5 relative; rollouts the same tokens, log-probs within 1e-5), the growing KV
+cache bitwise; model.fast_math's one-pass sampler and kept output-layer softmax within stated float tolerances;
+model.dtype=autocast_bf16's context, warning and fp32 reference."""
 
 import copy
 from pathlib import Path
@@ -126,5 +127,6 @@ def test_autocast_bf16_runs_under_cpu_autocast_warns_without_bf16_units_and_keep
     cfg.model.dtype = "autocast_bf16"
     Path(cfg.out_dir).mkdir()
     trainer = Trainer(cfg, RunRecord(Path(cfg.out_dir), cfg.seed))
-    assert {p.dtype for p in trainer.ref.parameters()} == {p.dtype for p in trainer.model.parameters()} == {torch.float32}
+    assert {p.dtype for p in trainer.ref.parameters()} == {p.dtype for p in trainer.model.parameters()} \
+        == {torch.float32}
     trainer.scorer.close()

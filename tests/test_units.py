@@ -17,7 +17,8 @@ def group(rewards, rnd=0, prompt="p"):
     g = len(r)
     ones = torch.ones(g, 1)
     samples = Rollout(torch.ones(1, 1, dtype=torch.long), torch.ones(1, 1), torch.ones(g, 1, dtype=torch.long), ones,
-                      torch.zeros(g, 1), ["2"] * g, torch.ones(g, dtype=torch.long), torch.zeros(g, dtype=torch.bool), g)
+                      torch.zeros(g, 1), ["2"] * g, torch.ones(g, dtype=torch.long), torch.zeros(g, dtype=torch.bool),
+                      g)
     return Group(Problem(prompt, "1+1=", "2", "1"), rnd, samples, r, r > 0, bool(r.std() <= 1e-8))
 
 

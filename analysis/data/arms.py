@@ -156,7 +156,8 @@ def grid_keys(frame: pd.DataFrame, keys: Sequence[str]) -> tuple[str, str] | Non
     return (keys[0], keys[1]) if min(sizes) >= 2 and len(values) == sizes[0] * sizes[1] else None
 
 
-def arm_pairs(frame: pd.DataFrame, keys: Sequence[str]) -> list[tuple[tuple[str, pd.DataFrame], tuple[str, pd.DataFrame]]]:
+def arm_pairs(frame: pd.DataFrame,
+              keys: Sequence[str]) -> list[tuple[tuple[str, pd.DataFrame], tuple[str, pd.DataFrame]]]:
     """Every pair of arms of `frame` ((label, rows) each, in order of first appearance) that a report
     compares: all pairs, or in a two-key grid (`grid_keys`) the pairs that share the second key's value."""
     arms = list(iter_arms(frame, keys))

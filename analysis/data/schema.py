@@ -36,6 +36,7 @@ OPTIONAL: dict[str, dict[str, str]] = {
     "eval": {"n": "int?", "temperature": "float?", "top_p": "float?", "max_new_tokens": "int?",
              "tokens_total": "int?"},
     # the rollout/train mismatch (grpo_lab/train/rollout_correction.py), in steps written since rollout.engine
+    "groups": {"predicted_rate": "float?"},  # a predicting sampler's (mopps, spo), in groups written since
     "steps": {c: "float?" for c in ("rollout_logp_diff_mean", "rollout_logp_diff_max", "rollout_kl",
                                     "rollout_ratio_mean", "rollout_ess", "rollout_capped")},
 }
@@ -91,7 +92,8 @@ def value_problems(table: str, parts: Sequence[pa.Table]) -> list[str | None]:
         return [value_problems(table, [part])[0] for part in parts]
     ends = np.cumsum([part.num_rows for part in parts])  # (parts,) each part's last row + 1 in `whole`
     expected = {**CONTRACT[table], **OPTIONAL.get(table, {})}
-    for column in (c for c in whole.column_names if c in expected):  # a contract column is in every part (its schema passed)
+    # a contract column is in every part (its schema passed)
+    for column in (c for c in whole.column_names if c in expected):
         want = expected[column]
         values = whole.column(column)
         if not want.endswith("?") and values.null_count:  # arrow keeps the count: no pass over the values

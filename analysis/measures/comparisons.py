@@ -114,9 +114,9 @@ COMPARISON_COLUMNS = ("metric", "k", "checkpoint", "alignment", "a", "b", "steps
                       "samples_b", "tokens_a", "tokens_b",
                       *COMPARED, "refused")
 PER_SEED_COLUMNS = ("metric", "k", "checkpoint", "a", "b", "seed_a", "seed_b", "mean_a", "mean_b", "difference")
-ARM_TEST = ("Estimate: the mean over seeds of the per-prompt mean; interval: bootstrap over prompts (both arms together) "
-            "and seeds within each arm (as pairs when paired); p: exact sign-flip test over paired seeds, "
-            "else exact permutation test over seeds")
+ARM_TEST = ("Estimate: the mean over seeds of the per-prompt mean; interval: bootstrap over prompts "
+            "(both arms together) and seeds within each arm (as pairs when paired); p: exact sign-flip test "
+            "over paired seeds, else exact permutation test over seeds")
 
 
 Point = tuple[str, object]  # (alignment, where): (samples, a checkpoint label), (steps, a step), (tokens, a multiple)

@@ -1,6 +1,7 @@
 """Quantities an arm's own rule fixes: measured, but not a finding. RL-ZVP gives every sample of a tied group an
 advantage, so its informative share is 1 whatever the policy does; PODS trains G of the n samples it draws, so at
-least 1 − G/n of them are wasted; a group of 16 ties less often than a group of 8 at any pass rate
+least 1 − G/n of them are wasted; SPO's advantages are nonzero for every sample and its groups of one never tie; a
+group of 16 ties less often than a group of 8 at any pass rate
 (p^G + (1−p)^G falls with G). A comparison on such a quantity says what the rule is, not how the arm trained:
 it is labelled "by construction" and left out of rankings, of Holm's families and of the counts of findings.
 
@@ -38,6 +39,11 @@ def wasted_by_rule(rows: pd.DataFrame) -> list[tuple[int, str]]:
     if _one(rows, "algo.advantage") == "rl_zvp":
         found.append((LESS, "RL-ZVP gives every sample of a tied group an entropy-shaped advantage, so every sample "
                             "that enters the update is informative by construction"))
+    if _one(rows, "algo.advantage") == "spo":
+        found.append((LESS, "SPO's advantage is an answer's reward less its prompt's tracked pass rate, normalised "
+                            "over the batch: nonzero for every sample, so every sample that enters the update is "
+                            "informative by construction (what it wastes instead: answers its tracker predicted, "
+                            "near-zero advantages)"))
     if _one(rows, "sampler.name") == "pods":
         drawn, kept = _one(rows, "sampler.pods.n"), _one(rows, "sampler.group_size")
         if drawn is not None and kept is not None and float(drawn) > 0:
@@ -69,6 +75,10 @@ class Fixed:
             found = [f"{arm}: {why}" for arm, side in ((a, -1), (b, 1)) for way, why in self.wasted.get(arm, [])
                      if difference == 0 or (difference > 0) == (way * side > 0)]
             return "; ".join(found) or None
+        alone = [arm for arm in (a, b) if 1 in self.sizes.get(arm, ())]
+        if metric in TIES and alone:  # SPO: one answer a prompt ties with nothing
+            return (f"{' and '.join(alone)} drew groups of one answer, which never tie by construction: a tie "
+                    "needs two answers")
         if metric in TIES and a in self.sizes and b in self.sizes and self.sizes[a] != self.sizes[b]:
             larger_ties_less = (difference > 0) == (max(self.sizes[a]) > max(self.sizes[b]))
             if difference == 0 or larger_ties_less:

@@ -71,6 +71,24 @@ RECIPES: dict[str, Recipe] = {
                                                   "algo.loss_agg": "token", "algo.mu": 1},
                       (mini_batches(16), "overlong reward shaping")),
     "replay": Recipe("replay buffer (TRL's trainer)", published=False),
+    # verl-recipe spo/train.sh, spo/config/spo_trainer.yaml and spo_ray_trainer.py (48ea0a797fa2); verl's actor.yaml
+    "spo": Recipe("SPO", {"sampler.name": "spo", "sampler.spo.offline_n": 8, "sampler.spo.rho_min": 0.875,
+                          "sampler.spo.rho_max": 0.96, "sampler.spo.d_half": 0.06, "sampler.spo.epsilon": 0.05,
+                          "algo.eps_low": 0.2, "algo.eps_high": 0.28, "algo.beta": 0.0, "algo.loss_agg": "token",
+                          "algo.mu": 1},
+                  (mini_batches(8), "dual clip c = 10", "offline answers by another model, read from a file")),
+    # thu-rllab/MoPPS recipe/ours (a883f519bb2e): the sampler's values; its scripts' objective was not read
+    "mopps": Recipe("MoPPS", {"sampler.name": "mopps", "sampler.mopps.prior_alpha": 1.0,
+                              "sampler.mopps.prior_beta": 1.0, "sampler.mopps.decay": 0.5, "sampler.mopps.target": 0.5,
+                              "sampler.mopps.candidates": 8, "sampler.mopps.selection": "thompson"}),
+    # Zanette-Labs/speed-rl run_fast_rloo_7b.sh and data_controller.py (80e47b5f7bd7)
+    "speed": Recipe("SPEED-RL", {"sampler.name": "speed", "sampler.speed.screen_size": 4,
+                                 "sampler.speed.screen_factor": 4, "sampler.speed.max_rounds": 49, "algo.beta": 0.0,
+                                 "algo.eps_low": 0.2, "algo.eps_high": 0.2, "algo.loss_agg": "token"},
+                    ("RLOO advantages", "qualified prompts beyond the batch carried to the next step")),
+    # arXiv:2509.25808: its rounds, cap and reuse were not reachable (docs/RECIPES.md): nothing to compare
+    "ar3po": Recipe("AR3PO", {"sampler.name": "ar3po"},
+                    ("its round size, cap and how a reused answer enters a group: not found in a reachable source",)),
 }
 
 
@@ -78,10 +96,10 @@ def method_of(config: Mapping[str, object]) -> str:
     """The tie method a job config runs (a key of RECIPES): the advantage rule where it is not eq. 3's, else the
     sampler where it is one of the studied ones, else plain GRPO."""
     rule = value_text(config.get("algo.advantage"))
-    if rule in ("ngrpo", "rl_zvp"):
+    if rule in ("ngrpo", "rl_zvp", "spo"):
         return rule
     sampler = value_text(config.get("sampler.name", config.get("sampler")))
-    return sampler if sampler in ("pods", "dars", "dynamic", "replay") else "grpo"
+    return sampler if sampler in ("pods", "dars", "dynamic", "replay", "mopps", "speed", "ar3po") else "grpo"
 
 
 def _values(rows: pd.DataFrame, key: str) -> list[object] | None:

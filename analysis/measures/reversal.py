@@ -35,10 +35,11 @@ class Reversal:
         at = "at each level with data" if moved == len(within) else \
             f"at {moved} of the {len(within)} levels with data (equal at the rest)"
         a, b = short_label(self.a), short_label(self.b)
-        levels = "; ".join(f"{names.get(d, d)} {self.value_a[d]:.3f} → {self.value_b[d]:.3f}" for d in self.value_a.index)
+        levels = "; ".join(f"{names.get(d, d)} {self.value_a[d]:.3f} → {self.value_b[d]:.3f}"
+                           for d in self.value_a.index)
         mix = "; ".join(f"{names.get(d, d)} {self.share_a[d]:.0%} → {self.share_b[d]:.0%}" for d in self.share_a.index)
-        return (f"Reversed by difficulty (Simpson's paradox): pooled over the difficulties (summed over seeds) {what} is "
-                f"{self.pooled_a:.3f} "
+        return (f"Reversed by difficulty (Simpson's paradox): pooled over the difficulties (summed over seeds) "
+                f"{what} is {self.pooled_a:.3f} "
                 f"for {a} and {self.pooled_b:.3f} for {b}, yet {b} is {side} {at} ({a} → {b}: {levels}); a pooled "
                 f"difference against every level's comes from how the arms spread their {weight} over the "
                 f"difficulties (share of {weight}, {a} → {b}: {mix}; point estimates).")

@@ -44,7 +44,8 @@ def predict_ties(groups: pd.DataFrame, window: int | None = None, pool: Sequence
     before, so whether there is an estimate, and its value, never depend on the group being
     predicted (redraws after a tie would). From those m samples with c correct,
     C(c, G)/C(m, G) + C(m-c, G)/C(m, G) estimates p^G + (1-p)^G, unbiased under `ASSUMPTION`
-    (the plug-in (c/m)^G is biased upwards even then). Fewer than G such samples: NaN.
+    (the plug-in (c/m)^G is biased upwards even then). Fewer than G such samples: NaN; NaN for a group of one
+    answer too (SPO's), which cannot tie: the formula's 1 would be no prediction of anything.
     """
     size = groups["group_size"].to_numpy()
     first = groups["round"].to_numpy() == 0
@@ -56,7 +57,8 @@ def predict_ties(groups: pd.DataFrame, window: int | None = None, pool: Sequence
     at_step = _pair_ids(cell, step - step_window(step, window))
     c = np.bincount(cell, c0)[cell] - np.bincount(at_step, c0)[at_step]
     m = np.bincount(cell, m0)[cell] - np.bincount(at_step, m0)[at_step]
-    return pd.Series(_unbiased_tie(c, m, size), index=groups.index, name="predicted_tie")
+    predicted = np.where(size >= 2, _unbiased_tie(c, m, size), np.nan)
+    return pd.Series(predicted, index=groups.index, name="predicted_tie")
 
 
 def _group_ids(*columns: ArrayLike) -> np.ndarray:

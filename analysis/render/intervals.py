@@ -106,7 +106,8 @@ def ranking(rankings: Sequence, path: Path) -> Path:
         table = r.table
         y = np.arange(len(table))[::-1]
         for yi, (_, row) in zip(y, table.iterrows()):
-            interval_row(ax, yi, row["ci_low"], row["ci_high"], row["mean"], f"{'ranks' if '–' in str(row['ranks']) else 'rank'} {row['ranks']}")
+            interval_row(ax, yi, row["ci_low"], row["ci_high"], row["mean"],
+                         f"{'ranks' if '–' in str(row['ranks']) else 'rank'} {row['ranks']}")
         ax.set_yticks(y, [short_label(a) for a in table["arm"]])
         ax.set_ylim(-0.6, len(table) - 0.4)
         ax.set_title(f"{r.measure}\n({len(r.resolved)} of {r.pairs} orderings resolved)", fontsize="medium")

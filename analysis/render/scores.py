@@ -80,7 +80,8 @@ def _same_curves(a: pd.DataFrame, b: pd.DataFrame) -> bool:
     """Whether two arms' at-k rows hold the same means and intervals at every difficulty, metric and k."""
     keys, values = ["difficulty", "metric", "k"], ["mean", "ci_low", "ci_high"]
     a, b = (frame.astype({"difficulty": str}).set_index(keys)[values].sort_index() for frame in (a, b))
-    return a.index.equals(b.index) and np.allclose(a.to_numpy(), b.to_numpy(), rtol=0, atol=1e-9)  # summed in another order
+    return a.index.equals(b.index) and np.allclose(a.to_numpy(), b.to_numpy(),
+                                                   rtol=0, atol=1e-9)  # summed in another order
 
 
 @styled

@@ -111,8 +111,8 @@ def finish_build(building: Path, out: Path) -> None:
     with their modes, `out`'s own mode too), then the two folders are swapped in one step (renameat2's
     RENAME_EXCHANGE where the system has it, else two renames a moment apart), so a build killed at any point
     leaves the old report or the new one, never a mix (without renameat2, not on Linux, a kill between the two
-    renames leaves the old report whole in `.<name>.old-<pid>-...` and no `out`). Anything that appeared in `out` between the carrying
-    and the swap is moved into the new folder before the old one is removed."""
+    renames leaves the old report whole in `.<name>.old-<pid>-...` and no `out`). Anything that appeared in
+    `out` between the carrying and the swap is moved into the new folder before the old one is removed."""
     files = [f for f in sorted(p.relative_to(building).as_posix() for p in building.rglob("*") if p.is_file())
              if is_own_name(f)]
     # the build's process stays named until the swap: a build killed at the swap leaves a folder that the next

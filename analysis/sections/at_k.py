@@ -130,7 +130,8 @@ def job_checkpoints_table(tables: Tables, arm: Sequence[str]) -> pd.DataFrame:
     final = names.to_series().map(per_job["final_step"]).to_numpy(float)[codes]
     drawn = largest(groups[["samples_total", "tokens_total"]], step <= final)
     trained = largest(groups["step"])
-    return out.assign(last_trained_step=out["job"].map(trained), samples_at_final=out["job"].map(drawn["samples_total"]),
+    return out.assign(last_trained_step=out["job"].map(trained),
+                      samples_at_final=out["job"].map(drawn["samples_total"]),
                       tokens_at_final=out["job"].map(drawn["tokens_total"]))
 
 
@@ -141,4 +142,5 @@ def by_k(curves: pd.DataFrame, arm: Sequence[str]) -> pd.DataFrame:
     wide = curves.assign(text=text).pivot(index=[*arm, "checkpoint", "steps", "samples", "metric"], columns="k",
                                           values="text")
     wide = wide.rename(columns=lambda k: f"k={k}").reset_index()
-    return sort_naturally(wide, [*arm, "checkpoint", "metric"], {"checkpoint": checkpoint_rank, "metric": METRICS.index})
+    return sort_naturally(wide, [*arm, "checkpoint", "metric"],
+                          {"checkpoint": checkpoint_rank, "metric": METRICS.index})

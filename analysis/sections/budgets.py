@@ -26,7 +26,8 @@ def budget_warning(budgets: pd.DataFrame, tests: pd.DataFrame | None = None) -> 
                 f"{', '.join(f'{short_label(a)} {v:,.0f}' for a, v in zip(budgets['arm'], budgets['tokens']))} "
                 f"({ratios['tokens']:.2f}x), more than {BUDGET_TOLERANCE:.0%} apart. The comparisons aligned by "
                 f"samples drawn are at equal samples, not at equal tokens; {where}.")
-    parts = [f"{unit} per job {', '.join(f'{short_label(a)} {_amount(v)}' for a, v in zip(budgets['arm'], budgets[unit]))}"
+    parts = [f"{unit} per job "
+             f"{', '.join(f'{short_label(a)} {_amount(v)}' for a, v in zip(budgets['arm'], budgets[unit]))}"
              f" ({ratios[unit]:.2f}x)" for unit in ("samples", "tokens") if unit in ratios]
     # samples alike but tokens not (an arm that draws longer answers): a token budget is the equal one then
     fix = "`max_samples` ends every job at one budget" if "samples" in ratios else \

@@ -85,11 +85,13 @@ def examples_markdown(completions: pd.DataFrame, per_kind: int = 1, max_chars: i
             rows = by_group.get_group((g.job, g.step, g.group)).sort_values("sample")
             size = int(rows["group_size"].iloc[0])
             right = int(rows["correct"].sum())
-            score = f"{right}/{size} correct" if len(rows) == size else f"{right} of the {len(rows)} kept of {size} correct"
+            score = f"{right}/{size} correct" if len(rows) == size else \
+                f"{right} of the {len(rows)} kept of {size} correct"
             out.append(f"**{KINDS[g.kind]}** ({score}; "
                        f"job {g.job}, step {g.step}, prompt `{g.prompt_id}`): {code(str(g.prompt), max_chars)}")
             lines = ["| sample | completion | reward | correct |", "|---|---|---|---|"]
-            lines += [f"| {r.sample} | {code(str(r.completion), max_chars)} | {r.reward:g} | {'yes' if r.correct else 'no'} |"
+            lines += [f"| {r.sample} | {code(str(r.completion), max_chars)} | {r.reward:g} | "
+                      f"{'yes' if r.correct else 'no'} |"
                       for r in rows.itertuples(index=False)]
             out.append("\n".join(lines))
     return "\n\n".join(out)

@@ -355,7 +355,8 @@ def findings(tests: pd.DataFrame, inputs: Inputs, unit_weight: str, ranked: Sequ
         if len(dynamics):
             span = str(dynamics["interval"].iloc[0]).removeprefix("seeds, ")
             lines.append(f"Training dynamics over the same optimizer steps ({span}): " + "; ".join(
-                f"{row['metric'].replace(', equal steps)', ')').removesuffix(' (equal steps)')} {cell(row['mean_a'], 3)} vs {cell(row['mean_b'], 3)}, "
+                f"{row['metric'].replace(', equal steps)', ')').removesuffix(' (equal steps)')} "
+                f"{cell(row['mean_a'], 3)} vs {cell(row['mean_b'], 3)}, "
                 f"difference {cell(row['difference'], 3)} [{cell(row['ci_low'], 3)}, {cell(row['ci_high'], 3)}] "
                 f"({p_text(row)}): {verdict(row)}" for _, row in dynamics.iterrows()) + ".")
     if coverage:

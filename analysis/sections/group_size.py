@@ -33,7 +33,8 @@ def section(tables: Tables, ctx: Context, overhead: float = 0.0) -> Section | No
         else "first-round training groups"
     sizes = measured_sizes(rates)
     if len(sizes) < 2:
-        return Section(text=f"## Group size\n\nToo few samples per prompt to compare group sizes: the fewest any prompt "
+        return Section(text=f"## Group size\n\nToo few samples per prompt to compare group sizes: the fewest "
+                       f"any prompt "
                        f"has in {source} is {int(rates['samples'].min()) if len(rates) else 0}, and a group of G is "
                        "G of them (a larger G would be extrapolated).")
     table, best = expected_by_size(rates, sizes), best_sizes(rates, sizes, overhead=overhead)

@@ -65,7 +65,8 @@ def section(tables: Tables, ctx: Context) -> HeldOut:
         f"b − a at base, at each aligned point both arms have, at final, and each arm's final against its base; "
         f"k is 1 and {largest} (cons@1 is pass@1). {ARM_TEST}. A comparison is refused, with the reason, where k, "
         "the sampling temperature or the token limits differ.", "",
-        files.table("at_k_comparisons", comparisons, [c for c in comparisons.columns if c not in ("steps_a", "steps_b")]),
+        files.table("at_k_comparisons", comparisons,
+                    [c for c in comparisons.columns if c not in ("steps_a", "steps_b")]),
         "",
         f"Each seed's difference: {files.csv('at_k_per_seed', per_seed)}",
         *left_out(tables),

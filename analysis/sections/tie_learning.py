@@ -31,7 +31,8 @@ def applies(tables: Tables, arm: list[str]) -> bool:
     groups = tables.groups
     if groups.empty:
         return False
-    rules = tables.jobs["algo.advantage"].dropna().astype(str) if "algo.advantage" in tables.jobs else pd.Series([], dtype=str)
+    rules = tables.jobs["algo.advantage"].dropna().astype(str) if "algo.advantage" in tables.jobs \
+        else pd.Series([], dtype=str)
     return "algo.advantage" in arm or bool((rules != "grpo").any()) or not split_reused(groups)[1].empty
 
 
@@ -91,12 +92,14 @@ def recipes(tables: Tables, arm: list[str], files: Files) -> list[str]:
         labels, keys = base
         sep = "; " if any(", " in label for label in labels) else ", "  # a label of several keys has commas
         which = f"All {len(labels)} arms" if len(labels) == len(rows) else f"{len(labels)} of the {len(rows)} arms"
-        shared = (f"{which} ({sep.join(labels)}) run on one base recipe ({', '.join(f'{k} {v}' for k, v in keys.items())}"
+        shared = (f"{which} ({sep.join(labels)}) run on one base recipe "
+                  f"({', '.join(f'{k} {v}' for k, v in keys.items())}"
                   "): they differ in what they do with ties, not in the objective, so each departs from its own "
                   "paper where the table says.")
     return ["### Each arm against its paper's recipe", "",
             "The recipe each arm's method was published with, read from its paper and official code "
-            "(grpo-lab's `docs/RECIPES.md` gives the source of every value), against the arm's config: clip (`algo.eps_low`, `algo.eps_high`), KL weight "
+            "(grpo-lab's `docs/RECIPES.md` gives the source of every value), against the arm's config: clip "
+            "(`algo.eps_low`, `algo.eps_high`), KL weight "
             "(`algo.beta`), loss aggregation (`algo.loss_agg`), the advantage's std (`algo.std`, `algo.std_eps`), "
             "updates a batch (`algo.mu`), the share of drawn answers that train (PODS's keep) and the sampler's "
             "filter. `departures`: each key where the arm differs (\"as the paper\": none); `not_settable`: what "

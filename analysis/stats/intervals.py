@@ -143,7 +143,8 @@ def bootstrap_differences(a: np.ndarray, b: np.ndarray, paired: bool, n_boot: in
 
 
 @lru_cache(maxsize=16)
-def _difference_counts(prompts: int, seeds: int, other_seeds: int | None, n_boot: int, seed: int) -> tuple[np.ndarray, ...]:
+def _difference_counts(prompts: int, seeds: int, other_seeds: int | None, n_boot: int,
+                       seed: int) -> tuple[np.ndarray, ...]:
     """The resample counts of `bootstrap_differences`, in the order it draws them from one generator
     seeded `seed`: prompts, then seeds (b's when unpaired), then a's seeds (`other_seeds`, None when paired).
     A report compares many pairs of arms over the same prompts and seeds: each shape is drawn once

@@ -8,9 +8,10 @@ from grpo_lab.advantage.base import AdvantageRule
 from grpo_lab.advantage.grpo import GrpoRule
 from grpo_lab.advantage.ngrpo import NgrpoRule
 from grpo_lab.advantage.rl_zvp import RlZvpRule
+from grpo_lab.advantage.spo import SpoRule
 from grpo_lab.errors import require
 
-RULES: dict[str, type[AdvantageRule]] = {cls.name: cls for cls in (GrpoRule, NgrpoRule, RlZvpRule)}
+RULES: dict[str, type[AdvantageRule]] = {cls.name: cls for cls in (GrpoRule, NgrpoRule, RlZvpRule, SpoRule)}
 
 
 def rule(name: str) -> type[AdvantageRule]:

@@ -3,6 +3,7 @@ and what each sample of a training unit learns from the unit's rewards (tied uni
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 
@@ -15,11 +16,14 @@ class AdvantageRule:
     reads_std: bool = True  # whether `algo.std` shapes its advantages (else set it and it is refused)
     # a tied unit is shaped token by token in the update, from the policy's entropies (its first pass keeps them)
     token_level: bool = False
+    # its baseline is each prompt's pass rate as the sampler predicted it before the draw (Group.predicted_rate), and
+    # its scale the step's: it defines `step_advantages` over the step's samples instead of `advantages` per unit
+    predicted: bool = False
 
     def __init_subclass__(cls, **kwargs) -> None:
         """A rule says what it computes where it is defined: `advantages`, and `shape_tokens` where token level."""
         super().__init_subclass__(**kwargs)
-        needed = ["advantages", *(["shape_tokens"] * cls.token_level)]
+        needed = ["step_advantages" if cls.predicted else "advantages", *(["shape_tokens"] * cls.token_level)]
         missing = [m for m in needed if getattr(cls, m).__func__ is getattr(AdvantageRule, m).__func__]
         if missing:
             raise TypeError(f"advantage rule {cls.__name__} ({cls.name!r}) must define {', '.join(missing)}")
@@ -40,6 +44,12 @@ class AdvantageRule:
         direction is nonzero only where a token-level rule shapes a tied unit (+1 all right, -1 all wrong). Every rule
         defines it (checked where it is defined)."""
         raise TypeError(f"{cls.__name__} defines no advantages")
+
+    @classmethod
+    def step_advantages(cls, rewards: np.ndarray, predicted: np.ndarray) -> np.ndarray:
+        """A predicted-baseline rule's advantages (P,) of the step's samples from their `rewards` (P,) and their
+        prompts' `predicted` pass rates (P,). Defined by every such rule (checked where it is defined)."""
+        raise TypeError(f"{cls.__name__} is not a predicted-baseline rule")
 
     @classmethod
     def shape_tokens(cls, advantages: torch.Tensor, direction: torch.Tensor, entropy: torch.Tensor,

@@ -69,7 +69,8 @@ class _HeadLogprobs(torch.autograd.Function):
         temperature, chunk, dtype = ctx.temperature, ctx.chunk, ctx.dtype
         w = weight.to(dtype)
         grad_h = torch.empty_like(hidden) if ctx.needs_input_grad[0] else None
-        grad_w = torch.zeros(weight.shape, dtype=torch.float32, device=weight.device) if ctx.needs_input_grad[1] else None
+        grad_w = torch.zeros(weight.shape, dtype=torch.float32, device=weight.device) \
+            if ctx.needs_input_grad[1] else None
         for s in range(0, hidden.shape[0], chunk):
             h = hidden[s:s + chunk].to(dtype)  # (c, H)
             g = grad_out[s:s + chunk, None].float()  # (c, 1)

@@ -50,7 +50,8 @@ def check_engine(cfg) -> None:
     require(0 < v.kv_cache_gb <= 1024, "rollout.vllm.kv_cache_gb", v.kv_cache_gb, "must be in (0, 1024]")
     require(0 < v.gpu_memory_utilization < 1, "rollout.vllm.gpu_memory_utilization", v.gpu_memory_utilization,
             "must be in (0, 1): the trainer's weights, optimizer and activations need the rest")
-    require(v.dtype in VLLM_DTYPES, "rollout.vllm.dtype", v.dtype, f"must be one of {', '.join(map(repr, VLLM_DTYPES))}")
+    require(v.dtype in VLLM_DTYPES, "rollout.vllm.dtype", v.dtype,
+            f"must be one of {', '.join(map(repr, VLLM_DTYPES))}")
     if r.engine != "vllm":
         return
     require(importlib.util.find_spec("vllm") is not None, "rollout.engine", r.engine,

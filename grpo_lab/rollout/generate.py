@@ -1,8 +1,8 @@
 """Sampling whole groups of completions with a shared prompt cache.
 
 The G completions of a group share their prompt, so the prompt is run through the model once
-and its KV cache is expanded G-fold (in sampling here, and in the policy and reference passes, grpo_lab/model/logprobs.py):
-the prompt costs B forward rows instead of B*G. That is exact, gradients included.
+and its KV cache is expanded G-fold (in sampling here, and in the policy and reference passes,
+grpo_lab/model/logprobs.py): the prompt costs B forward rows instead of B*G. That is exact, gradients included.
 """
 
 from __future__ import annotations
@@ -117,7 +117,8 @@ def assemble(prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, ids: torch.Ten
 
 def _generate(model, prompt_ids, prompt_mask, repeats, n: int, *, max_new_tokens: int, temperature: float,
               generator: torch.Generator, ends: torch.Tensor, pad: int, tokenizer=None,
-              stop: list[str] | tuple[str, ...] = (), fast: bool = False) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+              stop: list[str] | tuple[str, ...] = (),
+              fast: bool = False) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """One generation call: `n` rows from the given prompts (prompt i repeated `repeats` times).
     Returns the tokens, their log-probs and where a stop string completed, (n, t) each; t < max_new_tokens
     when every row ended."""

@@ -9,10 +9,11 @@
 - The engine starts from the policy's config.json alone, in a temporary folder it creates and removes, with
   placeholder weights (`load_format=dummy`): the policy's weights are pushed in place (vLLM's `reload_weights`)
   before its first draw, and again before the draw after every optimizer step (`sync` marks them stale); a LoRA
-  policy's are merged one tensor at a time, nothing kept, and no copy of the weights is ever written to disk. On a CPU vLLM keeps a tied output layer as its own packed copy of the embedding, which a
-  reload leaves stale (log-probs off by up to 1.1 nats measured): every module whose weight is shared is
-  re-processed after the push. On a GPU with rollout.vllm.sleep the engine sleeps between draws and its weights
-  are pushed after it wakes (TRL #4571, verl #3461: a woken engine otherwise samples from stale weights).
+  policy's are merged one tensor at a time, nothing kept, and no copy of the weights is ever written to disk.
+  On a CPU vLLM keeps a tied output layer as its own packed copy of the embedding, which a reload leaves stale
+  (log-probs off by up to 1.1 nats measured): every module whose weight is shared is re-processed after the
+  push. On a GPU with rollout.vllm.sleep the engine sleeps between draws and its weights are pushed after it
+  wakes (TRL #4571, verl #3461: a woken engine otherwise samples from stale weights).
 - vLLM's log-probs are kept as the rollout's old_logp (`logprobs_mode=processed_logprobs`: after temperature,
   as the trainer's); the trainer recomputes its own, and the difference is the rollout/train mismatch
   (grpo_lab/train/rollout_correction.py).

@@ -182,7 +182,8 @@ def load_weights(path: Path, model) -> None:
     missing, unexpected = model.load_state_dict(weights, strict=False)
     tied = {"lm_head.weight"} if getattr(model.config, "tie_word_embeddings", False) else set()  # stored once
     if unexpected or set(missing) - tied:
-        raise RuntimeError(f"{path}: weights do not match the model (missing {missing[:3]}, unexpected {unexpected[:3]})")
+        raise RuntimeError(f"{path}: weights do not match the model "
+                           f"(missing {missing[:3]}, unexpected {unexpected[:3]})")
 
 
 def checkpoint_totals(path: Path) -> dict:
@@ -270,8 +271,8 @@ def check_world_size(path: Path, world: int, strategy: str | None = None) -> Non
 def load_checkpoint(path: Path, model, optimizer, generator: torch.Generator, rank: int = 0,
                     world: int = 1) -> tuple[int, dict]:
     """Restore everything save_checkpoint wrote, `rank`'s random streams included; returns (step, counters).
-    Raises WorldSizeChanged or StrategyChanged (before touching anything) when `world` or the sharding is not the saved run's.
-    A sharded model: every rank calls it and reads its own shards."""
+    Raises WorldSizeChanged or StrategyChanged (before touching anything) when `world` or the sharding is not
+    the saved run's. A sharded model: every rank calls it and reads its own shards."""
     sharded = is_sharded(model)
     check_world_size(path, world, "fsdp" if sharded else "ddp")
     state = read_state(path)

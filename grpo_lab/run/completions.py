@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from grpo_lab.samplers import Group
 
-GROUP_KEYS = ("run_id", "step", "prompt_id", "difficulty", "round", "group_size", "tie", "tie_kind", "used")  # from its group row
+# from its group row
+GROUP_KEYS = ("run_id", "step", "prompt_id", "difficulty", "round", "group_size", "tie", "tie_kind", "used")
 
 
 def completion_rows(groups: list[Group], group_rows: list[dict], keep: int) -> list[dict]:

@@ -93,7 +93,8 @@ def described_settings(path: Path) -> str:
     """The settings a part's rows recorded ("n=16 temperature=1.0 ..."), or what is known of a part written before
     rows recorded them (its samples per prompt)."""
     try:
-        table = pq.read_table(path, columns=[c for c in (*SETTING_COLUMNS, "sample") if c in pq.read_schema(path).names])
+        table = pq.read_table(path, columns=[c for c in (*SETTING_COLUMNS, "sample")
+                                             if c in pq.read_schema(path).names])
     except (OSError, ValueError) as e:
         return f"an unreadable part ({e})"
     if "n" in table.column_names and table.num_rows and table.column("n").null_count == 0:

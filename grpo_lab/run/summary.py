@@ -26,7 +26,8 @@ def run_summary(run_dir: Path, seconds: float) -> str:
     lines.append(f"  train reward {steps['reward_mean'].iloc[:tenth].mean():.3f} -> "
                  f"{steps['reward_mean'].iloc[-tenth:].mean():.3f} (first and last tenth of the steps); "
                  f"ties {groups['tie'].mean():.3f} of {len(groups):,} groups (all-correct "
-                 f"{(groups['tie_kind'] == 'all_correct').mean():.3f}, all-wrong {(groups['tie_kind'] == 'all_wrong').mean():.3f})")
+                 f"{(groups['tie_kind'] == 'all_correct').mean():.3f}, "
+                 f"all-wrong {(groups['tie_kind'] == 'all_wrong').mean():.3f})")
     if not ev.empty:
         first, final = ev["step"].min(), ev["step"].max()
         acc = ev.groupby(["step", "difficulty"])["correct"].mean()

@@ -53,6 +53,9 @@ GROUPS = pa.schema([
     # source_step; its row does not advance samples_total or tokens_total. null source_step: drawn at this step
     ("reused", pa.bool_()),
     ("source_step", pa.int32()),
+    # the sampler's predicted pass rate for this prompt before it was drawn (sampler=mopps: the value its selection
+    # ranked); NaN where the sampler predicts none. |predicted_rate - n_correct / group_size| is its prediction error
+    ("predicted_rate", pa.float64()),
 ])
 
 STEPS = pa.schema(
@@ -154,7 +157,8 @@ def tagged_parts(run_dir: Path, table: str = "eval") -> list[tuple[int, str, Pat
     """The parts written beside the run's own, (step, tag, path) in step and tag order: evaluations at other
     settings (experiments.evaluate)."""
     folder = Path(run_dir) / table
-    found = [(int(m.group(1)), m.group(2), p) for p in folder.glob("part-*.parquet") if (m := _TAGGED.fullmatch(p.name))]
+    found = [(int(m.group(1)), m.group(2), p) for p in folder.glob("part-*.parquet")
+             if (m := _TAGGED.fullmatch(p.name))]
     return sorted(found)
 
 

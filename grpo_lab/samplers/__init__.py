@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import field, make_dataclass
 
 from grpo_lab.errors import require
+from grpo_lab.samplers.ar3po import Ar3poSampler
 from grpo_lab.samplers.band import BandSampler
 from grpo_lab.samplers.base import Draw, Group, PromptStream, Sampler
 from grpo_lab.samplers.dars import DarsSampler
@@ -21,18 +22,24 @@ from grpo_lab.samplers.dynamic import DynamicSampler
 from grpo_lab.samplers.fixed import FixedSampler
 from grpo_lab.samplers.greso import GresoSampler
 from grpo_lab.samplers.knapsack import KnapsackSampler
+from grpo_lab.samplers.mopps import MoppsSampler
 from grpo_lab.samplers.pods import PodsSampler
 from grpo_lab.samplers.reinforce_ada import ReinforceAdaSampler
 from grpo_lab.samplers.replay import ReplaySampler
 from grpo_lab.samplers.resample_on_tie import ResampleOnTieSampler
+from grpo_lab.samplers.speed import SpeedSampler
+from grpo_lab.samplers.spo import SpoSampler
 
 SAMPLERS: dict[str, type[Sampler]] = {cls.name: cls for cls in (
     FixedSampler, ResampleOnTieSampler, DynamicSampler, BandSampler, ReinforceAdaSampler, KnapsackSampler,
-    GresoSampler, PodsSampler, ReplaySampler, DarsSampler)}
+    GresoSampler, PodsSampler, ReplaySampler, DarsSampler, MoppsSampler, SpeedSampler,
+    Ar3poSampler, SpoSampler)}
 
 SamplerConfig = make_dataclass("SamplerConfig", [
-    ("name", str, field(default="fixed", metadata={"help": f"how many samples each prompt gets: {', '.join(SAMPLERS)}"})),
-    ("group_size", int, field(default=8, metadata={"help": "G: samples per group (the paper's fixed groups of eight)"})),
+    ("name", str, field(default="fixed",
+                        metadata={"help": f"how many samples each prompt gets: {', '.join(SAMPLERS)}"})),
+    ("group_size", int, field(default=8,
+                              metadata={"help": "G: samples per group (the paper's fixed groups of eight)"})),
     *((name, cls.settings_type, field(default_factory=cls.settings_type))
       for name, cls in SAMPLERS.items() if cls.settings_type is not None),
 ])

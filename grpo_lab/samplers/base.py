@@ -5,11 +5,14 @@ import random
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, Callable, ClassVar
 
 import numpy as np
 
-from grpo_lab.records import Draw, DrawRound, Group, Problem
+from grpo_lab.records import Draw, DrawRound, Group, Problem, Rollout
+
+if TYPE_CHECKING:  # annotations only
+    import torch
 
 
 class PromptStream:
@@ -54,6 +57,9 @@ class Sampler(ABC):
     # True when its state holds what only one rank has (a replay buffer's completions stay where they were drawn):
     # a checkpoint then keeps every rank's state_dict, and each rank restores its own
     rank_local: ClassVar[bool] = False
+    # True when it sets each group's `predicted_rate` (its estimate of the prompt's pass rate before the draw): the
+    # baseline of algo.advantage=spo
+    predicts: ClassVar[bool] = False
 
     cfg: Any  # the SamplerConfig (name, group_size and every sampler's block)
     stream: PromptStream
@@ -82,6 +88,11 @@ class Sampler(ABC):
         """After the step's update: `trained` (id(group) -> grpo_lab.run.rows.Trained: each sample's advantage,
         the same on every rank) and `behaviour` (id(group) -> (G, T) log-probs of its samples under the policy
         that drew them, for this rank's groups whose every sample trained). Most samplers need neither."""
+        return None
+
+    def after_update(self, step: int, draw: Draw, logprobs: Callable[[Rollout], torch.Tensor]) -> None:
+        """After `observe`: `logprobs(rollout)` gives (N, T) log-probs under the policy as the update left it (no
+        gradient), for a sampler whose state follows how far the policy moved (SPO's trackers). Most need none."""
         return None
 
     @property

@@ -52,4 +52,5 @@ class DynamicSampler(Sampler):
                 return Draw(every, [[g] for g in use(kept[:prompts])])
         return Draw(every, [], exhausted=(
             f"dynamic sampler: {rounds} generation rounds (sampler.dynamic.max_rounds) found only "
-            f"{len(kept)} of {prompts} {KEPT[self.settings.drop]}; the prompts are too easy or too hard for this model"))
+            f"{len(kept)} of {prompts} {KEPT[self.settings.drop]}; the prompts are too easy or too hard "
+            "for this model"))

@@ -89,7 +89,7 @@ class ReplaySampler(Sampler):
         replays = []
         for i, k in zip(ties, draw_replays([e["score"] for e in buffer], len(ties), self.rng)):
             fresh[i].used = False  # replaced: drawn and counted, not trained
-            units[i] = [_replayed(buffer[k])]
+            units[i] = [replayed_group(buffer[k])]
             replays.append(units[i][0])
         return Draw(fresh + replays, units)
 
@@ -102,9 +102,7 @@ class ReplaySampler(Sampler):
             advantages = trained[id(g)].advantages
             samples = None
             if id(g) in behaviour:  # this rank drew it: keep its completions, on the CPU, with their log-probs
-                ro = dataclasses.replace(g.samples, old_logp=behaviour[id(g)])
-                samples = dataclasses.replace(ro, **{f.name: getattr(ro, f.name).detach().cpu()
-                                                     for f in dataclasses.fields(ro) if hasattr(getattr(ro, f.name), "cpu")})
+                samples = kept_rollout(g.samples, behaviour[id(g)])
             seq = self.extra_state.get("seq", 0)
             self.extra_state["seq"] = seq + 1
             offer(buffer, dict(seq=seq, step=step, problem=g.problem, round=g.round, rewards=g.rewards,
@@ -113,8 +111,17 @@ class ReplaySampler(Sampler):
                   self.settings.size)
 
 
-def _replayed(entry: dict) -> Group:
-    """A buffered group as one that trains again: its completions (on the rank that drew it), its advantages."""
+def kept_rollout(ro, behaviour):
+    """A rollout to keep across steps: its old_logp replaced by `behaviour` (the log-probs of the policy that
+    sampled it), every tensor detached and on the CPU."""
+    ro = dataclasses.replace(ro, old_logp=behaviour)
+    return dataclasses.replace(ro, **{f.name: getattr(ro, f.name).detach().cpu()
+                                      for f in dataclasses.fields(ro) if hasattr(getattr(ro, f.name), "cpu")})
+
+
+def replayed_group(entry: dict) -> Group:
+    """A kept group as one that trains again: its completions (on the rank that drew it), and the advantages it
+    had (None: it takes those of the unit it joins, as sampler=ar3po's reused answers do)."""
     return Group(entry["problem"], entry["round"], entry["samples"], entry["rewards"], entry["correct"], False,
                  used=True, rank=entry["rank"], tokens=entry["tokens"], truncated=entry["truncated"],
                  source_step=entry["step"], advantages=entry["advantages"])

@@ -72,7 +72,8 @@ def side_size(level: int, held_out: bool) -> int:
     """How many distinct problems of a level are on the held-out (or the training) side."""
     da, db = LEVELS[level]
     lo_a, lo_b = (0 if d == 1 else 10 ** (d - 1) for d in (da, db))
-    return sum(held_out_only(f"add-L{level}-{a}+{b}") == held_out for a in range(lo_a, 10**da) for b in range(lo_b, 10**db))
+    return sum(held_out_only(f"add-L{level}-{a}+{b}") == held_out
+               for a in range(lo_a, 10**da) for b in range(lo_b, 10**db))
 
 
 def check_arithmetic(levels: list[int] | tuple[int, ...], train_per_level: int, eval_per_level: int) -> None:
@@ -82,7 +83,8 @@ def check_arithmetic(levels: list[int] | tuple[int, ...], train_per_level: int, 
         raise ConfigError(f"task.levels=[] is invalid: name at least one of {sorted(LEVELS)}")
     for lv in levels:
         if isinstance(lv, bool) or lv not in LEVELS:
-            raise ConfigError(f"task.levels={list(levels)} is invalid: unknown level {lv!r}; must be among {sorted(LEVELS)}")
+            raise ConfigError(f"task.levels={list(levels)} is invalid: unknown level {lv!r}; "
+                              f"must be among {sorted(LEVELS)}")
         if list(levels).count(lv) > 1:
             raise ConfigError(f"task.levels={list(levels)} is invalid: level {lv} is listed twice")
     for key, count, held_out in (("task.train_per_level", train_per_level, False),

@@ -56,7 +56,8 @@ def _read_records(path: Path) -> list[tuple[str, object]]:
                 try:
                     line = raw.decode("utf-8")
                 except UnicodeDecodeError as e:
-                    raise DataError(f"{path}:{i}: not UTF-8 (byte {raw[e.start]:#04x} at column {e.start + 1})") from None
+                    raise DataError(f"{path}:{i}: not UTF-8 "
+                                    f"(byte {raw[e.start]:#04x} at column {e.start + 1})") from None
                 if line.strip():
                     try:
                         records.append((f"{path}:{i}", json.loads(line)))

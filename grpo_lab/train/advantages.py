@@ -45,13 +45,26 @@ def unit_advantages(units: list[list[Group]], rule: str = "grpo", *, std: str = 
             adv[k] = unit[0].advantages.astype(np.float32)
         else:
             by_size[int(base[k].sum())].append(k)
+    if advantage_rule(rule).predicted:  # one baseline a prompt (its predicted rate), one scale for the whole step
+        fresh = [k for idx in by_size.values() for k in idx]
+        predicted = [np.concatenate([np.full(len(g.rewards), np.nan if g.predicted_rate is None else g.predicted_rate)
+                                     for g in units[k]])[base[k]] for k in fresh]
+        if fresh and np.isnan(np.concatenate(predicted)).any():
+            raise ValueError(f"algo.advantage={rule} needs each group's predicted pass rate: this sampler sets none")
+        a = advantage_rule(rule).step_advantages(np.concatenate([pooled[k][base[k]] for k in fresh]) if fresh
+                                                 else np.zeros(0), np.concatenate(predicted) if fresh else np.zeros(0))
+        for k, piece in zip(fresh, np.split(a, np.cumsum([len(p) for p in predicted])[:-1]) if fresh else []):
+            adv[k][base[k]] = piece
+        by_size = {}
     for idx in by_size.values():
         rewards = torch.from_numpy(np.stack([pooled[k][base[k]] for k in idx]))  # (B, n)
         correct = torch.from_numpy(np.stack([right[k][base[k]] for k in idx]))  # (B, n)
         a, d = rule_advantages(rule, rewards, correct, std=std, eps=eps, max_reward=max_reward)
         for row, k in enumerate(idx):
             adv[k][base[k]], direction[k][base[k]] = a[row].numpy(), d[row].numpy()
-    replayed = np.concatenate([np.full(len(r), u[0].reused) for r, u in zip(pooled, units)]) if units else np.zeros(0, bool)
+    # per group: a reused answer pooled with fresh ones (sampler=ar3po) divides by its own behaviour log-probs
+    replayed = np.concatenate([np.full(len(g.rewards), g.reused) for u in units for g in u]) if units \
+        else np.zeros(0, bool)
 
     def cat(parts: list[np.ndarray], dtype) -> torch.Tensor:
         return torch.from_numpy(np.concatenate(parts) if parts else np.zeros(0, dtype)).to(device)

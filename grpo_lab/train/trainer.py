@@ -22,7 +22,7 @@ from grpo_lab.errors import InputError
 from grpo_lab.jobs.loading import load_task_and_policy
 from grpo_lab.model.kvcache import autocast_dtype
 from grpo_lab.model.load import amp, frozen_copy
-from grpo_lab.model.logprobs import enable_checkpointing
+from grpo_lab.model.logprobs import completion_logprobs, enable_checkpointing
 from grpo_lab.model.lora import add_adapters, trainable
 from grpo_lab.model.sharding import local
 from grpo_lab.rewards.rules import RewardWeights
@@ -181,14 +181,16 @@ class Trainer:
                                     fast=cfg.model.fast_math)
             rewards, correct, timeouts = score_rollout(ro, mine, self.task.answer_kind, self.weights, self.scorer,
                                                        self.task.answer_format)
-            ties = rewards.astype(np.float64).std(axis=1) <= cfg.algo.std_eps  # population std in float64, as eq. 3
+            # population std in float64, as eq. 3; one answer ties with nothing (SPO's groups of one)
+            ties = (rewards.astype(np.float64).std(axis=1) <= cfg.algo.std_eps) & (rewards.shape[1] > 1)
             groups = [Group(p, rnd, chunk, rewards[i], correct[i], bool(ties[i]), rank=rank,
                             tokens=int(chunk.lengths.sum()), truncated=int(chunk.truncated.sum()))
                       for i, (p, chunk) in enumerate(zip(mine, split_groups(ro)))]
         if world == 1:
             self.score_timeouts += timeouts
             return groups
-        scores = distributed.gather_objects(([(g.rewards, g.correct, g.tie, g.tokens, g.truncated) for g in groups], timeouts))
+        scores = distributed.gather_objects(([(g.rewards, g.correct, g.tie, g.tokens, g.truncated) for g in groups],
+                                             timeouts))
         self.score_timeouts += sum(t for _, t in scores)
         out, taken = [], [0] * world
         for p, r in zip(problems, owner):  # in the problems' order: each rank's groups come in its own order
@@ -197,6 +199,11 @@ class Trainer:
             out.append(groups[k] if r == rank else Group(p, rnd, None, rewards, correct, tie, rank=r, tokens=tokens,
                                                          truncated=truncated))
         return out
+
+    def _policy_logprobs(self, ro: Rollout) -> torch.Tensor:
+        """(N, T) log-probs of `ro`'s completions under the policy as it is now, without a gradient."""
+        with torch.inference_mode(), self.amp():
+            return completion_logprobs(self.model, ro, self.cfg.rollout.temperature)
 
     def step(self) -> dict:
         """Draw, score and learn from one batch; write its groups and steps parts. Returns the step row."""
@@ -213,6 +220,7 @@ class Trainer:
         if learned.losses["informative"]:  # an optimizer step was taken: the engine samples from the new policy
             self.engine.sync(self.model)
         self.sampler.observe(step, draw, learned.trained, learned.behaviour)  # e.g. the replay buffer's offers
+        self.sampler.after_update(step, draw, self._policy_logprobs)  # e.g. SPO's trackers
         t2 = time.perf_counter()
 
         run_id = self.record.run_id
@@ -227,7 +235,8 @@ class Trainer:
                    samples=int(correct.size), **self.counters, skipped_prompts=draw.skipped,
                    t_rollout=t1 - t0, t_update=t2 - t1, t_total=time.perf_counter() - t0,
                    score_timeouts=self.score_timeouts, truncated=sum(r["truncated"] for r in fresh),
-                   trained=sum(r["n_trained"] for r in groups), reused=sum(r["n_trained"] for r in groups if r["reused"]),
+                   trained=sum(r["n_trained"] for r in groups),
+                   reused=sum(r["n_trained"] for r in groups if r["reused"]),
                    informative_tied=sum(r["n_informative"] for r in groups if r["tie"]))
         self._write("groups", step, groups)
         self._write("steps", step, [row])
@@ -267,7 +276,8 @@ class Trainer:
         tokens_total before it): the union of the three schedules, so one sweep aligns arms all three ways."""
         c = self.cfg
         crossed = any(every and before[key] // every < self.counters[key] // every
-                      for key, every in (("samples_total", c.eval.every_samples), ("tokens_total", c.eval.every_tokens)))
+                      for key, every in (("samples_total", c.eval.every_samples),
+                                         ("tokens_total", c.eval.every_tokens)))
         return step == c.max_steps or self.budget_spent() or bool(c.eval.every and step % c.eval.every == 0) or crossed
 
     def budget_spent(self) -> bool:
@@ -354,7 +364,8 @@ def train(cfg: TrainConfig, on_start: Callable[[Path], None] | None = None) -> P
             raise error
         if on_start is not None:
             on_start(run_dir)
-        cfg = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, device=distributed.device(cfg.model.device)))
+        cfg = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model,
+                                                                 device=distributed.device(cfg.model.device)))
         held.enter_context(stop_on_signals())  # SIGTERM, SIGINT: run.json says killed (grpo_lab/run/signals.py)
         record = RunRecord(run_dir, cfg.seed)
         record.update()
