@@ -43,6 +43,7 @@ from analysis.sections import (
     coverage,
     equal_budget,
     examples,
+    failures,
     findings,
     group_size,
     header,
@@ -65,8 +66,9 @@ from analysis.sections.section import DETAILS, Context, Section
 COLUMNS = {
     "groups": ("step", "prompt_id", "difficulty", "round", "group_size", "reward_mean", "n_correct", "tie", "tie_kind",
                "used", "tokens", "samples_total", "tokens_total", "n_informative", "truncated", "reused",
-               "predicted_rate"),
-    "eval": ("step", "prompt_id", "difficulty", "answer", "correct", "samples_total", "tokens_total",
+               "predicted_rate", "n_answered"),
+    "eval": ("step", "prompt_id", "difficulty", "answer", "answered", "correct", "completion", "samples_total",
+             "tokens_total",
              *settings.STORED),
     "steps": ("step", "samples_total", "reward_mean", "kl", "clip_frac", "grad_norm", "tie_frac",
               *MISMATCH_COLUMNS),
@@ -216,22 +218,25 @@ def _build(sources: Sequence[Path], out: Path, building: Path, command: str | No
     ranked = ranking.section(tables, ctx, family, held.scores, what_trained.per_job, fixed.unranked(),
                              held.prompt_scores)
     budgets = budgets_per_arm(tables.groups, arm) if not tables.groups.empty else None
-    first = [line for line in (pooled, jobs.incomplete_line(tables, plan),
+    idle = failures.nothing_trained(tables.groups, arm, tied.answered if tied else None)
+    first = [line for line in (*idle, pooled, jobs.incomplete_line(tables, plan),
                                budgets_text.budget_warning(budgets, family) if budgets is not None else None,
                                provenance.mixed_code(tables, ctx.out), settings.left_out_line(tables)) if line]
     quoted = findings.Inputs(calibration=tied.calibration if tied else None, budgets=budgets,
                              steps=steps_per_arm(tables.groups, arm).to_dict() if dynamics is not None else {},
                              waste_by_difficulty=what_trained.by_difficulty,
-                             ties_by_difficulty=tied.by_difficulty if tied else None, names=dict(ctx.names))
+                             ties_by_difficulty=tied.by_difficulty if tied else None, names=dict(ctx.names),
+                             answered=tied.answered if tied else None, arm=tuple(arm))
+    arms = len(tables.groups.groupby(list(arm), observed=True).size()) if arm and len(tables.groups) else 1
     found = findings.section(family, quoted, what_trained.unit_weight, ranked.sentences if ranked else [],
-                             covered.sentence if covered else None, first)
+                             covered.sentence if covered else None, first, idle=bool(idle) and len(idle) == arms)
 
     made = {  # the sections the build makes from each other; the rest read only the tables (PAGE, DETAILS_PAGE)
         "findings": found, "provenance": provenance.section(tables, ctx, command or launch_command(root), plan),
         "ranking": ranked, "heldout": held, "at_k": scores_at_k, "coverage": covered, "trained": what_trained,
         "ties": tied, "tie_learning": learning, "provenance_details": provenance.details(tables, ctx),
         "tests": tests.section(family), "persistence": persisted, "equal_budget": budget,
-        "examples": examples.section(completions(tables), ctx), "jobs": jobs.section(tables, plan),
+        "examples": examples.section(completions(tables), ctx, tables.eval), "jobs": jobs.section(tables, plan),
     }
 
     def sections(order: Sequence[tuple[str, SectionMaker | None]]) -> list[Section]:

@@ -90,6 +90,9 @@ class Group:
     # the sampler's predicted pass rate for this prompt before it was drawn (MoPPS); None where the sampler
     # predicts none
     predicted_rate: float | None = None
+    # whether an answer could be read from each sample in the task's answer format (G,) bool: an all-wrong tie
+    # with none is a format failure, one with all a capability failure; None where not recorded (a replay)
+    answered: np.ndarray | None = None
 
     @property
     def reused(self) -> bool:

@@ -94,7 +94,7 @@ ACCEPTED: dict[tuple[str, str], str] = {  # (key, label) -> why that value works
     ("logger.project", "empty"): "unused without the wandb backend (with it, refused)",
     ("logger.name", "empty"): "a W&B display name",
     ("logger.group", "empty"): "a W&B group name",
-    ("log_completions", "0"): "none kept, the default",
+    ("log_completions", "0"): "the default: none kept but the first step's group of each difficulty",
     ("log_completions", "huge"): "every completion kept",
 }
 

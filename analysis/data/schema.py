@@ -34,9 +34,10 @@ CONTRACT: dict[str, dict[str, str]] = {
 # sampling settings (analysis/data/settings.py; null in rows of an older part put beside a newer one)
 OPTIONAL: dict[str, dict[str, str]] = {
     "eval": {"n": "int?", "temperature": "float?", "top_p": "float?", "max_new_tokens": "int?",
-             "tokens_total": "int?"},
+             "tokens_total": "int?", "answered": "bool?", "completion": "string?"},
+    # a predicting sampler's pass rates (mopps, spo) and the answers read, in groups written since they were recorded
+    "groups": {"predicted_rate": "float?", "n_answered": "int?"},
     # the rollout/train mismatch (grpo_lab/train/rollout_correction.py), in steps written since rollout.engine
-    "groups": {"predicted_rate": "float?"},  # a predicting sampler's (mopps, spo), in groups written since
     "steps": {c: "float?" for c in ("rollout_logp_diff_mean", "rollout_logp_diff_max", "rollout_kl",
                                     "rollout_ratio_mean", "rollout_ess", "rollout_capped")},
 }

@@ -19,7 +19,7 @@ from numpy.typing import ArrayLike
 
 from analysis.data.arms import job_arms, unit_keys
 from analysis.data.codes import cell_codes, column_codes, dense_ranks, group_ids, stable_order
-from analysis.data.labels import sort_naturally
+from analysis.data.labels import natural_sorted, sort_naturally
 from analysis.stats.binomial import comb_ratio
 from analysis.stats.intervals import cluster_ratio_cis
 
@@ -203,3 +203,39 @@ def per_job_first_rounds(groups: pd.DataFrame, arm: Sequence[str], last_step: in
     first = groups[keep]
     aggs = {"tie_frac": ("tie", "mean"), **({"reward": ("reward_mean", "mean")} if reward else {})}
     return first.groupby("job", observed=True).agg(**aggs).join(job_arms(first, unit_keys(first, arm)))
+
+
+SPLIT = ("unanswered", "answered", "mixed")  # an all-wrong tie: no sample answered, every one did, some did
+
+
+def all_wrong_split(groups: pd.DataFrame, by: Sequence[str], window: int) -> pd.DataFrame:
+    """All-wrong first-round ties split by whether the model answered (`n_answered`: samples an answer could be
+    read from): `unanswered` (none: a format failure), `answered` (all: a capability failure), `mixed`; per `by`,
+    difficulty (and "all") and phase: the run's first `window` steps ("first"), its last `window` ("last") and
+    every step ("all"). Columns: *by, difficulty, phase, all_wrong, unanswered, answered, mixed, unanswered_share.
+    Groups without `n_answered` (runs written before it, replayed groups) are left out; empty where none has it."""
+    columns = [*by, "difficulty", "phase", "all_wrong", *SPLIT, "unanswered_share"]
+    if "n_answered" not in groups:
+        return pd.DataFrame(columns=columns)
+    wrong = groups[(groups["round"].to_numpy() == 0) & (groups["tie_kind"] == "all_wrong").to_numpy()
+                   & groups["n_answered"].notna().to_numpy()]
+    if wrong.empty:
+        return pd.DataFrame(columns=columns)
+    answered = wrong["n_answered"].to_numpy(float)
+    kind = np.where(answered == 0, "unanswered", np.where(answered == wrong["group_size"].to_numpy(), "answered",
+                                                          "mixed"))
+    step, last = wrong["step"].to_numpy(), int(groups["step"].max())
+    frame = wrong[list(by)].assign(difficulty=wrong["difficulty"].astype(str), kind=kind,
+                                   first=step <= window, last=step > last - window)
+    levels = natural_sorted(frame["difficulty"].unique())
+    records = []
+    for phase, rows in (("first", frame[frame["first"]]), ("last", frame[frame["last"]]), ("all", frame)):
+        for level, cell in [*((lv, rows[rows["difficulty"] == lv]) for lv in levels), ("all", rows)]:
+            for key, part in cell.groupby(list(by), observed=True, sort=False) if by else [((), cell)]:
+                counts = {k: int((part["kind"] == k).sum()) for k in SPLIT}
+                total = len(part)
+                if total:
+                    records.append({**dict(zip(by, key if isinstance(key, tuple) else (key,))),
+                                    "difficulty": level, "phase": phase, "all_wrong": total, **counts,
+                                    "unanswered_share": counts["unanswered"] / total})
+    return pd.DataFrame(records, columns=columns)

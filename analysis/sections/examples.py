@@ -16,17 +16,51 @@ KINDS = {"mixed": "Mixed group", "all_correct": "All-correct tie", "all_wrong": 
 MAX_CHARS = 60  # a completion longer than this is cut, with "…"
 
 
-def section(completions: pd.DataFrame, ctx: Context) -> Section | None:
-    """The examples section from the completions tables (`analysis.data.completions`); None without any."""
-    if completions.empty:
+def section(completions: pd.DataFrame, ctx: Context, replies: pd.DataFrame | None = None) -> Section | None:
+    """The examples section from the completions tables (`analysis.data.completions`) and the base evaluation's
+    kept replies (eval rows at step 0 with a `completion`); None without either."""
+    replies = base_replies(replies)
+    if completions.empty and replies.empty:
         return None
-    return Section(text="\n".join([
-        "## Example completions", "",
-        "Kept by `log_completions=N` (the first N completions of each step, whole groups): per difficulty the "
-        "latest mixed group, all-correct tie and all-wrong tie, with every kept completion and its reward. "
-        "Completions are untrusted model output, shown as code, cut at 60 characters.", "",
-        examples_markdown(completions, names=dict(ctx.names)),
-    ]))
+    parts = ["## Example completions", "",
+             "Completions are untrusted model output, shown as code, cut at 60 characters."]
+    if not replies.empty:
+        parts += ["", "### The base model's replies", "",
+                  "The first replies of each difficulty at the base evaluation (step 0), as scored: `answer` is what "
+                  "the task read from the reply (empty: none could be read in its answer format).", "",
+                  replies_markdown(replies, dict(ctx.names))]
+    if not completions.empty:
+        parts += ["", "### Training groups", "",
+                  "Kept by the first step (the first group of each difficulty) and by `log_completions=N` (the first "
+                  "N completions of each step, whole groups): per difficulty the latest mixed group, all-correct tie "
+                  "and all-wrong tie, with every kept completion and its reward.", "",
+                  examples_markdown(completions, names=dict(ctx.names))]
+    return Section(text="\n".join(parts))
+
+
+def base_replies(eval_rows: pd.DataFrame | None, per_difficulty: int = 2) -> pd.DataFrame:
+    """The base evaluation's kept replies, the first `per_difficulty` of each difficulty of the first job that
+    kept any (rows: job, difficulty, prompt_id, answer, correct, completion)."""
+    columns = ["job", "difficulty", "prompt_id", "answer", "correct", "completion"]
+    if eval_rows is None or eval_rows.empty or "completion" not in eval_rows:
+        return pd.DataFrame(columns=columns)
+    kept = eval_rows[(eval_rows["step"] == 0) & eval_rows["completion"].notna()]
+    if kept.empty:
+        return pd.DataFrame(columns=columns)
+    kept = kept[kept["job"].astype(str) == str(kept["job"].iloc[0])]
+    return kept.groupby(kept["difficulty"].astype(str), sort=False).head(per_difficulty)[columns]
+
+
+def replies_markdown(replies: pd.DataFrame, names: dict[str, str]) -> str:
+    """The base model's replies as one table, by difficulty."""
+    lines = ["| difficulty | prompt | reply | answer | correct |", "|---|---|---|---|---|"]
+    for difficulty in natural_sorted(replies["difficulty"].astype(str).unique()):
+        shown = f"{difficulty} ({names[difficulty]})" if difficulty in names else difficulty
+        for r in replies[replies["difficulty"].astype(str) == difficulty].itertuples(index=False):
+            answer = "" if pd.isna(r.answer) else code(str(r.answer))
+            lines.append(f"| {shown} | `{r.prompt_id}` | {code(str(r.completion))} | {answer} | "
+                         f"{'yes' if r.correct else 'no'} |")
+    return "\n".join(lines)
 
 
 def group_kind(tie: bool, tie_kind: object) -> str:

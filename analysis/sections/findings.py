@@ -19,6 +19,7 @@ from analysis.measures.reversal import reversal
 from analysis.measures.ties import MIN_PROMPTS
 from analysis.render.markdown import MAX_LISTED, cell, p_value
 from analysis.sections.budgets import budget_text
+from analysis.sections.failures import answered_text
 from analysis.sections.section import Section
 from analysis.stats.seeds import ALPHA, detectable
 
@@ -211,12 +212,14 @@ class Inputs:
     waste_by_difficulty: pd.DataFrame | None = None
     ties_by_difficulty: pd.DataFrame | None = None
     names: dict[str, str] = field(default_factory=dict)
+    answered: pd.DataFrame | None = None  # all-wrong ties split by whether the model answered (the ties section's)
+    arm: tuple[str, ...] = ()  # the keys that tell arms apart
 
 
 def section(tests: pd.DataFrame, inputs: Inputs, unit_weight: str, ranked: Sequence[str] = (),
-            coverage: str | None = None, first: Sequence[str] = ()) -> Section:
+            coverage: str | None = None, first: Sequence[str] = (), idle: bool = False) -> Section:
     """The Findings section (see `findings`)."""
-    return Section(text=findings(tests, inputs, unit_weight, ranked, coverage, first))
+    return Section(text=findings(tests, inputs, unit_weight, ranked, coverage, first, idle))
 
 
 def calibration_text(calibration: pd.DataFrame | None) -> str | None:
@@ -305,14 +308,17 @@ def _other_comparisons(rest: pd.DataFrame, twins: pd.DataFrame, inputs: Inputs) 
 
 
 def findings(tests: pd.DataFrame, inputs: Inputs, unit_weight: str, ranked: Sequence[str] = (),
-             coverage: str | None = None, first: Sequence[str] = ()) -> str:
+             coverage: str | None = None, first: Sequence[str] = (), idle: bool = False) -> str:
     """The Findings section from the family of tests (`tests`, with p_holm), what else they quote
     (`Inputs`), and, where a study has more than two arms, its rankings in words (`ranked`: they take
     the place of one sentence per pair, and the other tests are counted), and the coverage-after-RL
     sentence; `first`: lines said before all of them (what limits every comparison: unequal budgets,
     mixed code versions). A training-dynamics comparison at equal samples is followed by the same
-    measure at equal optimizer steps where the arms took different steps."""
+    measure at equal optimizer steps where the arms took different steps. `idle`: no arm trained anything
+    (`nothing_trained` said so among `first`): those lines alone."""
     lines: list[str] = list(first)
+    if idle:  # no arm trained anything: there is no comparison to make, only why
+        return "\n".join(["## Findings", "", *(f"- {line}" for line in lines)])
     twinned = tests["metric"].map(is_twin).astype(bool)
     at_steps = tests["metric"].isin(EQUAL_STEPS.values()) | twinned
     twins = tests[twinned]
@@ -364,6 +370,8 @@ def findings(tests: pd.DataFrame, inputs: Inputs, unit_weight: str, ranked: Sequ
     tie_line = calibration_text(inputs.calibration)
     if tie_line:
         lines.append(tie_line)
+    if format_line := answered_text(inputs.answered, inputs.arm):
+        lines.append(format_line)
     if len(lines) == len(first):
         lines.append("Only one arm and no tie prediction: nothing to compare.")
     return "\n".join(["## Findings", "",

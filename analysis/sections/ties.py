@@ -16,12 +16,14 @@ from analysis.data.load import Tables
 from analysis.measures.ties import (
     ASSUMPTION,
     MIN_PROMPTS,
+    all_wrong_split,
     per_job_first_rounds,
     predict_ties,
     samples_by_window,
     tie_fractions,
     tie_rows,
 )
+from analysis.render import markdown
 from analysis.render import ties as figures
 from analysis.render.canvas import colours_by
 from analysis.render.writer import Files
@@ -68,6 +70,7 @@ class Ties(Section):
     comparisons: pd.DataFrame
     calibration: pd.DataFrame = field(default_factory=pd.DataFrame)
     by_difficulty: pd.DataFrame = field(default_factory=pd.DataFrame)
+    answered: pd.DataFrame = field(default_factory=pd.DataFrame)  # `all_wrong_split` by arm (empty: not recorded)
 
 
 def section(tables: Tables, ctx: Context) -> Ties | None:
@@ -81,7 +84,7 @@ def section(tables: Tables, ctx: Context) -> Ties | None:
     by = ["group_size", "sampler", *(k for k in arm if k not in split)]
     window = max(1, math.ceil((int(groups["step"].max()) + 1) / STEP_WINDOWS))
     used = ["job", "prompt_id", "difficulty", "step", "round", "group_size", "n_correct", "tie", "tie_kind",
-            "samples_total", *by, *unit_keys(groups, arm)]
+            "samples_total", *(["n_answered"] if "n_answered" in groups else []), *by, *unit_keys(groups, arm)]
     groups = groups[list(dict.fromkeys(used))]  # the columns read here: the copies below stay small
     predicted = predict_ties(groups, window=window)
     first = groups["round"].to_numpy() == 0
@@ -111,6 +114,7 @@ def section(tables: Tables, ctx: Context) -> Ties | None:
     few = int(by_difficulty["ci_low"].isna().sum())
     too_few = (f" {few} of the {len(by_difficulty)} rows by difficulty have fewer than {MIN_PROMPTS} prompts: no "
                "interval for them (too few prompts to resample)." if few else "")
+    answered = all_wrong_split(round0, arm, window)
     redraw_text = (files.table("ties_redraws", tie_fractions(redraws, by)[[*TIE_COLUMNS[:10], *by[2:]]])
                    if len(redraws) else "No redraws: every group is a first round.")
     text = "\n".join([
@@ -130,6 +134,7 @@ def section(tables: Tables, ctx: Context) -> Ties | None:
                      colours=colours),
         "",
         files.table("ties_by_difficulty", by_difficulty, [*TIE_COLUMNS, *by[2:]]), "",
+        *answered_text(answered, window, files),
         "### Redraws (rounds after a tie), apart", "",
         redraw_text, "",
         "### Observed against predicted over training", "",
@@ -144,7 +149,24 @@ def section(tables: Tables, ctx: Context) -> Ties | None:
         f"As CSV, with observed − predicted and its interval per window: {files.csv('ties_by_step', by_step)}",
     ])
     return Ties(text=text, files=files, comparisons=comparisons, calibration=calibration,
-                by_difficulty=arm_tie_fractions(round0, arm))
+                by_difficulty=arm_tie_fractions(round0, arm), answered=answered)
+
+
+def answered_text(split: pd.DataFrame, window: int, files: Files) -> list[str]:
+    """The subsection on all-wrong ties with and without an answer; nothing where the runs did not record it."""
+    if split.empty:
+        return []
+    shown = split[split["phase"] != "all"]
+    return [
+        "### All-wrong ties: answered or not", "",
+        "An all-wrong tie where no sample gave an answer the task could read (`unanswered`: a format failure, "
+        "cured by a looser answer format, shots or a format reward) is not one where every sample answered wrongly "
+        "(`answered`: a capability failure, cured by easier problems or more samples); `mixed` has both. First-"
+        f"round all-wrong ties of each arm in its first {window} steps (`first`) and its last {window} (`last`); "
+        "`unanswered_share` = unanswered / all_wrong. The CSV adds every step (`all`).", "",
+        (f"{markdown.table(shown)}\n\nAs CSV, with every step: {files.csv('all_wrong_answered', split)}"
+         if len(shown) <= 24 else f"Per arm, difficulty and phase: {files.csv('all_wrong_answered', split)}"), "",
+    ]
 
 
 def arm_tie_fractions(round0: pd.DataFrame, arm: list[str]) -> pd.DataFrame:

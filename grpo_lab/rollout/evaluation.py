@@ -33,6 +33,7 @@ def evaluate(
     answer_format: str = "bare",
     stop: list[str] | tuple[str, ...] = (),
     engine=None,
+    keep_replies: int = 0,
 ) -> list[dict]:
     """Sample n completions for each problem and score them. A generator of its own, seeded by
     (seed, step), keeps evaluation from moving the training run's random stream. max_rows: rows per
@@ -41,11 +42,13 @@ def evaluate(
 
     A batch holds at most EVAL_BATCH_ROWS rows (fewer prompts a batch at a large n): its tokens, texts and,
     without max_rows, its KV cache exist at once, as a training step's draw does. `engine`: the rollout engine
-    that samples (grpo_lab/rollout/engines.py; None: the hf decode loop on `model`)."""
+    that samples (grpo_lab/rollout/engines.py; None: the hf decode loop on `model`). `keep_replies`: the first that
+    many replies of each difficulty keep their text (`completion`; the others' is null)."""
     generator = torch.Generator(device=next(model.parameters()).device).manual_seed(seed * 1_000_003 + step)
     setting = dict(n=n, temperature=temperature, top_p=1.0, max_new_tokens=max_new_tokens)
     prompts_per_batch = max(1, min(prompts_per_batch, EVAL_BATCH_ROWS // n))  # the same batches at n <= 1024
     rows = []
+    kept: dict[str, int] = {}  # replies kept so far, per difficulty
     was_training = model.training
     model.eval()
     for start in range(0, len(problems), prompts_per_batch):
@@ -59,8 +62,11 @@ def evaluate(
                            answer_format=answer_format)
         for k, s in enumerate(scored):
             p = batch[k // n]
+            keep = kept.get(p.difficulty, 0) < keep_replies
+            kept[p.difficulty] = kept.get(p.difficulty, 0) + keep
             rows.append(dict(run_id=run_id, step=step, prompt_id=p.prompt_id, difficulty=p.difficulty,
-                             sample=k % n, answer=s.answer, correct=s.correct, tokens=lengths[k], **setting))
+                             sample=k % n, answer=s.answer, answered=s.answer is not None, correct=s.correct,
+                             tokens=lengths[k], **setting, completion=ro.texts[k] if keep else None))
     model.train(was_training)
     return rows
 

@@ -29,6 +29,8 @@ GROUPS = pa.schema([
     ("reward_mean", pa.float32()),
     ("reward_std", pa.float32()),
     ("n_correct", pa.int16()),
+    # samples an answer could be read from, in the task's answer format (null: not recorded, e.g. a replayed group)
+    ("n_answered", pa.int16()),
     ("tie", pa.bool_()),
     ("tie_kind", pa.string()),
     ("used", pa.bool_()),
@@ -53,8 +55,9 @@ GROUPS = pa.schema([
     # source_step; its row does not advance samples_total or tokens_total. null source_step: drawn at this step
     ("reused", pa.bool_()),
     ("source_step", pa.int32()),
-    # the sampler's predicted pass rate for this prompt before it was drawn (sampler=mopps: the value its selection
-    # ranked); NaN where the sampler predicts none. |predicted_rate - n_correct / group_size| is its prediction error
+    # the sampler's predicted pass rate for this prompt before it was drawn (sampler=mopps: its posterior mean;
+    # sampler=spo: its tracker's value); NaN where the sampler predicts none. |predicted_rate - n_correct /
+    # group_size| is its prediction error
     ("predicted_rate", pa.float64()),
 ])
 
@@ -87,6 +90,7 @@ EVAL = pa.schema([
     ("difficulty", pa.string()),
     ("sample", pa.int32()),
     ("answer", pa.string()),
+    ("answered", pa.bool_()),  # an answer could be read (answer is not null): false is a format failure
     ("correct", pa.bool_()),
     ("tokens", pa.int32()),
     ("samples_total", pa.int64()),  # samples the run had drawn when this checkpoint was evaluated (null: unknown)
@@ -97,6 +101,9 @@ EVAL = pa.schema([
     ("temperature", pa.float32()),
     ("top_p", pa.float32()),
     ("max_new_tokens", pa.int32()),
+    # the reply, kept for the first few samples of each difficulty at the base evaluation (null elsewhere): what a
+    # reader, and the warning of a run that cannot learn, quote
+    ("completion", pa.string()),
 ])
 
 # A few completions a step (log_completions=N), so a reader sees what groups and ties look like.
@@ -111,6 +118,7 @@ COMPLETIONS = pa.schema([
     ("group_size", pa.int16()),  # samples in the whole group (rows kept may be fewer when log_completions < G)
     ("prompt", pa.string()),
     ("completion", pa.string()),  # untrusted model output, as decoded
+    ("answered", pa.bool_()),  # an answer could be read from it in the task's answer format (null: not recorded)
     ("reward", pa.float32()),
     ("correct", pa.bool_()),
     ("truncated", pa.bool_()),

@@ -116,8 +116,9 @@ def merge_groups(groups: list[Group]) -> Group:
     from grpo_lab.rollout.generate import join_rollouts  # torch: only once groups exist, never at config time
 
     samples = join_rollouts([g.samples for g in groups], pad_id=0) if first.samples is not None else None
+    answered = None if any(g.answered is None for g in groups) else np.concatenate([g.answered for g in groups])
     return Group(first.problem, first.round, samples, rewards, correct, tie, rank=first.rank,
-                 tokens=sum(g.tokens for g in groups))
+                 tokens=sum(g.tokens for g in groups), answered=answered)
 
 
 class KnapsackSampler(Sampler):

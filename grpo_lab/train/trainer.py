@@ -50,10 +50,12 @@ from grpo_lab.run.tables import parts, read_table, remove_parts_after, write_par
 from grpo_lab.run.tracking import Tracker, build_tracker, eval_metrics, step_metrics
 from grpo_lab.samplers import Draw, Group, PromptStream, build_sampler
 from grpo_lab.tasks import Problem
+from grpo_lab.train.cannot_learn import base_warning, first_step_warning
 from grpo_lab.train.learn import learn
 from grpo_lab.train.parallel import build_parallel
 
 log = logging.getLogger(__name__)
+KEPT_REPLIES = 4  # replies of each difficulty whose text the base evaluation keeps (eval rows' `completion`)
 
 
 class SamplerExhausted(RuntimeError):
@@ -66,13 +68,15 @@ class Diverged(RuntimeError):
 
 def score_rollout(ro: Rollout, problems: list[Problem], kind: str, weights: RewardWeights, scorer: Scorer,
                   answer_format: str = "bare"):
-    """Rewards and correctness as (B, G) arrays, and how many answers' checks ran out of time."""
+    """Rewards, correctness and whether an answer was read as (B, G) arrays, and how many answers' checks ran
+    out of time."""
     g = ro.group_size
     golds = [p.answer for p in problems for _ in range(g)]
     scored = scorer.score_all(ro.texts, (~ro.truncated).tolist(), golds, kind, weights, answer_format)
     rewards = np.array([s.reward for s in scored], dtype=np.float32).reshape(-1, g)
     correct = np.array([s.correct for s in scored], dtype=bool).reshape(-1, g)
-    return rewards, correct, sum(s.timed_out for s in scored)
+    answered = np.array([s.answer is not None for s in scored], dtype=bool).reshape(-1, g)
+    return rewards, correct, answered, sum(s.timed_out for s in scored)
 
 
 class Trainer:
@@ -147,6 +151,7 @@ class Trainer:
             mine = self.task.held_out[distributed.rank()::distributed.world()]  # each rank a share of the prompts
             with self.amp(), self.par.rollout(self.model):
                 rows = evaluate(self.model, self.tokenizer, mine, n=cfg.eval.n,
+                                keep_replies=KEPT_REPLIES if step == 0 else 0,
                                 temperature=cfg.eval.temperature, max_new_tokens=cfg.rollout.max_new_tokens,
                                 end_ids=self.end_ids, answer_kind=self.task.answer_kind,
                                 seed=distributed.rank_seed(cfg.seed), run_id=self.record.run_id, step=step,
@@ -159,6 +164,8 @@ class Trainer:
                 row["samples_total"] = self.counters["samples_total"]
                 row["tokens_total"] = self.counters["tokens_total"]
             self._write("eval", step, rows)
+            if step == 0 and (said := base_warning(rows, self.task.answer_kind, self.task.answer_format)):
+                log.warning("%s", said)  # a run that cannot learn says so before it spends its budget
             if distributed.is_main():  # every evaluation that wrote rows is recorded (evaluations.jsonl)
                 record_own_evaluation(self.run_dir, cfg, step, len(rows), self.record.run_id)
             self.tracker.log(eval_metrics(rows), step)
@@ -179,25 +186,26 @@ class Trainer:
                                     generator=self.generator, end_ids=self.end_ids,
                                     max_rows=cfg.rollout.max_rows_per_call, stop=cfg.rollout.stop,
                                     fast=cfg.model.fast_math)
-            rewards, correct, timeouts = score_rollout(ro, mine, self.task.answer_kind, self.weights, self.scorer,
-                                                       self.task.answer_format)
+            rewards, correct, answered, timeouts = score_rollout(ro, mine, self.task.answer_kind, self.weights,
+                                                                 self.scorer, self.task.answer_format)
             # population std in float64, as eq. 3; one answer ties with nothing (SPO's groups of one)
             ties = (rewards.astype(np.float64).std(axis=1) <= cfg.algo.std_eps) & (rewards.shape[1] > 1)
             groups = [Group(p, rnd, chunk, rewards[i], correct[i], bool(ties[i]), rank=rank,
-                            tokens=int(chunk.lengths.sum()), truncated=int(chunk.truncated.sum()))
+                            tokens=int(chunk.lengths.sum()), truncated=int(chunk.truncated.sum()),
+                            answered=answered[i])
                       for i, (p, chunk) in enumerate(zip(mine, split_groups(ro)))]
         if world == 1:
             self.score_timeouts += timeouts
             return groups
-        scores = distributed.gather_objects(([(g.rewards, g.correct, g.tie, g.tokens, g.truncated) for g in groups],
-                                             timeouts))
+        scores = distributed.gather_objects(([(g.rewards, g.correct, g.tie, g.tokens, g.truncated, g.answered)
+                                              for g in groups], timeouts))
         self.score_timeouts += sum(t for _, t in scores)
         out, taken = [], [0] * world
         for p, r in zip(problems, owner):  # in the problems' order: each rank's groups come in its own order
             k, taken[r] = taken[r], taken[r] + 1
-            rewards, correct, tie, tokens, truncated = scores[r][0][k]
+            rewards, correct, tie, tokens, truncated, answered = scores[r][0][k]
             out.append(groups[k] if r == rank else Group(p, rnd, None, rewards, correct, tie, rank=r, tokens=tokens,
-                                                         truncated=truncated))
+                                                         truncated=truncated, answered=answered))
         return out
 
     def _policy_logprobs(self, ro: Rollout) -> torch.Tensor:
@@ -240,11 +248,16 @@ class Trainer:
                    informative_tied=sum(r["n_informative"] for r in groups if r["tie"]))
         self._write("groups", step, groups)
         self._write("steps", step, [row])
-        if cfg.log_completions:  # across processes: rank 0's own groups (the texts stay where they were drawn)
+        # the first step keeps a group of each difficulty whatever log_completions says: a run that trains nothing
+        # still shows what its model replied. Across processes: rank 0's own groups (the texts stay where drawn)
+        if cfg.log_completions or step == 1:
             mine = [(g, r) for g, r in zip(draw.groups, groups) if g.samples is not None]
             self._write("completions", step, completion_rows([g for g, _ in mine], [r for _, r in mine],
-                                                             cfg.log_completions))
+                                                             cfg.log_completions, first_of_each_difficulty=step == 1))
         self.tracker.log(step_metrics(row, fresh), step)
+        if step == 1 and not (cfg.eval.n and self.task.held_out):  # no base evaluation said whether it can learn
+            if said := first_step_warning(draw.groups, self.task.answer_kind, self.task.answer_format):
+                log.warning("%s", said)
         self.last_step = step
         if draw.exhausted:
             raise SamplerExhausted(f"{draw.exhausted}. Stopped at step {step}; the tables so far are whole.")

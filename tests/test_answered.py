@@ -1,0 +1,126 @@
+"""Whether the model answered at all: the warning of a run that cannot learn (its cause read from the data, two
+replies quoted), all-wrong ties split into format and capability failures (recounted from the tables of a generated
+sweep whose answer rates are known), and a real run whose model never answers in the task's format: warned at step
+0, nothing trained, and the report's first Findings line says so."""
+
+import logging
+
+import numpy as np
+import pandas as pd
+
+from analysis.measures.ties import all_wrong_split
+from analysis.report import build_report
+from fixtures.synthetic import job_config, write_sweep
+from grpo_lab.config import TrainConfig
+from grpo_lab.records import Group, Problem
+from grpo_lab.run.tables import read_table
+from grpo_lab.train.cannot_learn import base_warning, first_step_warning
+from grpo_lab.train.trainer import train
+
+
+def rows(difficulty, correct, answered, texts=()):
+    texts = list(texts) + [None] * (len(correct) - len(texts))
+    return [dict(difficulty=difficulty, correct=c, answered=a, completion=t)
+            for c, a, t in zip(correct, answered, texts)]
+
+
+def test_the_base_warning_names_the_cause_and_quotes_two_replies():
+    unboxed = rows("1", [False] * 30, [False] * 29 + [True], ["The sum is 12", "12\nand then more text", "x"])
+    said = base_warning(unboxed, "latex", "boxed")
+    assert said.startswith("the base model solves no held-out problem: it gave no `\\boxed{}` answer in 97% of 30 "
+                           "replies, so every group will tie all-wrong and nothing trains; try task.shots (with "
+                           "task.chat_template=true")
+    assert "Replies: 'The sum is 12' '12 and then more text'" in said and "\n" not in said
+    # answered, but wrong, at one difficulty of two: a capability failure, named as such
+    wrong = rows("1", [True, False], [True, True]) + rows("2", [False] * 4, [True] * 4, ["99"])
+    said = base_warning(wrong, "integer", "bare")
+    assert "solves no held-out problem of difficulty 2: it gave no bare integer in 0% of 6 replies, so groups of " \
+           "those prompts will tie all-wrong" in said and "task.levels" in said and "'99'" in said
+    assert base_warning(rows("1", [True, False], [True, False]), "integer", "bare") is None  # it can learn
+
+
+def group(correct, answered, texts=None):
+    g = Group(Problem("p", "q", "1", "1"), 0, None, np.zeros(len(correct), np.float32), np.array(correct), True,
+              answered=np.array(answered))
+    return g
+
+
+def test_the_first_step_warning_needs_every_group_tied():
+    tied = [group([False] * 4, [False] * 4), group([True] * 4, [True] * 4)]
+    said = first_step_warning(tied, "integer", "last_number")
+    assert said.startswith("every group of the first step tied (1 of 2 all wrong), so nothing trained: the model "
+                           "gave no number in 50% of 8 replies")
+    mixed = tied + [Group(Problem("r", "q", "1", "1"), 0, None, np.zeros(4, np.float32),
+                          np.array([True, False, False, False]), False, answered=np.ones(4, bool))]
+    assert first_step_warning(mixed, "integer", "last_number") is None
+
+
+G = 4
+LEVELS = {"1": (0.05, 0.2), "2": (0.05, 0.9)}  # level: (pass rate p, answer rate q)
+
+
+def answer_sweep(root, answer_learn=0.0, steps=40, levels=LEVELS):
+    prompts = pd.DataFrame({"prompt_id": [f"L{lv}-{i}" for lv in levels for i in range(16)],
+                            "difficulty": [lv for lv in levels for _ in range(16)],
+                            "p": [levels[lv][0] for lv in levels for _ in range(16)],
+                            "q": [levels[lv][1] for lv in levels for _ in range(16)]})
+    configs = [job_config("fixed", group_size=G, seed=s, max_steps=steps, prompts_per_step=8) for s in (0, 1)]
+    return write_sweep(root, configs, prompts, overrides=["seed=0,1"], answer_learn=answer_learn)
+
+
+def test_the_split_recounts_from_the_tables_and_matches_the_known_rates(tmp_path):
+    sweep = answer_sweep(tmp_path / "sweep")
+    frames = [pd.read_parquet(p).assign(job=str(j)) for j in (0, 1) for p in (sweep / str(j) / "groups").glob("*")]
+    g = pd.concat(frames, ignore_index=True)
+    split = all_wrong_split(g, [], window=4).set_index(["difficulty", "phase"])
+    for level, (p, q) in LEVELS.items():
+        counts = {"unanswered": 0, "answered": 0, "mixed": 0}
+        for r in g[g["difficulty"] == level].itertuples():  # a plain recount
+            if r.round == 0 and r.n_correct == 0:
+                counts["unanswered" if r.n_answered == 0 else "answered" if r.n_answered == G else "mixed"] += 1
+        row = split.loc[(level, "all")]
+        assert {k: row[k] for k in counts} == counts and row["all_wrong"] == sum(counts.values())
+        # the known shares among all-wrong groups: ((1 - q) / (1 - p))^G none answered, ((q - p) / (1 - p))^G all
+        n = row["all_wrong"]
+        for kind, share in (("unanswered", ((1 - q) / (1 - p)) ** G), ("answered", ((q - p) / (1 - p)) ** G)):
+            assert abs(row[kind] / n - share) <= 4 * np.sqrt(share * (1 - share) / n) + 1e-9, (level, kind)
+    assert split.loc[("1", "all"), "unanswered_share"] > 0.4 > split.loc[("2", "all"), "unanswered_share"]
+
+
+def test_format_failures_that_fall_away_are_in_the_findings(tmp_path):
+    # at first most replies give no answer (q 0.02-0.03), by the end most do: the format is learned first
+    sweep = answer_sweep(tmp_path / "sweep", answer_learn=0.03, steps=60, levels={"1": (0.01, 0.02), "2": (0.01, 0.03)})
+    report = build_report(sweep, tmp_path / "report").read_text()
+    findings = report.split("## Findings", 1)[1].split("\n## ", 1)[0]
+    assert "**Format failures** among all-wrong ties" in findings
+    assert "(the model learned the answer format before the task)" in findings
+    assert "### All-wrong ties: answered or not" in report
+
+
+def test_a_run_whose_model_never_answers_in_its_format_warns_and_trains_nothing(tmp_path, caplog):
+    cfg = TrainConfig(out_dir=str(tmp_path / "run"), max_steps=3, prompts_per_step=4, checkpoint_every=3)
+    cfg.task.levels, cfg.task.train_per_level, cfg.task.eval_per_level = [1, 2], 8, 4
+    cfg.task.answer_format = "boxed"  # the built-in model answers bare: never in a box
+    cfg.sampler.group_size, cfg.eval.n = 4, 4
+    with caplog.at_level(logging.WARNING):
+        run = train(cfg)
+    warned = [r.getMessage() for r in caplog.records if "base model solves no" in r.getMessage()]
+    assert len(warned) == 1 and "no `\\boxed{}` answer in 100% of 32 replies" in warned[0]
+    assert warned[0].count("'") >= 4  # two replies quoted
+    g = read_table(run, "groups").to_pandas()
+    assert (g["n_answered"] == 0).all() and g["tie"].all() and (g["n_informative"] == 0).all()
+    e = read_table(run, "eval").to_pandas()
+    assert not e["answered"].any() and e["answer"].isna().all()
+    base = e[e["step"] == 0]
+    assert (base.groupby("difficulty")["completion"].count() == 4).all() and e[e["step"] > 0]["completion"].isna().all()
+    c = read_table(run, "completions").to_pandas()  # log_completions=0: the first step's group of each difficulty
+    assert sorted(c["difficulty"].unique()) == ["1", "2"] and (c["step"] == 1).all() and not c["answered"].any()
+    assert (c.groupby("group").size() == 4).all()
+    report = build_report(run, tmp_path / "report")
+    text = report.read_text()
+    first = text.split("## Findings", 1)[1].split("\n- ", 1)[1].splitlines()[0]
+    assert first.startswith("**Nothing trained**: 12 of 12 groups tied (all-wrong: 12, 100% without an answer); "
+                            "every advantage was 0"), first
+    assert "Ranking" not in text.split("## Findings", 1)[1].split("\n## ", 1)[0]
+    details = (report.parent / "DETAILS.md").read_text()
+    assert "### The base model's replies" in details and "### Training groups" in details
