@@ -29,7 +29,8 @@ from grpo_lab.train.trainer import Trainer
 
 ARMS = {"grpo": ("grpo", "fixed"), "ngrpo": ("ngrpo", "fixed"), "rl_zvp": ("rl_zvp", "fixed"),
         "pods": ("grpo", "pods"), "replay": ("grpo", "replay"), "dynamic": ("grpo", "dynamic"),
-        "dars": ("grpo", "dars")}
+        "dars": ("grpo", "dars"), "spo": ("spo", "spo"), "mopps": ("grpo", "mopps"), "speed": ("grpo", "speed"),
+        "ar3po": ("grpo", "ar3po")}
 
 
 def config(arm: str, out: Path, threads: int) -> TrainConfig:

@@ -6,7 +6,7 @@ building the training batch) costs per step, against the whole step, measured si
 Each sampler trains the built-in tiny model (B = 16 prompts, G = 8, levels 1-4) in the same process,
 after 3 warm-up steps. A step's sampler time is its draw minus the time spent inside the rollouts it
 asked for (sampling and scoring), plus `training_units` and what it does after the update (`observe`: the
-replay buffer's offers); the ratio is that over the step's wall time.
+replay buffer's offers; `after_update`: SPO's log-prob passes); the ratio is that over the step's wall time.
 A second table times the knapsack allocation alone at larger batches.
 """
 
@@ -34,6 +34,7 @@ def config(sampler: str, out: Path, threads: int) -> TrainConfig:
     cfg = TrainConfig(out_dir=str(out / sampler), max_steps=10_000, prompts_per_step=16, checkpoint_every=10_000,
                       threads=threads)
     cfg.sampler.name = sampler
+    cfg.algo.advantage = "spo" if SAMPLERS[sampler].one_answer else "grpo"  # a group of one needs its tracker
     cfg.sampler.band.lo, cfg.sampler.band.hi, cfg.sampler.band.explore = 0.1, 0.9, 0.1  # as experiment=samplers
     cfg.sampler.dynamic.max_rounds = cfg.sampler.greso.max_rounds = 8  # never stop for want of untied groups
     cfg.algo.unit_weight = "sample"  # as experiment=tie_learning (dars's extra answers weigh)
@@ -58,6 +59,7 @@ def time_sampler(sampler: str, out: Path, steps: int, warmup: int, threads: int)
 
     trainer._draw_round = timed(trainer._draw_round, "rollout")
     trainer.sampler.observe = timed(trainer.sampler.observe, "observe")
+    trainer.sampler.after_update = timed(trainer.sampler.after_update, "observe")  # SPO's trackers' passes
     batching = learn_module.training_units
     learn_module.training_units = timed(batching, "batch")
     step_ms, own_ms = [], []

@@ -120,6 +120,7 @@ def test_resume_mid_run_restores_the_trackers_exactly(tmp_path):
 
 @pytest.mark.parametrize("change,key", [
     (dict(sampler="fixed"), "algo.advantage"),
+    (dict(advantage="grpo"), "sampler.name"),  # groups of one under a group-relative rule would train nothing
     (dict(rho_min=0.97), "sampler.spo.rho_min"),
     (dict(epsilon=0.0), "sampler.spo.epsilon"),
     (dict(d_half=0.0), "sampler.spo.d_half"),
@@ -129,6 +130,8 @@ def test_bad_settings_are_one_line_naming_the_key(tmp_path, change, key):
     cfg = spo_cfg(tmp_path)
     if "sampler" in change:
         cfg.sampler.name = change.pop("sampler")
+    if "advantage" in change:
+        cfg.algo.advantage = change.pop("advantage")
     for k, v in change.items():
         setattr(cfg.sampler.spo, k, v)
     with pytest.raises(ConfigError, match=f"^{key}="):

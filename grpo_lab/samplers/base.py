@@ -60,6 +60,8 @@ class Sampler(ABC):
     # True when it sets each group's `predicted_rate` (its estimate of the prompt's pass rate before the draw): the
     # baseline of algo.advantage=spo
     predicts: ClassVar[bool] = False
+    # True when it draws one answer a prompt (SPO): a group-relative rule would give every answer a zero advantage
+    one_answer: ClassVar[bool] = False
 
     cfg: Any  # the SamplerConfig (name, group_size and every sampler's block)
     stream: PromptStream

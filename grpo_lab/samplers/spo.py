@@ -115,6 +115,7 @@ class SpoSampler(Sampler):
     name = "spo"
     settings_type = SpoSettings
     predicts = True
+    one_answer = True
 
     def draw(self, draw_round, prompts: int) -> Draw:
         from grpo_lab import distributed  # torch: only once a run draws, never at config time
