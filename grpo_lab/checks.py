@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 import os
 
-from grpo_lab.advantage import RULES, check_rules, rule
+from grpo_lab.advantage import check_rules, rule
 from grpo_lab.config import (
     DEVICE,
     DTYPES,
@@ -110,10 +110,6 @@ def validate(cfg: TrainConfig) -> None:
     require(not rule(cfg.algo.advantage).predicted or SAMPLERS[cfg.sampler.name].predicts, "algo.advantage",
             cfg.algo.advantage, f"takes each prompt's baseline from a sampler that predicts its pass rate "
             f"({', '.join(n for n, c in SAMPLERS.items() if c.predicts)}), not sampler.name={cfg.sampler.name}")
-    require(not SAMPLERS[cfg.sampler.name].one_answer or rule(cfg.algo.advantage).predicted, "sampler.name",
-            cfg.sampler.name, f"draws one answer a prompt: algo.advantage={cfg.algo.advantage} baselines each answer "
-            f"by its group's others and gives it 0; use a rule whose baseline is the sampler's prediction "
-            f"({', '.join(n for n, r in RULES.items() if r.predicted)})")
     require(MIN_TEMPERATURE <= cfg.rollout.temperature <= MAX_TEMPERATURE, "rollout.temperature",
             cfg.rollout.temperature, f"must be in [{MIN_TEMPERATURE:g}, {MAX_TEMPERATURE:g}]: colder, a group's G "
             "answers are nearly always one answer, so every group ties and nothing trains; hotter, sampling nears a "

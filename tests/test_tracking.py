@@ -131,7 +131,8 @@ def test_completions_are_whole_groups_matching_the_group_table(sweep):
         groups = read_table(job, "groups").to_pandas()
         assert sorted(set(comp["step"])) == list(range(1, STEPS + 1))
         for step, rows in comp.groupby("step"):
-            assert len(rows) == 8  # two whole groups of 4
+            # two whole groups of 4; the first step also keeps the first group of each difficulty
+            assert len(rows) == 8 if step > 1 else len(rows) >= 8 and len(rows) % 4 == 0
             drawn = groups[groups.step == step].reset_index(drop=True)
             for g, members in rows.groupby("group"):
                 assert members["sample"].tolist() == [0, 1, 2, 3]

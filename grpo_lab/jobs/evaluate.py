@@ -24,7 +24,7 @@ from grpo_lab.model.files import ModelFileError
 from grpo_lab.model.load import amp
 from grpo_lab.model.lora import add_adapters
 from grpo_lab.rollout.engines import build_engine, check_engine
-from grpo_lab.rollout.evaluation import evaluate
+from grpo_lab.rollout.evaluation import BASE_REPLIES, evaluate
 from grpo_lab.run.checkpoints import check_checkpoint, checkpoint_dir, checkpoint_steps, checkpoint_totals, load_weights
 from grpo_lab.run.evaluations import EvalSetting, existing_rows, record_evaluation, setting_tag
 from grpo_lab.run.guards import RunLock
@@ -142,7 +142,8 @@ def evaluate_checkpoints(cfg, run_dir: Path, *, n: int | None = None, temperatur
                                     max_new_tokens=s.max_new_tokens, end_ids=end_ids,
                                     answer_kind=task.answer_kind, seed=cfg.seed, run_id=run_id, step=step,
                                     max_rows=cfg.rollout.max_rows_per_call, answer_format=task.answer_format,
-                                    stop=cfg.rollout.stop, engine=engine)
+                                    stop=cfg.rollout.stop, engine=engine,
+                                    keep_replies=BASE_REPLIES if step == 0 else 0)  # as the training's own
                     _write_rows(run_dir, plan, step, rows, run_id, git)
         finally:
             engine.close()

@@ -13,6 +13,8 @@ from grpo_lab.rewards.scorer import Scorer, score_all
 from grpo_lab.rollout.generate import sample_groups
 from grpo_lab.tasks.base import Problem, Task
 
+BASE_REPLIES = 4  # replies of each difficulty whose text the base evaluation keeps (eval rows' `completion`)
+
 
 def evaluate(
     model,

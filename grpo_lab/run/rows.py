@@ -41,7 +41,7 @@ def group_rows(run_id: str, step: int, groups: list[Group], counters: dict,
             entropy_mean=None if h is None else h[:, 0].tolist(),
             entropy_max=None if h is None else h[:, 1].tolist(),
             reused=grp.reused, source_step=grp.source_step,
-            predicted_rate=float("nan") if grp.predicted_rate is None else float(grp.predicted_rate),
+            predicted_rate=None if grp.predicted_rate is None else float(grp.predicted_rate),
         ))
     return rows
 

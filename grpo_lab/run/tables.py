@@ -56,7 +56,7 @@ GROUPS = pa.schema([
     ("reused", pa.bool_()),
     ("source_step", pa.int32()),
     # the sampler's predicted pass rate for this prompt before it was drawn (sampler=mopps: its posterior mean;
-    # sampler=spo: its tracker's value); NaN where the sampler predicts none. |predicted_rate - n_correct /
+    # sampler=spo: its tracker's value); null where the sampler predicts none. |predicted_rate - n_correct /
     # group_size| is its prediction error
     ("predicted_rate", pa.float64()),
 ])

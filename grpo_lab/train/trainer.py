@@ -28,7 +28,7 @@ from grpo_lab.model.sharding import local
 from grpo_lab.rewards.rules import RewardWeights
 from grpo_lab.rewards.scorer import Scorer
 from grpo_lab.rollout.engines import build_engine
-from grpo_lab.rollout.evaluation import evaluate
+from grpo_lab.rollout.evaluation import BASE_REPLIES, evaluate
 from grpo_lab.rollout.generate import Rollout, split_groups
 from grpo_lab.run.checkpoints import (
     checkpoint_steps,
@@ -55,7 +55,6 @@ from grpo_lab.train.learn import learn
 from grpo_lab.train.parallel import build_parallel
 
 log = logging.getLogger(__name__)
-KEPT_REPLIES = 4  # replies of each difficulty whose text the base evaluation keeps (eval rows' `completion`)
 
 
 class SamplerExhausted(RuntimeError):
@@ -151,7 +150,7 @@ class Trainer:
             mine = self.task.held_out[distributed.rank()::distributed.world()]  # each rank a share of the prompts
             with self.amp(), self.par.rollout(self.model):
                 rows = evaluate(self.model, self.tokenizer, mine, n=cfg.eval.n,
-                                keep_replies=KEPT_REPLIES if step == 0 else 0,
+                                keep_replies=BASE_REPLIES if step == 0 else 0,
                                 temperature=cfg.eval.temperature, max_new_tokens=cfg.rollout.max_new_tokens,
                                 end_ids=self.end_ids, answer_kind=self.task.answer_kind,
                                 seed=distributed.rank_seed(cfg.seed), run_id=self.record.run_id, step=step,
