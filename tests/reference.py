@@ -101,3 +101,35 @@ def raw(root: Path, table: str):
     frames = [pd.read_parquet(p).assign(job=p.parent.parent.name)
               for p in sorted(root.glob(f"*/{table}/part-*.parquet"))]
     return pd.concat(frames, ignore_index=True)
+
+
+def recount_budget(run) -> tuple:
+    """The tables' counters against a recount of the groups table."""
+    g = read_table(run, "groups").to_pandas()
+    s = read_table(run, "steps").to_pandas()
+    assert g["samples_total"].tolist() == g["group_size"].cumsum().tolist()
+    assert g["tokens_total"].tolist() == g["tokens"].cumsum().tolist()
+    per_step = g.groupby("step").agg(samples=("group_size", "sum"), groups=("group_size", "size"))
+    assert s["samples"].tolist() == per_step["samples"].tolist()
+    assert s["groups"].tolist() == per_step["groups"].tolist()
+    assert s["samples_total"].tolist() == per_step["samples"].cumsum().tolist()
+    assert (g["n_correct"] == g["correct"].map(sum)).all() and (g["group_size"] == g["rewards"].map(len)).all()
+    return g, s
+
+
+def assert_draw_bounds(cfg, least: int, most: int) -> None:
+    """The budget checks know a sampler's draw: a budget below one step's fewest samples, or above what max_steps
+    steps of its most can reach, is one line; the largest reachable one passes."""
+    import pytest
+
+    from grpo_lab.checks import validate
+    from grpo_lab.errors import ConfigError
+
+    cfg.max_samples = least - 1
+    with pytest.raises(ConfigError, match=f"below one step's draw \\({least} samples"):
+        validate(cfg)
+    cfg.max_samples = cfg.max_steps * most + 1
+    with pytest.raises(ConfigError, match=f"at most {most} samples"):
+        validate(cfg)
+    cfg.max_samples = cfg.max_steps * most
+    validate(cfg)

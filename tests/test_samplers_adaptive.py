@@ -6,13 +6,10 @@ import itertools
 
 import numpy as np
 import pytest
-from reference import assert_same_rows
+from reference import assert_draw_bounds, assert_same_rows, recount_budget
 
-from grpo_lab.checks import validate
 from grpo_lab.config import TrainConfig
-from grpo_lab.errors import ConfigError
 from grpo_lab.run.checkpoints import read_state
-from grpo_lab.run.tables import read_table
 from grpo_lab.samplers.greso import keep_probability
 from grpo_lab.samplers.knapsack import allocate, group_value
 from grpo_lab.samplers.reinforce_ada import balanced_selection, exit_rule_holds
@@ -90,20 +87,6 @@ def adaptive_cfg(tmp_path, sampler: str, levels=(1, 2, 4), steps=4, **sampler_kw
     return cfg
 
 
-def recount_budget(run) -> tuple:
-    """The tables' counters against a recount of the groups table."""
-    g = read_table(run, "groups").to_pandas()
-    s = read_table(run, "steps").to_pandas()
-    assert g["samples_total"].tolist() == g["group_size"].cumsum().tolist()
-    assert g["tokens_total"].tolist() == g["tokens"].cumsum().tolist()
-    per_step = g.groupby("step").agg(samples=("group_size", "sum"), groups=("group_size", "size"))
-    assert s["samples"].tolist() == per_step["samples"].tolist()
-    assert s["groups"].tolist() == per_step["groups"].tolist()
-    assert s["samples_total"].tolist() == per_step["samples"].cumsum().tolist()
-    assert (g["n_correct"] == g["correct"].map(sum)).all() and (g["group_size"] == g["rewards"].map(len)).all()
-    return g, s
-
-
 def test_reinforce_ada_budget_and_units(tmp_path):
     run = train(adaptive_cfg(tmp_path, "reinforce_ada"))
     g, s = recount_budget(run)
@@ -179,14 +162,7 @@ def test_resume_mid_run_restores_the_sampler_exactly(tmp_path, sampler):
                                                 ("replay", 16, 16)])
 def test_budget_checks_know_each_samplers_draw(tmp_path, sampler, least, most):
     cfg = adaptive_cfg(tmp_path, sampler)
-    cfg.max_samples = least - 1
-    with pytest.raises(ConfigError, match=f"below one step's draw \\({least} samples"):
-        validate(cfg)
-    cfg.max_samples = cfg.max_steps * most + 1
-    with pytest.raises(ConfigError, match=f"at most {most} samples"):
-        validate(cfg)
-    cfg.max_samples = cfg.max_steps * most
-    validate(cfg)
+    assert_draw_bounds(cfg, least, most)
 
 
 def test_max_samples_ends_an_adaptive_run_at_the_first_step_past_it(tmp_path):

@@ -7,7 +7,7 @@ import re
 
 import numpy as np
 import pytest
-from reference import assert_same_rows
+from reference import assert_same_rows, recount_budget
 
 from grpo_lab.checks import validate
 from grpo_lab.config import TrainConfig
@@ -149,20 +149,6 @@ def mopps_cfg(tmp_path, steps=6, **mopps) -> TrainConfig:
     for k, v in mopps.items():
         setattr(cfg.sampler.mopps, k, v)
     return cfg
-
-
-def recount_budget(run) -> tuple:
-    """The tables' counters against a recount of the groups table."""
-    g = read_table(run, "groups").to_pandas()
-    s = read_table(run, "steps").to_pandas()
-    assert g["samples_total"].tolist() == g["group_size"].cumsum().tolist()
-    assert g["tokens_total"].tolist() == g["tokens"].cumsum().tolist()
-    per_step = g.groupby("step").agg(samples=("group_size", "sum"), groups=("group_size", "size"))
-    assert s["samples"].tolist() == per_step["samples"].tolist()
-    assert s["groups"].tolist() == per_step["groups"].tolist()
-    assert s["samples_total"].tolist() == per_step["samples"].cumsum().tolist()
-    assert (g["n_correct"] == g["correct"].map(sum)).all() and (g["group_size"] == g["rewards"].map(len)).all()
-    return g, s
 
 
 def test_a_real_run_replays_from_its_own_tables(tmp_path):

@@ -9,13 +9,12 @@ import re
 
 import numpy as np
 import pytest
-from reference import assert_same_rows, plain_grpo
+from reference import assert_draw_bounds, assert_same_rows, plain_grpo, recount_budget
 
 from grpo_lab.checks import validate
 from grpo_lab.config import TrainConfig
 from grpo_lab.errors import ConfigError
 from grpo_lab.records import Group, Problem
-from grpo_lab.run.tables import read_table
 from grpo_lab.samplers import PromptStream, draw_bounds
 from grpo_lab.samplers.speed import SpeedSampler, passes_screen, to_continue
 from grpo_lab.train.trainer import train
@@ -114,20 +113,6 @@ def speed_cfg(tmp_path, levels=(1, 2, 4), steps=4, **own) -> TrainConfig:
     return cfg
 
 
-def recount_budget(run) -> tuple:
-    """The tables' counters against a recount of the groups table."""
-    g = read_table(run, "groups").to_pandas()
-    s = read_table(run, "steps").to_pandas()
-    assert g["samples_total"].tolist() == g["group_size"].cumsum().tolist()
-    assert g["tokens_total"].tolist() == g["tokens"].cumsum().tolist()
-    per_step = g.groupby("step").agg(samples=("group_size", "sum"), groups=("group_size", "size"))
-    assert s["samples"].tolist() == per_step["samples"].tolist()
-    assert s["groups"].tolist() == per_step["groups"].tolist()
-    assert s["samples_total"].tolist() == per_step["samples"].cumsum().tolist()
-    assert (g["n_correct"] == g["correct"].map(sum)).all() and (g["group_size"] == g["rewards"].map(len)).all()
-    return g, s
-
-
 def test_a_real_run_follows_the_rule_replayed_from_its_groups_table(tmp_path):
     g, s = recount_budget(train(speed_cfg(tmp_path)))
     screened_out = 0
@@ -196,14 +181,7 @@ def test_resume_mid_run_restores_the_sampler_exactly(tmp_path):
 def test_budget_checks_know_the_draw(tmp_path, max_rounds):
     cfg = speed_cfg(tmp_path, max_rounds=max_rounds)
     least, most = 8 * 2 + 4 * 2, max_rounds * 8 * 2 + 4 * 2
-    cfg.max_samples = least - 1
-    with pytest.raises(ConfigError, match=f"below one step's draw \\({least} samples"):
-        validate(cfg)
-    cfg.max_samples = cfg.max_steps * most + 1
-    with pytest.raises(ConfigError, match=f"at most {most} samples"):
-        validate(cfg)
-    cfg.max_samples = cfg.max_steps * most
-    validate(cfg)
+    assert_draw_bounds(cfg, least, most)
 
 
 @pytest.mark.parametrize("key,value,message", [
