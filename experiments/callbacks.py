@@ -14,7 +14,14 @@ log = logging.getLogger(__name__)
 
 class SweepReport(Callback):
     """On multirun end, write <sweep>/report/REPORT.md. Hydra skips this hook when a job raises, so
-    the report is also a command of its own: python -m analysis <sweep_dir>."""
+    the report is also a command of its own: python -m analysis <sweep_dir>.
+
+    `against`: a committed report (a folder with tables/tests.csv) whose orderings this study is read against
+    (`hydra.callbacks.report.against`, set by an experiment; relative to the project's root). Hydra keeps it in
+    the sweep's multirun.yaml, where `python -m analysis` finds it again, so a rebuild needs no option."""
+
+    def __init__(self, against: str | None = None) -> None:
+        self.against = against
 
     def on_multirun_end(self, config: DictConfig, **kwargs) -> None:
         from analysis.report import build_report
