@@ -10,6 +10,7 @@ from pathlib import Path
 
 from analysis.data.load import NoRunsError
 from analysis.data.select import SelectionError
+from analysis.measures.transfer import ReferenceUnreadable
 from analysis.render.writer import ReportNotWritable
 from analysis.report import build_report
 
@@ -31,6 +32,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                         "--where seed=0 keeps both samplers' seed 0)")
     parser.add_argument("--baseline", metavar="KEY=VALUE", help="the arm every difference is taken against (a value "
                         "of an arm key)")
+    parser.add_argument("--against", metavar="REPORT", help="a report folder (with tables/tests.csv) whose resolved "
+                        "orderings of two arms are read in this study, pair by pair (default: the one the sweep's "
+                        "experiment names in hydra.callbacks.report.against)")
     args = parser.parse_args(argv)
     for path in map(Path, args.path):
         if not path.is_dir():
@@ -42,8 +46,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         by = [k.strip() for k in args.by.split(",") if k.strip()] if args.by else []
         print(build_report(args.path if len(args.path) > 1 else args.path[0], args.out, args.command, by,
-                           args.where, args.baseline))
-    except (NoRunsError, ReportNotWritable, SelectionError) as e:  # no runs, a folder not its own, a choice: one line
+                           args.where, args.baseline, args.against))
+    # no runs, a folder not its own, a choice, a reference that cannot be read: one line
+    except (NoRunsError, ReportNotWritable, SelectionError, ReferenceUnreadable) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     return 0

@@ -25,7 +25,7 @@ from analysis.data.alignment import with_tokens
 from analysis.data.arms import arm_keys, arms_as_text
 from analysis.data.checkpoints import attach_samples
 from analysis.data.completions import read_completions
-from analysis.data.config import launch_command
+from analysis.data.config import launch_command, report_against
 from analysis.data.load import Tables, load, source_names
 from analysis.data.plan import missing_jobs
 from analysis.data.records import difficulty_names
@@ -35,8 +35,9 @@ from analysis.measures.equal_steps import steps_per_arm
 from analysis.measures.health import MISMATCH_COLUMNS
 from analysis.measures.spend import budgets_per_arm
 from analysis.measures.tie_learning import split_reused
+from analysis.measures.transfer import read_reference
 from analysis.render.canvas import report_colours
-from analysis.render.paging import move_long_tables
+from analysis.render.paging import MAX_LINES, move_long_tables
 from analysis.render.writer import finish_build, start_build, write_report
 from analysis.sections import (
     at_k,
@@ -58,6 +59,7 @@ from analysis.sections import (
     tie_learning,
     ties,
     trained,
+    transfer,
 )
 from analysis.sections import budgets as budgets_text
 from analysis.sections.section import DETAILS, Context, Section
@@ -77,12 +79,14 @@ COLUMNS = {
 
 def build_report(path: str | Path | Sequence[str | Path], out_dir: str | Path | None = None,
                  command: str | None = None, by: Sequence[str] = (), where: Sequence[str] = (),
-                 baseline: str | None = None) -> Path:
+                 baseline: str | None = None, against: str | Path | None = None) -> Path:
     """Build the report of a run or sweep directory, or of several (`path` a list: one report over all
     their jobs, `out_dir` required); returns the path of REPORT.md. `by`, `where`, `baseline`: the arm
     keys, the jobs kept ("KEY=VALUE": values of one key alternatives, different keys all holding) and the
     arm differences are taken against (`analysis.data.select`; SelectionError, one line, before anything is
-    written).
+    written). `against`: a report folder whose resolved orderings are read in this study (the Transfer section);
+    by default the one the sweep's experiment names (`hydra.callbacks.report.against` in its multirun.yaml,
+    relative to the project's root); ReferenceUnreadable, one line, before anything is written.
 
     It goes to `<path>/report/` unless `out_dir` is given. `command` is quoted as the command
     that produced the runs; by default it is rebuilt from Hydra's multirun.yaml or hydra.yaml.
@@ -97,11 +101,12 @@ def build_report(path: str | Path | Sequence[str | Path], out_dir: str | Path | 
         raise ValueError("several sources: say where the report goes (--out DIR)")
     root = sources[0]
     out = Path(out_dir) if out_dir is not None else root / "report"
+    reference = _reference(against, root)
     building = start_build(out, root)  # before any work: an unwritable folder is one line at once
     try:
         # a second process computes and draws beside this one
         with scheduler.helping(building / "figures", FIGURE_MODULES), _old_objects_frozen():
-            report = _build(sources, out, building, command, (tuple(by), tuple(where), baseline))
+            report = _build(sources, out, building, command, (tuple(by), tuple(where), baseline), reference)
         finish_build(building, out)
     except BaseException:
         shutil.rmtree(building, ignore_errors=True)
@@ -114,8 +119,8 @@ SectionMaker = Callable[[Tables, Context], Section | None]
 # here by that function: adding one is its module and its line. None: a section the build makes from the others
 # (the findings quote the tests' family, the ranking reads the held-out scores, ...), by its name in `_build`.
 PAGE: tuple[tuple[str, SectionMaker | None], ...] = (
-    ("header", header.section), ("findings", None), ("provenance", None), ("ranking", None), ("heldout", None),
-    ("at_k", None), ("coverage", None), ("trained", None), ("ties", None), ("tie_learning", None),
+    ("header", header.section), ("findings", None), ("provenance", None), ("ranking", None), ("transfer", None),
+    ("heldout", None), ("at_k", None), ("coverage", None), ("trained", None), ("ties", None), ("tie_learning", None),
 )
 # the second page: what a reader may want once the findings are read (every test, the longer sections)
 DETAILS_PAGE: tuple[tuple[str, SectionMaker | None], ...] = (
@@ -123,6 +128,8 @@ DETAILS_PAGE: tuple[tuple[str, SectionMaker | None], ...] = (
     ("predictions", predictions.section), ("equal_budget", None), ("health", health.section), ("examples", None),
     ("jobs", None),
 )
+
+PROJECT = Path(__file__).resolve().parent.parent  # the folder of conf/ and reports/
 
 # every figure module, imported in the second process before its first figure (with matplotlib and pandas)
 FIGURE_MODULES = ("analysis.render.curves", "analysis.render.intervals", "analysis.render.scores",
@@ -141,9 +148,10 @@ def _old_objects_frozen() -> Iterator[None]:
 
 
 def _build(sources: Sequence[Path], out: Path, building: Path, command: str | None,
-           choice: tuple[tuple[str, ...], tuple[str, ...], str | None] = ((), (), None)) -> Path:
+           choice: tuple[tuple[str, ...], tuple[str, ...], str | None] = ((), (), None),
+           reference: tuple[str, pd.DataFrame] | None = None) -> Path:
     """The report of `sources`, as it will read from `out`, written under `building`; `choice`: (by,
-    where, baseline), as `build_report` takes them."""
+    where, baseline), as `build_report` takes them; `reference`: (its name, its tests table) or None."""
     root = sources[0]
     early: list[tuple[pd.DataFrame, scheduler.Later, scheduler.Later]] = []  # (jobs, held-out sections, coverage)
 
@@ -217,6 +225,7 @@ def _build(sources: Sequence[Path], out: Path, building: Path, command: str | No
                           fixed)
     ranked = ranking.section(tables, ctx, family, held.scores, what_trained.per_job, fixed.unranked(),
                              held.prompt_scores)
+    carried = transfer.section(reference[1], reference[0], family) if reference else None
     budgets = budgets_per_arm(tables.groups, arm) if not tables.groups.empty else None
     idle = failures.nothing_trained(tables.groups, arm, tied.answered if tied else None)
     first = [line for line in (*idle, pooled, jobs.incomplete_line(tables, plan),
@@ -228,12 +237,14 @@ def _build(sources: Sequence[Path], out: Path, building: Path, command: str | No
                              ties_by_difficulty=tied.by_difficulty if tied else None, names=dict(ctx.names),
                              answered=tied.answered if tied else None, arm=tuple(arm))
     arms = len(tables.groups.groupby(list(arm), observed=True).size()) if arm and len(tables.groups) else 1
-    found = findings.section(family, quoted, what_trained.unit_weight, ranked.sentences if ranked else [],
+    found = findings.section(family, quoted, what_trained.unit_weight,
+                             [*(ranked.sentences if ranked else []), *(carried.sentences if carried else [])],
                              covered.sentence if covered else None, first, idle=bool(idle) and len(idle) == arms)
 
     made = {  # the sections the build makes from each other; the rest read only the tables (PAGE, DETAILS_PAGE)
         "findings": found, "provenance": provenance.section(tables, ctx, command or launch_command(root), plan),
-        "ranking": ranked, "heldout": held, "at_k": scores_at_k, "coverage": covered, "trained": what_trained,
+        "ranking": ranked, "transfer": carried, "heldout": held, "at_k": scores_at_k, "coverage": covered,
+        "trained": what_trained,
         "ties": tied, "tie_learning": learning, "provenance_details": provenance.details(tables, ctx),
         "tests": tests.section(family), "persistence": persisted, "equal_budget": budget,
         "examples": examples.section(completions(tables), ctx, tables.eval), "jobs": jobs.section(tables, plan),
@@ -244,7 +255,7 @@ def _build(sources: Sequence[Path], out: Path, building: Path, command: str | No
         return [s for s in out if s is not None]  # a section is None where its data does not exist
 
     shown, more = sections(PAGE), sections(DETAILS_PAGE)
-    texts, long_tables = move_long_tables([s.text for s in shown], DETAILS)
+    texts, long_tables = move_long_tables([s.text for s in shown], DETAILS, MAX_LINES - 2)  # - the link to DETAILS
     if long_tables:
         more.append(Section(text=long_tables))
     title = shown[0].text.splitlines()[0].removeprefix("# ").removeprefix("Report: ")
@@ -252,6 +263,17 @@ def _build(sources: Sequence[Path], out: Path, building: Path, command: str | No
     more.insert(0, Section(text=f"# Details: {title}\n\nThe second page of [REPORT.md](REPORT.md)."))
     return write_report(building, texts, [s.files for s in shown + more], root, shown_at=out,
                         details=[s.text for s in more])
+
+
+def _reference(against: str | Path | None, root: Path) -> tuple[str, pd.DataFrame] | None:
+    """(name, tests table) of the report this one is read against: `against` as given, else the one the sweep's
+    multirun.yaml names, relative to the project's root (where the experiment that named it lives)."""
+    if against is not None:
+        return str(against), read_reference(Path(against))
+    named = report_against(root)
+    if named is None:
+        return None
+    return named, read_reference(PROJECT / named)
 
 
 def _prepared(tables: Tables, choice: tuple[tuple[str, ...], tuple[str, ...], str | None]) -> tuple[Tables, list[str]]:

@@ -14,9 +14,11 @@ temporary folder, or to --dir (kept, and reused when there).
 Each size is timed in fresh processes, in turns: the bare read (`pq.read_table` of every groups
 and eval folder, all columns, to arrow), `build_report` as it runs by default (with a second process,
 `analysis/scheduler.py`, where two cores are usable) and `build_report` in one process
-(GRPO_LAB_REPORT_PROCESSES=1), `--repeats` times each; the fastest of each counts, on the wall clock
-(the goal: until `build_report` returns, the report in place) and in CPU seconds (all threads and the
-second process, waited for after the clock stops; a fairer view on a machine other processes share).
+(GRPO_LAB_REPORT_PROCESSES=1), `--repeats` times each; each round's ratio to its own read counts, median
+(min-max) over rounds, on the wall clock (the goal: until `build_report` returns, the report in place) and
+in CPU seconds (all threads and the second process, waited for after the clock stops; a fairer view on a
+machine other processes share). The machine's CPU, its vector units and the load while timed are printed
+with the table (benchmarks/protocol.py).
 The goal: a report within `--goal` times the bare read (3 by default) at the `--reference`
 size (4, the 1.5M-group sweep the issue timed), and no worse at the larger sizes (within 10%, the
 spread between runs); the script exits 1, printing the ratios, when either is missed. Smaller sizes are
@@ -29,8 +31,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -38,6 +40,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from protocol import Load, machine, spread  # noqa: E402 - benchmarks/ is a folder of scripts, not a package
+
 STEPS = 50
 PROMPTS_PER_STEP = 640  # with resample_on_tie's redraws: about 370k groups of 8, 3M rewards
 
@@ -176,29 +181,34 @@ def main() -> int:
         for size in args.sizes:
             if not (base / f"x{size}" / "multirun.yaml").exists():
                 repeat_sweep(base / "x1", base / f"x{size}", size)
-        print(f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
-              f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')}; fastest of {args.repeats} per contender")
-        print(f"{'size':>4} {'groups':>11} {'parts':>7} {'read s':>7} {'report s':>9} {'ratio':>6} "
-              f"{'1-process s':>12} {'ratio':>6} {'read cpu':>9} {'report cpu':>11} {'cpu ratio':>9} "
-              f"{'read MiB':>9} {'report MiB':>11}")
+        print(machine(), flush=True)
+        print(f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')}; {args.repeats} rounds of read, report (two "
+              "processes where two cores are usable) and report in one process, in turns; ratios per round, "
+              "median (min-max)")
+        print(f"{'size':>4} {'groups':>11} {'parts':>7} {'read s':>7} {'report s':>9} {'ratio':>16} "
+              f"{'1-process s':>12} {'ratio':>16} {'cpu ratio':>16} {'read MiB':>9} {'report MiB':>11}")
         ratios: dict[int, float] = {}
-        for size in args.sizes:
-            root = base / f"x{size}"
-            groups, parts = sweep_stats(root)
-            read, report, single = [], [], []
-            for _ in range(args.repeats):  # in turns, so a busy spell on the machine hits all three
-                read.append(run_child("read", root))
-                report.append(run_child("report", root))
-                single.append(run_child("report1", root))
-            r, b = min(x["seconds"] for x in read), min(x["seconds"] for x in report)
-            one = min(x["seconds"] for x in single)
-            rc, bc = min(x["cpu"] for x in read), min(x["cpu"] for x in report)
-            ratio = b / r
-            print(f"{size:>4} {groups:>11,} {parts:>7,} {r:>7.2f} {b:>9.2f} {ratio:>6.2f} {one:>12.2f} {one / r:>6.2f} "
-                  f"{rc:>9.2f} {bc:>11.2f} "
-                  f"{bc / rc:>9.2f} {max(x['peak_mib'] for x in read):>9.0f} "
-                  f"{max(x['peak_mib'] for x in report):>11.0f}", flush=True)
-            ratios[size] = ratio
+        with Load() as load:
+            for size in args.sizes:
+                root = base / f"x{size}"
+                groups, parts = sweep_stats(root)
+                read, report, single = [], [], []
+                for _ in range(args.repeats):  # in turns, so a busy spell on the machine hits all three
+                    read.append(run_child("read", root))
+                    report.append(run_child("report", root))
+                    single.append(run_child("report1", root))
+                    load.look()
+                wall = [b["seconds"] / r["seconds"] for r, b in zip(read, report)]
+                one = [b["seconds"] / r["seconds"] for r, b in zip(read, single)]
+                cpu = [b["cpu"] / r["cpu"] for r, b in zip(read, report)]
+                median = statistics.median
+                print(f"{size:>4} {groups:>11,} {parts:>7,} {median(x['seconds'] for x in read):>7.2f} "
+                      f"{median(x['seconds'] for x in report):>9.2f} {spread(wall):>16} "
+                      f"{median(x['seconds'] for x in single):>12.2f} {spread(one):>16} {spread(cpu):>16} "
+                      f"{max(x['peak_mib'] for x in read):>9.0f} {max(x['peak_mib'] for x in report):>11.0f}",
+                      flush=True)
+                ratios[size] = median(wall)
+        print(load)
         missed = goal_missed(ratios, args.goal, args.reference)
         if missed:
             print("goal missed: " + "; ".join(missed))

@@ -7,6 +7,7 @@ import logging
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from analysis.measures.ties import all_wrong_split
 from analysis.report import build_report
@@ -85,6 +86,27 @@ def test_the_split_recounts_from_the_tables_and_matches_the_known_rates(tmp_path
         for kind, share in (("unanswered", ((1 - q) / (1 - p)) ** G), ("answered", ((q - p) / (1 - p)) ** G)):
             assert abs(row[kind] / n - share) <= 4 * np.sqrt(share * (1 - share) / n) + 1e-9, (level, kind)
     assert split.loc[("1", "all"), "unanswered_share"] > 0.4 > split.loc[("2", "all"), "unanswered_share"]
+
+
+def test_the_ties_figure_draws_the_unanswered_share_of_each_bar_as_recounted(tmp_path):
+    """The ties-by-difficulty figure's cross-hatched part is, per difficulty, the first-round groups in which every
+    sample was wrong and none answered, over the first-round groups: recounted by a plain loop."""
+    from analysis.measures.ties import tie_fractions
+    from analysis.sections.ties import with_unanswered
+
+    sweep = answer_sweep(tmp_path / "sweep")
+    g = pd.concat([pd.read_parquet(p).assign(job=str(j)) for j in (0, 1) for p in (sweep / str(j) / "groups").glob("*")],
+                  ignore_index=True)
+    round0 = g[g["round"] == 0]
+    drawn = with_unanswered(tie_fractions(round0, ["group_size"]), round0, ["group_size"]).set_index("difficulty")
+    for level in LEVELS:
+        first = [r for r in round0.itertuples() if str(r.difficulty) == level]
+        want = sum(r.n_correct == 0 and r.n_answered == 0 for r in first) / len(first)
+        assert drawn.loc[level, "unanswered_frac"] == pytest.approx(want)
+        assert drawn.loc[level, "unanswered_frac"] <= drawn.loc[level, "all_wrong_frac"]
+    report = build_report(sweep, tmp_path / "report")
+    assert "cross-hatched, the all-wrong ties in which no sample gave an answer" in report.read_text()
+    assert (report.parent / "figures" / "ties_by_difficulty.png").is_file()
 
 
 def test_format_failures_that_fall_away_are_in_the_findings(tmp_path):

@@ -136,6 +136,17 @@ def launch_command(root: Path) -> str | None:
     return None
 
 
+def report_against(root: Path) -> str | None:
+    """The report a sweep is read against (`hydra.callbacks.report.against`, set by its experiment), as Hydra kept
+    it in the sweep's multirun.yaml; None where it names none."""
+    path = root / "multirun.yaml"
+    if not path.exists():
+        return None
+    hydra = (yaml.safe_load(path.read_text()) or {}).get("hydra") or {}
+    against = ((hydra.get("callbacks") or {}).get("report") or {}).get("against")
+    return str(against) if against else None
+
+
 def _override_value(overrides: list[str], key: str) -> str | None:
     for item in overrides:
         name, _, value = item.lstrip("+~").partition("=")

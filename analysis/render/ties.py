@@ -35,7 +35,8 @@ def partial_windows(ties: pd.DataFrame, by: Sequence[str]) -> pd.Series:
 @styled
 def ties_by_difficulty(ties: pd.DataFrame, path: Path, by: Sequence[str], names: dict[str, str] | None = None,
                        colours: Mapping[str, str] | None = None) -> Path:
-    """First-round ties per difficulty, a bar per arm: all-correct (solid) under all-wrong (hatched),
+    """First-round ties per difficulty, a bar per arm: all-correct (solid) under all-wrong (hatched; where
+    `unanswered_frac` is given, those without any answer read cross-hatched at the bottom of that segment),
     the 95% interval of their sum (black bar with caps) and the prediction p^G + (1-p)^G (a hollow
     diamond). `names`: what each difficulty label is, for the tick labels; `colours`: the report's colour
     of each arm, by its label over `by` (`canvas.colours_by`)."""
@@ -45,6 +46,8 @@ def ties_by_difficulty(ties: pd.DataFrame, path: Path, by: Sequence[str], names:
     entries: dict[str, Artist] = {label: Patch(color=c) for (label, _), c in zip(arms, colour)}
     entries |= {"all-correct tie": Patch(facecolor="0.55", edgecolor="0.3"),
                 "all-wrong tie": Patch(facecolor="0.9", edgecolor="0.3", hatch="///"),
+                **({"all-wrong, no answer read": Patch(facecolor="0.9", edgecolor="0.3", hatch="xxx")}
+                   if "unanswered_frac" in ties else {}),
                 "tie fraction, 95% interval": None, "predicted p^G + (1-p)^G": None}
     width = max(7.0, 1.5 * len(levels) * max(1, len(arms)) ** 0.5)
     fig, (ax,) = figure(1, width=width, height=4.4, legend=list(entries))
@@ -54,6 +57,9 @@ def ties_by_difficulty(ties: pd.DataFrame, path: Path, by: Sequence[str], names:
         correct, wrong = rows["all_correct_frac"].to_numpy(float), rows["all_wrong_frac"].to_numpy(float)
         ax.bar(x, correct, bar * 0.92, color=c, edgecolor="0.2", linewidth=0.6)
         ax.bar(x, wrong, bar * 0.92, bottom=correct, color=c, alpha=0.35, hatch="///", edgecolor="0.2", linewidth=0.6)
+        if "unanswered_frac" in rows:  # the all-wrong ties without an answer, the bottom of their segment
+            ax.bar(x, rows["unanswered_frac"].to_numpy(float), bar * 0.92, bottom=correct, color=c, alpha=0.35,
+                   hatch="xxx", edgecolor="0.2", linewidth=0.6)
         if rows["ci_low"].notna().any():  # an interval needs enough prompts (`tie_fractions`)
             err = np.vstack([rows["tie_frac"] - rows["ci_low"], rows["ci_high"] - rows["tie_frac"]])
             entries["tie fraction, 95% interval"] = ax.errorbar(x, rows["tie_frac"], yerr=err, fmt="none",

@@ -115,6 +115,7 @@ def section(tables: Tables, ctx: Context) -> Ties | None:
     too_few = (f" {few} of the {len(by_difficulty)} rows by difficulty have fewer than {MIN_PROMPTS} prompts: no "
                "interval for them (too few prompts to resample)." if few else "")
     answered = all_wrong_split(round0, arm, window)
+    shown_difficulty = with_unanswered(shown_difficulty, round0, shown_by)
     redraw_text = (files.table("ties_redraws", tie_fractions(redraws, by)[[*TIE_COLUMNS[:10], *by[2:]]])
                    if len(redraws) else "No redraws: every group is a first round.")
     text = "\n".join([
@@ -128,8 +129,11 @@ def section(tables: Tables, ctx: Context) -> Ties | None:
         "### First-round ties by difficulty", "",
         "Each bar is an arm's first-round groups at one difficulty, pooled over training: all-correct ties "
         "(solid) under all-wrong ties (hatched); the black bar is the 95% interval of their sum (the tie fraction) "
-        "and the hollow diamond the prediction p^G + (1−p)^G. Pooled over training, a level whose pass rate moves "
-        "shows its average; the next figure follows it over samples drawn.", "",
+        "and the hollow diamond the prediction p^G + (1−p)^G"
+        + ("; cross-hatched, the all-wrong ties in which no sample gave an answer the task could read (below)"
+           if "unanswered_frac" in shown_difficulty else "")
+        + ". Pooled over training, a level whose pass rate moves shows its average; the next figure follows it over "
+        "samples drawn.", "",
         files.figure("ties_by_difficulty", figures.ties_by_difficulty, shown_difficulty, by=shown_by, names=names,
                      colours=colours),
         "",
@@ -150,6 +154,21 @@ def section(tables: Tables, ctx: Context) -> Ties | None:
     ])
     return Ties(text=text, files=files, comparisons=comparisons, calibration=calibration,
                 by_difficulty=arm_tie_fractions(round0, arm), answered=answered)
+
+
+def with_unanswered(fractions: pd.DataFrame, round0: pd.DataFrame, by: list[str]) -> pd.DataFrame:
+    """`fractions` (`tie_fractions` by difficulty) with `unanswered_frac`: all_wrong_frac times the share of the
+    first-round all-wrong groups in which no sample answered (`n_answered` 0), for the figure; as it was where the
+    runs did not record answers."""
+    if "n_answered" not in round0 or round0["n_answered"].isna().all():
+        return fractions
+    wrong = round0[(round0["tie_kind"] == "all_wrong").to_numpy() & round0["n_answered"].notna().to_numpy()]
+    share = (wrong.assign(difficulty=wrong["difficulty"].astype(str), unanswered=wrong["n_answered"].eq(0))
+             .groupby([*by, "difficulty"], observed=True)["unanswered"].mean().rename("unanswered_share").reset_index())
+    out = fractions.assign(difficulty=fractions["difficulty"].astype(str)).merge(share, on=[*by, "difficulty"],
+                                                                                 how="left")
+    return out.assign(unanswered_frac=out["all_wrong_frac"] * out["unanswered_share"].fillna(0.0)).drop(
+        columns="unanswered_share")
 
 
 def answered_text(split: pd.DataFrame, window: int, files: Files) -> list[str]:

@@ -1,0 +1,98 @@
+"""Transfer: each ordering of two arms that a reference study resolved (the tiny model's tie_learning, say),
+read in this study (`analysis/measures/transfer.py`), in a table and one Findings line a measure."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+from analysis.data.arms import short_label
+from analysis.measures.transfer import MEASURES, orderings
+from analysis.render.markdown import cell
+from analysis.render.writer import Files
+from analysis.sections.section import Section
+from analysis.stats.seeds import ALPHA
+
+
+@dataclass(frozen=True, kw_only=True)
+class Transfer(Section):
+    """`sentences`: one Findings line per measure both studies compared."""
+
+    sentences: list[str]
+
+
+def section(reference: pd.DataFrame, name: str, tests: pd.DataFrame) -> Transfer | None:
+    """The section from the reference's tests table (`read_reference`), the name it was given by (as configured:
+    the page quotes it) and this study's tests' family; None where the two share no pair of arms."""
+    table = orderings(reference, tests)
+    if table.empty:
+        return None
+    floor = tests["smallest_p"].min() if "smallest_p" in tests and len(tests) else float("nan")
+    shown = table.assign(a=table["a"].map(short_label), b=table["b"].map(short_label))
+    files = Files()
+    text = "\n".join([
+        f"## Transfer from `{name}`", "",
+        f"Every pair of arms that `{name}` (its `tables/tests.csv`) also compared, on held-out pass@1 at equal steps "
+        "(each study at its own equal-steps point) and at the end of the budget (equal samples; the two studies' "
+        "budgets need not be equal), as b − a. `there` and `here` are each study's verdict by this report's rule: "
+        "its interval over prompts and seeds excludes zero and the exact test across paired seeds rejects after "
+        f"Holm's correction (α = {ALPHA}); `none`: no ordering. `verdict`: **reproduced** or **reversed** where both "
+        "order the pair, **unresolved** where only the reference does (`leans`: the way this study's estimate "
+        "points, with `b_higher` of the paired seeds above; `interval_only`: its interval alone excludes zero, but "
+        "not its test), `none there` where the reference left the pair unordered (`new here` if this study orders "
+        "it). The difference, interval and p are this study's"
+        + (f"; with these seeds its exact test's smallest p is {cell(floor, 3)}" if pd.notna(floor) else "")
+        + ".", "",
+        files.table("transfer", shown),
+    ])
+    sentences = [line for measure in MEASURES if (line := sentence(table, measure, name))]
+    return Transfer(text=text, files=files, sentences=sentences)
+
+
+def sentence(table: pd.DataFrame, measure: str, name: str) -> str | None:
+    """One Findings line: of the reference's orderings on `measure`, how many are reproduced, reversed and
+    unresolved here, each named."""
+    rows = table[table["metric"] == measure]
+    ordered = rows[rows["there"] != "none"]
+    if ordered.empty:
+        return None
+
+    def pair(r: pd.Series) -> str:
+        a, b = short_label(r["a"]), short_label(r["b"])
+        best, worst = (b, a) if r["there"] == "b > a" else (a, b)
+        return f"{best} > {worst}"
+
+    parts = []
+    for verdict in ("reproduced", "reversed", "unresolved"):
+        those = ordered[ordered["verdict"] == verdict]
+        if those.empty:
+            continue
+        listed = []
+        for _, r in those.iterrows():
+            text = pair(r)
+            if verdict == "unresolved":
+                agrees = r["leans"] == r["there"]
+                text += (f" (leans {'the same way' if agrees else 'the other way'}: {cell(_signed(r), 3)} "
+                         f"[{cell(_signed(r, 'low'), 3)}, {cell(_signed(r, 'high'), 3)}]"
+                         f"{', interval only' if r['interval_only'] else ''})")
+            listed.append(text)
+        parts.append(f"{verdict} {len(those)} ({'; '.join(listed)})")
+    unordered = int((rows["there"] == "none").sum())
+    new = rows[rows["verdict"] == "new here"]
+    tail = f" {unordered} pair{'s' if unordered != 1 else ''} `{name}` left unordered" + (
+        f", of which this study orders {len(new)}" if len(new) else "") + "." if unordered else ""
+    return (f"Transfer from `{name}`, {measure}: of its {len(ordered)} resolved ordering"
+            f"{'s' if len(ordered) != 1 else ''} among these arms, " + ", ".join(parts)
+            + " (better − worse, with this study's 95% interval over prompts and seeds)." + tail)
+
+
+def _signed(row: pd.Series, end: str = "") -> float:
+    """This study's difference (or an interval end) as the reference's better arm minus its worse."""
+    flip = row["there"] == "a > b"
+    if not end:
+        return -row["difference"] if flip else row["difference"]
+    low, high = row["ci_low"], row["ci_high"]
+    if flip:
+        low, high = -high, -low
+    return low if end == "low" else high
