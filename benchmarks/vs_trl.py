@@ -29,8 +29,10 @@ optimizer steps: ours (warm-up), TRL (warm-up), ours, TRL, ours, TRL, ... The wa
 not timed. TRL runs as one ordinary `trainer.train()`; a TrainerCallback times each of its steps
 (from the end of the previous step's on_step_end to this step's on_step_end) and, at the end of
 each TRL block, runs our next block of `Trainer.step()` calls, which is not counted in TRL's time.
-Each block gives one samples/s figure per trainer; the summary prints the median and min/max over
-blocks and ends with the ratio of the two medians. --threads (default 2) sets torch's thread count
+Each block gives one samples/s figure per trainer, in wall time and in this process's CPU time; the summary
+prints the median and min/max over blocks and ends with each block's ratio, median (min-max), in both, beside
+the machine's CPU, vector units and the highest load seen while timed (benchmarks/protocol.py).
+--threads (default 2) sets torch's thread count
 for both. Numbers are only comparable on an otherwise idle machine.
 
 TRL is a benchmark-only dependency (pip install -e .[bench]); it is imported only here.
@@ -40,7 +42,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import statistics
 import sys
 import tempfile
@@ -57,6 +58,9 @@ from grpo_lab.rewards.rules import RewardWeights, score
 from grpo_lab.run.record import RunRecord
 from grpo_lab.tasks import build_task
 from grpo_lab.train.trainer import Trainer
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from protocol import Load, machine, spread  # noqa: E402 - benchmarks/ is a folder of scripts, not a package
 
 B = 16  # prompts per optimizer step
 G = 8  # samples per prompt
@@ -174,13 +178,13 @@ def build_trl(folder: Path, cfg: TrainConfig, reward: RewardFn, out_dir: str, ma
     return trainer
 
 
-def run_ours(trainer: Trainer, steps: int) -> tuple[list[float], int]:
-    """`steps` optimizer steps; returns their wall times and the completion tokens they drew."""
+def run_ours(trainer: Trainer, steps: int) -> tuple[list[tuple[float, float]], int]:
+    """`steps` optimizer steps; returns their (wall, CPU) times and the completion tokens they drew."""
     times, tokens_before = [], trainer.counters["tokens_total"]
     for _ in range(steps):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         row = trainer.step()
-        times.append(time.perf_counter() - t0)
+        times.append((time.perf_counter() - t0, time.process_time() - c0))
         if row["samples"] != N:
             raise AssertionError(f"our step drew {row['samples']} samples, expected {N}")
     return times, trainer.counters["tokens_total"] - tokens_before
@@ -203,13 +207,14 @@ def main() -> None:
                    help="tiny: the built-in model (this file's config); smollm2: benchmarks/vs_trl_smollm2.py's")
     p.add_argument("--model-path", help="smollm2: a save_pretrained folder of it (else the wheel's GGUF)")
     p.add_argument("--fast-math", action="store_true", help="smollm2: our side with model.fast_math=true")
+    p.add_argument("--prompts", nargs="+", choices=["short", "two-shot"], default=["short", "two-shot"],
+                   help="smollm2: the prompt styles, a row each (default both)")
     args = p.parse_args()
     if args.smoke:
         args.blocks, args.steps_per_block = 1, 2
     if args.blocks < 1 or args.steps_per_block < 1:
         p.error("--blocks and --steps-per-block must be >= 1")
     if args.model == "smollm2":
-        sys.path.insert(0, str(Path(__file__).resolve().parent))
         from vs_trl_smollm2 import main as smollm2
 
         return smollm2(args)
@@ -219,8 +224,9 @@ def main() -> None:
     from transformers import TrainerCallback
 
     folder = tiny_weights()  # the folder our Trainer's load_policy("tiny") loads too
+    load = Load()
 
-    ours_times: list[list[float]] = []
+    ours_times: list[list[tuple[float, float]]] = []
     ours_tokens = 0
 
     with tempfile.TemporaryDirectory(prefix="vs_trl-") as tmp:
@@ -234,27 +240,29 @@ def main() -> None:
             """Times every TRL optimizer step; after each TRL block but the last, runs our next block."""
 
             def __init__(self):
-                self.times: list[float] = []
-                self.mark = None
+                self.times: list[tuple[float, float]] = []
+                self.mark = (0.0, 0.0)
 
             def on_train_begin(self, args_, state, control, **kw):
-                self.mark = time.perf_counter()
+                self.mark = (time.perf_counter(), time.process_time())
 
             def on_step_end(self, args_, state, control, **kw):
                 nonlocal ours_tokens
-                self.times.append(time.perf_counter() - self.mark)
+                self.times.append((time.perf_counter() - self.mark[0], time.process_time() - self.mark[1]))
+                load.look()
                 if state.global_step % k == 0 and state.global_step < (blocks + 1) * k:
                     t, tok = run_ours(ours, k)
                     ours_times.append(t)
                     ours_tokens += tok
-                self.mark = time.perf_counter()
+                self.mark = (time.perf_counter(), time.process_time())
 
         cb = Interleave()
         reward = RewardFn(build_task(cfg.task).answer_kind)
         trl_trainer = build_trl(folder, cfg, reward, str(Path(tmp) / "trl"), (blocks + 1) * k, cb)
 
-        run_ours(ours, k)  # our warm-up block
-        trl_trainer.train()  # TRL warm-up block, then ours / TRL alternating, via the callback
+        with load:
+            run_ours(ours, k)  # our warm-up block
+            trl_trainer.train()  # TRL warm-up block, then ours / TRL alternating, via the callback
 
     if len(reward.step_tokens) != (blocks + 1) * k or len(cb.times) != (blocks + 1) * k:
         raise AssertionError(f"TRL ran {len(cb.times)} steps with {len(reward.step_tokens)} reward calls, "
@@ -262,23 +270,25 @@ def main() -> None:
     if len(ours_times) != blocks:
         raise AssertionError(f"ran {len(ours_times)} timed blocks of ours, expected {blocks}")
     trl_times = [cb.times[(b + 1) * k:(b + 2) * k] for b in range(blocks)]  # drop the warm-up block
-    ours_rates = [N * k / sum(t) for t in ours_times]
-    trl_rates = [N * k / sum(t) for t in trl_times]
+    ours_rates = [N * k / sum(w for w, _ in t) for t in ours_times]
+    trl_rates = [N * k / sum(w for w, _ in t) for t in trl_times]
+    wall = [a / b for a, b in zip(ours_rates, trl_rates)]  # each block's ratio: a busy spell hits both sides
+    cpu = [sum(c for _, c in t) / sum(c for _, c in o) for o, t in zip(ours_times, trl_times)]
 
     import transformers
     import trl
 
     print(f"config: tiny model {folder.name}, B={B} x G={G} = {N} completions/step, <= {MAX_NEW_TOKENS} new tokens, "
           f"beta={BETA}, eps={EPSILON}, mu={MU}, lr={LR}, fp32, cpu, temperature={TEMPERATURE}")
-    print(f"run: {blocks} timed blocks x {k} steps per trainer after 1 warm-up block each, interleaved; "
-          f"torch threads {torch.get_num_threads()} (OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')}), "
-          f"{os.cpu_count()} CPUs, {platform.processor() or platform.machine()}")
+    print(f"run: {blocks} timed blocks x {k} steps per trainer after 1 warm-up block each, interleaved "
+          f"(OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')}); {load}")
+    print(machine())
     print(f"versions: python {sys.version.split()[0]}, torch {torch.__version__}, transformers "
           f"{transformers.__version__}, trl {trl.__version__}")
     print("per-block samples/s (ours | TRL): " + ", ".join(f"{a:.1f} | {b:.1f}" for a, b in zip(ours_rates, trl_rates)))
     print(summary("ours", ours_rates, ours_tokens, blocks * k))
     print(summary("TRL", trl_rates, sum(reward.step_tokens[k:]), blocks * k))
-    print(f"ratio (ours/TRL samples/s): {statistics.median(ours_rates) / statistics.median(trl_rates):.2f}")
+    print(f"ratio (ours/TRL samples/s): wall {spread(wall)}, CPU time {spread(cpu)} (per block: median (min-max))")
 
 
 if __name__ == "__main__":

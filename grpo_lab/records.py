@@ -50,7 +50,9 @@ class Task:
 
 @dataclass
 class Rollout:
-    """B prompts x G samples, flattened group-major: sample j of prompt i is row i*G + j."""
+    """B prompts x G samples, flattened group-major: sample j of prompt i is row i*G + j. A training batch that
+    joins groups of several sizes (DARS's extra answers, knapsack's allocations) has a (B,) tensor of counts as
+    `group_size`: prompt i's rows follow prompt i-1's, each prompt still prefilled once."""
 
     prompt_ids: torch.Tensor  # (B, P) left-padded
     prompt_mask: torch.Tensor  # (B, P)
@@ -60,7 +62,7 @@ class Rollout:
     texts: list[str]  # N decoded completions, end token stripped
     lengths: torch.Tensor  # (N,) tokens generated (end token included)
     truncated: torch.Tensor  # (N,) bool: no end token within max_new_tokens
-    group_size: int
+    group_size: int | torch.Tensor  # G; or (B,) counts, one per prompt (a training batch of unequal groups)
 
 
 @dataclass

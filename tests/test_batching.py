@@ -54,3 +54,22 @@ def test_unequal_units_and_a_train_mask(groups):
     batch, _ = training_batch(units, tok.pad_token_id)
     plain = concat_groups([x.samples for x in g], tok.pad_token_id)
     assert torch.equal(batch.completion_ids, plain.completion_ids) and torch.equal(batch.prompt_ids, plain.prompt_ids)
+
+
+def test_groups_of_unequal_sizes_prefill_each_prompt_once_and_match_alone(groups):
+    """A DARS-like batch: one prompt's 4 answers beside another's 3 of 4 (a train mask) and a third's two rounds.
+    No size divides the others into the old common chunk (gcd 1 would prefill a prompt per answer): each group is
+    one prompt row with its own count, and every log-prob equals its group's computed alone."""
+    model, tok, g = groups
+    g[1].train = np.array([True, True, False, True])
+    units = [[g[0]], [g[1]], [g[2], g[3]]]
+    batch, mask = training_batch(units, tok.pad_token_id)
+    g[1].train = None
+    assert batch.prompt_ids.shape[0] == 4  # a prompt row per group, not per answer
+    assert batch.group_size.tolist() == [4, 3, 4, 4] and len(batch.texts) == 15
+    with torch.no_grad():
+        got = completion_logprobs(model, batch, 1.0)
+        alone = [completion_logprobs(model, x.samples, 1.0) for x in g]
+    width = got.shape[1]
+    want = torch.cat([torch.nn.functional.pad(a, (0, width - a.shape[1])) for a in alone])[torch.from_numpy(mask)]
+    torch.testing.assert_close(got, want, rtol=0, atol=1e-5)

@@ -187,9 +187,11 @@ def split_groups(ro: Rollout) -> list[Rollout]:
 
 
 def concat_groups(chunks: list[Rollout], pad_id: int) -> Rollout:
-    """Join per-group Rollouts (same G) into one batch: prompts re-padded on the left, completions
-    on the right, to the longest completion (columns of padding only are dropped). Extra left
-    padding changes nothing (positions come from the mask)."""
+    """Join per-group Rollouts into one batch: prompts re-padded on the left, completions on the right, to
+    the longest completion (columns of padding only are dropped). Extra left padding changes nothing
+    (positions come from the mask). Groups of one size keep it as an int; of several, the batch's
+    `group_size` is each prompt's count (every prompt is still prefilled once, its cache expanded to its
+    own rows)."""
     width = max(c.prompt_ids.shape[1] for c in chunks)
     length = max(int(c.lengths.max()) for c in chunks)
 
@@ -208,8 +210,19 @@ def concat_groups(chunks: list[Rollout], pad_id: int) -> Rollout:
         texts=[t for c in chunks for t in c.texts],
         lengths=torch.cat([c.lengths for c in chunks]),
         truncated=torch.cat([c.truncated for c in chunks]),
-        group_size=chunks[0].group_size,
+        group_size=_joined_sizes(chunks),
     )
+
+
+def _joined_sizes(chunks: list[Rollout]) -> int | torch.Tensor:
+    """The group size of `chunks` joined: their common int, else a (B,) tensor of each prompt's count."""
+    sizes = {c.group_size for c in chunks if isinstance(c.group_size, int)}
+    if len(sizes) == 1 and all(isinstance(c.group_size, int) for c in chunks):
+        return sizes.pop()
+    device = chunks[0].completion_ids.device
+    return torch.cat([c.group_size.to(device) if isinstance(c.group_size, torch.Tensor)
+                      else torch.full((c.prompt_ids.shape[0],), c.group_size, dtype=torch.long, device=device)
+                      for c in chunks])
 
 
 def join_rollouts(chunks: list[Rollout], pad_id: int) -> Rollout:

@@ -1,36 +1,23 @@
 """Training batches from units of any size: a unit is one prompt's pooled samples (one advantage
 baseline); only the samples a sampler marks as training enter the batch.
 
-The rollout passes expand each prompt's cache to a whole group, so a batch's chunks must share one
-size: units of unequal size are cut into chunks of their greatest common size (one prompt each). With
-equal units (fixed groups) the batch is exactly the concatenation of the groups, as before.
+Each group keeps its own size: the batch's passes prefill every prompt once and expand its cache to its own
+rows (`Rollout.group_size` a tensor of counts where sizes differ). With equal units (fixed groups) the batch is
+exactly the concatenation of the groups. (Cutting unequal groups into chunks of their greatest common size, as
+this once did, prefilled a prompt once per chunk: with sizes 8 and 11, once per answer, ten times the memory
+and time of a SmolLM2 step of DARS.)
 """
 
 from __future__ import annotations
-
-import dataclasses
-from math import gcd
 
 import numpy as np
 
 from grpo_lab.rollout.generate import Rollout, concat_groups, join_rollouts, take_rows
 
 
-def chunk_rows(ro: Rollout, size: int) -> list[Rollout]:
-    """A one-prompt Rollout cut into consecutive chunks of `size` samples (size divides its samples);
-    the chunks are views, the batch's concatenation copies once."""
-    n = len(ro.texts)
-    if size == n:
-        return [ro]
-    return [dataclasses.replace(
-        ro, completion_ids=ro.completion_ids[i:i + size], completion_mask=ro.completion_mask[i:i + size],
-        old_logp=ro.old_logp[i:i + size], texts=ro.texts[i:i + size], lengths=ro.lengths[i:i + size],
-        truncated=ro.truncated[i:i + size], group_size=size) for i in range(0, n, size)]
-
-
 def training_units(units: list[list], pad_id: int) -> tuple[list[list[Rollout]], np.ndarray]:
-    """(per unit that trains: its training samples as one-prompt chunks of one common size, mask over the
-    units' pooled samples of those that train).
+    """(per unit that trains: its training samples as one-prompt Rollouts, mask over the units' pooled samples of
+    those that train).
 
     `units`: lists of samplers' Groups, each list one prompt. The mask is in pooled order (unit by unit,
     group by group), the order of `unit_advantages`, so `advantages[mask]` lines up with the chunks' rows.
@@ -44,12 +31,6 @@ def training_units(units: list[list], pad_id: int) -> tuple[list[list[Rollout]],
             pieces.append([g.samples for g in unit])
         elif mask.any():
             pieces.append([take_rows(join_rollouts([g.samples for g in unit], pad_id), np.flatnonzero(mask))])
-    size = 0
-    for p in pieces:
-        for ro in p:
-            size = gcd(size, len(ro.texts))
-    if any(len(ro.texts) != size for p in pieces for ro in p):
-        pieces = [[c for ro in p for c in chunk_rows(ro, size)] for p in pieces]
     return pieces, np.concatenate(masks)
 
 
