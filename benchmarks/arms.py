@@ -14,9 +14,8 @@ sample drawn to grpo's: a job at a sample budget costs about that ratio of grpo'
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -26,6 +25,9 @@ import torch
 from grpo_lab.config import TrainConfig
 from grpo_lab.run.record import RunRecord
 from grpo_lab.train.trainer import Trainer
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from protocol import machine  # noqa: E402 - benchmarks/ is a folder of scripts, not a package
 
 ARMS = {"grpo": ("grpo", "fixed"), "ngrpo": ("ngrpo", "fixed"), "rl_zvp": ("rl_zvp", "fixed"),
         "pods": ("grpo", "pods"), "replay": ("grpo", "replay"), "dynamic": ("grpo", "dynamic"),
@@ -53,9 +55,7 @@ def main() -> None:
     args = parser.parse_args()
     blocks, per_block = (1, 1) if args.smoke else (args.blocks, args.steps_per_block)
     torch.set_num_threads(args.threads)
-    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, load average "
-          f"{os.getloadavg()[0]:.1f}; torch {torch.__version__}, {args.threads} thread(s); {blocks} blocks of "
-          f"{per_block} steps per arm")
+    print(f"{machine(args.threads)}; {blocks} blocks of {per_block} steps per arm")
     with tempfile.TemporaryDirectory() as tmp:
         for arm in ARMS:
             (Path(tmp) / arm).mkdir()

@@ -13,8 +13,7 @@ A second table times the knapsack allocation alone at larger batches.
 from __future__ import annotations
 
 import argparse
-import os
-import platform
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -28,6 +27,9 @@ from grpo_lab.run.record import RunRecord
 from grpo_lab.samplers import SAMPLERS
 from grpo_lab.samplers.knapsack import allocate
 from grpo_lab.train.trainer import Trainer
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from protocol import machine  # noqa: E402 - benchmarks/ is a folder of scripts, not a package
 
 
 def config(sampler: str, out: Path, threads: int) -> TrainConfig:
@@ -96,8 +98,7 @@ def main() -> None:
     args = parser.parse_args()
     steps, warmup = (1, 0) if args.smoke else (args.steps, args.warmup)
     torch.set_num_threads(args.threads)
-    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs; torch {torch.__version__}, "
-          f"{args.threads} thread(s); {steps} steps after {warmup} warm-up")
+    print(f"{machine(args.threads)}; {steps} steps after {warmup} warm-up")
     print("| sampler | step ms | sampler ms | sampler / step |\n|---|---|---|---|")
     with tempfile.TemporaryDirectory() as tmp:
         for sampler in SAMPLERS:
