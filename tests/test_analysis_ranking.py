@@ -7,13 +7,14 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
-import yaml
 
 from analysis.measures.ranking import INFORMATIVE, PASS1, pass1_by_arm, rank
 from analysis.measures.scores import seed_scores
 from analysis.report import build_report
 from analysis.sections.ranking import power
-from fixtures.synthetic import eval_steps, eval_table, job_config, prompt_pool, simulate_groups, steps_table, write_run
+from fixtures.synthetic import (
+    held_out_shift_sweep,
+)
 
 SAMPLERS = ("fixed", "resample_on_tie", "dynamic")
 SEEDS = range(8)  # paired: the sign-flip floor 2/2^8 = 0.0078 is under Holm's first bar over 3 pairs, 0.0167
@@ -25,27 +26,7 @@ def sweep(tmp_path_factory):
     """Three samplers x 8 seeds. Eval rows are drawn from the prompts' pass rates with the seed's random
     numbers, so fixed and resample_on_tie score identically seed by seed and dynamic scores higher on
     every seed: the one true ordering is dynamic above both, the other pair tied."""
-    root = tmp_path_factory.mktemp("ranking") / "sweep"
-    prompts = prompt_pool(per_level=6)
-    overrides = [f"sampler={','.join(SAMPLERS)}", f"seed={','.join(map(str, SEEDS))}"]
-    root.mkdir(parents=True)
-    (root / "multirun.yaml").write_text(yaml.safe_dump({"hydra": {"job": {"name": "train"},
-                                                                  "overrides": {"task": overrides}}}))
-    job = 0
-    for sampler in SAMPLERS:
-        for seed in SEEDS:
-            cfg = job_config(sampler, seed=seed, max_steps=8, prompts_per_step=10, max_rounds=3)
-            groups = simulate_groups(prompts, cfg, f"run-{job}")
-            steps = steps_table(groups)
-            last = int(steps["step"].to_numpy().max())
-            drawn = steps["samples_total"].to_numpy()
-            checkpoints = eval_steps(last)
-            shift = BETTER if sampler == "dynamic" else 0.0
-            held = prompts.assign(p=np.clip(prompts["p"] + shift, 0, 1))
-            eval = eval_table(held, f"run-{job}", checkpoints, 8, seed, [0 if s == 0 else int(drawn[s - 1])
-                                                                         for s in checkpoints])
-            write_run(root / str(job), cfg, {"groups": groups, "steps": steps, "eval": eval})
-            job += 1
+    root = held_out_shift_sweep(tmp_path_factory.mktemp("ranking") / "sweep", SAMPLERS, SEEDS, BETTER)
     return root, build_report(root)
 
 

@@ -95,8 +95,8 @@ def test_the_ties_figure_draws_the_unanswered_share_of_each_bar_as_recounted(tmp
     from analysis.sections.ties import with_unanswered
 
     sweep = answer_sweep(tmp_path / "sweep")
-    g = pd.concat([pd.read_parquet(p).assign(job=str(j)) for j in (0, 1) for p in (sweep / str(j) / "groups").glob("*")],
-                  ignore_index=True)
+    g = pd.concat([pd.read_parquet(p).assign(job=str(j)) for j in (0, 1)
+                   for p in (sweep / str(j) / "groups").glob("*")], ignore_index=True)
     round0 = g[g["round"] == 0]
     drawn = with_unanswered(tie_fractions(round0, ["group_size"]), round0, ["group_size"]).set_index("difficulty")
     for level in LEVELS:

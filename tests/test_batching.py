@@ -43,12 +43,7 @@ def test_unequal_units_and_a_train_mask(groups):
     batch, mask = training_batch(units, tok.pad_token_id)
     assert mask.tolist() == [True] * 4 + [True, False, True, False, False, True, False, True] + [True] * 4
     assert batch.texts == [t for t, m in zip([t for x in g for t in x.samples.texts], mask) if m]
-    with torch.no_grad():
-        got = completion_logprobs(model, batch, 1.0)
-        alone = [completion_logprobs(model, x.samples, 1.0) for x in g]
-    width = got.shape[1]
-    want = torch.cat([torch.nn.functional.pad(a, (0, width - a.shape[1])) for a in alone])[torch.from_numpy(mask)]
-    torch.testing.assert_close(got, want, rtol=0, atol=1e-5)
+    assert_as_alone(model, batch, mask, g)
     g[1].train = g[2].train = None
     units = [[g[0]], [g[1], g[2]], [g[3]]]  # sizes 4, 8, 4: chunks of 4, the original groups
     batch, _ = training_batch(units, tok.pad_token_id)
@@ -67,9 +62,14 @@ def test_groups_of_unequal_sizes_prefill_each_prompt_once_and_match_alone(groups
     g[1].train = None
     assert batch.prompt_ids.shape[0] == 4  # a prompt row per group, not per answer
     assert batch.group_size.tolist() == [4, 3, 4, 4] and len(batch.texts) == 15
+    assert_as_alone(model, batch, mask, g)
+
+
+def assert_as_alone(model, batch, mask, groups):
+    """The batch's log-probs equal each group's computed alone, at the samples `mask` keeps."""
     with torch.no_grad():
         got = completion_logprobs(model, batch, 1.0)
-        alone = [completion_logprobs(model, x.samples, 1.0) for x in g]
+        alone = [completion_logprobs(model, x.samples, 1.0) for x in groups]
     width = got.shape[1]
     want = torch.cat([torch.nn.functional.pad(a, (0, width - a.shape[1])) for a in alone])[torch.from_numpy(mask)]
     torch.testing.assert_close(got, want, rtol=0, atol=1e-5)

@@ -77,3 +77,32 @@ def test_preflight_benchmark_smoke():
     out = _run("benchmarks/preflight.py", "--reps", "1")
     assert out.returncode == 0, out.stderr[-2000:]
     assert "| main job" in out.stdout and "| 11 |" in out.stdout
+
+
+def test_speed_check_reads_the_ratio_lines_the_benchmarks_print(tmp_path):
+    """benchmarks/speed_check.py finds each goal's ratio in its benchmark's real output (a smoke run of each that
+    is quick here; the SmolLM2 lines are the same format, printed by vs_trl_smollm2.compare)."""
+    pytest.importorskip("trl", reason="TRL is a benchmark extra: pip install -e '.[bench]'")
+    import re
+
+    spec = importlib.util.spec_from_file_location("speed_check", ROOT / "benchmarks" / "speed_check.py")
+    check = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(check)
+    patterns = {name: pattern for name, _, _, pattern, _, _ in check.checks(None)}
+    tiny = _run("benchmarks/vs_trl.py", "--smoke", "--threads", "1")
+    report = _run("benchmarks/analysis_speed.py", "--smoke", "--dir", str(tmp_path), "--repeats", "1", "--sizes", "4",
+                  "--reference", "4", "--goal", "1e9")
+    assert tiny.returncode == 0 and report.returncode == 0, (tiny.stderr + report.stderr)[-2000:]
+    for name, out in (("tiny vs TRL, samples/s, 1 thread", tiny.stdout),
+                      ("report / bare read at size 4", report.stdout)):
+        found = re.search(patterns[name], out, re.MULTILINE)
+        assert found is not None, (name, out[-1500:])
+        median, low, high = map(float, found.groups())
+        assert 0 < low <= median <= high
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from vs_trl_smollm2 import ratio_line
+
+    for style in ("short", "two-shot"):
+        line = ratio_line(style, [3.3, 2.9, 3.1], [3.4, 3.6, 3.2])
+        found = re.search(patterns[f"SmolLM2 vs TRL, tokens/s, {style} prompts, 2 threads"], line, re.MULTILINE)
+        assert found is not None and found.groups() == ("3.10", "2.90", "3.30"), line

@@ -6,42 +6,22 @@ of this study's numbers from its own tests table."""
 import subprocess
 import sys
 
-import numpy as np
 import pandas as pd
 import pytest
-import yaml
 
 from analysis.measures.transfer import ReferenceUnreadable, orderings, read_reference
 from analysis.report import build_report
-from fixtures.synthetic import eval_steps, eval_table, job_config, prompt_pool, simulate_groups, steps_table, write_run
+from fixtures.synthetic import held_out_shift_sweep
 
 SHIFT = 0.25  # dynamic's held-out pass rates are this much higher (lower where negative) than the others'
 
 
 def sweep(root, samplers, seeds, shift, against=None):
-    """A generated sweep: held-out rows drawn from each prompt's pass rate with the seed's random numbers, so arms
-    differ only by `shift` on dynamic, seed by seed; `against` goes where an experiment puts it."""
-    prompts = prompt_pool(per_level=6)
-    root.mkdir(parents=True)
-    hydra = {"job": {"name": "train"},
-             "overrides": {"task": [f"sampler={','.join(samplers)}", f"seed={','.join(map(str, seeds))}"]}}
-    if against is not None:
-        hydra["callbacks"] = {"report": {"_target_": "experiments.callbacks.SweepReport", "against": str(against)}}
-    (root / "multirun.yaml").write_text(yaml.safe_dump({"hydra": hydra}))
-    job = 0
-    for sampler in samplers:
-        for seed in seeds:
-            cfg = job_config(sampler, seed=seed, max_steps=6, prompts_per_step=10, max_rounds=3)
-            groups = simulate_groups(prompts, cfg, f"run-{job}")
-            steps = steps_table(groups)
-            drawn = steps["samples_total"].to_numpy()
-            checkpoints = eval_steps(int(steps["step"].to_numpy().max()))
-            held = prompts.assign(p=np.clip(prompts["p"] + (shift if sampler == "dynamic" else 0.0), 0, 1))
-            rows = eval_table(held, f"run-{job}", checkpoints, 8, seed,
-                              [0 if s == 0 else int(drawn[s - 1]) for s in checkpoints])
-            write_run(root / str(job), cfg, {"groups": groups, "steps": steps, "eval": rows})
-            job += 1
-    return root
+    """A generated sweep whose held-out ordering is known (dynamic `shift` above the others, seed by seed);
+    `against` goes where an experiment puts it."""
+    callbacks = {"report": {"_target_": "experiments.callbacks.SweepReport", "against": str(against)}} \
+        if against is not None else None
+    return held_out_shift_sweep(root, samplers, seeds, shift, max_steps=6, callbacks=callbacks)
 
 
 @pytest.fixture(scope="module")
