@@ -106,3 +106,18 @@ def test_speed_check_reads_the_ratio_lines_the_benchmarks_print(tmp_path):
         line = ratio_line(style, [3.3, 2.9, 3.1], [3.4, 3.6, 3.2])
         found = re.search(patterns[f"SmolLM2 vs TRL, tokens/s, {style} prompts, 2 threads"], line, re.MULTILINE)
         assert found is not None and found.groups() == ("3.10", "2.90", "3.30"), line
+
+
+def test_profile_step_splits_both_trainers_steps():
+    """Every phase is found on both sides (a renamed TRL method would leave its phase at 0) and the phases fit
+    within the step."""
+    pytest.importorskip("trl", reason="TRL is a benchmark extra: pip install -e '.[bench]'")
+    out = _run("benchmarks/profile_step.py", "--steps", "1", "--threads", "1")
+    assert out.returncode == 0, out.stderr[-2000:]
+    rows = {cells[1].strip(): (float(cells[2]), float(cells[3])) for cells in
+            (line.split("|") for line in out.stdout.splitlines() if line.startswith("| ") and "phase" not in line)}
+    for phase in ("rollout", "rewards", "reference pass", "policy forward", "backward", "optimizer"):
+        assert rows[phase][0] > 0 and rows[phase][1] > 0, (phase, rows[phase])
+    assert rows["tables"][0] > 0
+    for side in (0, 1):
+        assert rows["rest"][side] >= 0 and rows["total"][side] >= max(v[side] for v in rows.values())
