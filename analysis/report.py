@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gc
 import shutil
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
@@ -35,7 +36,7 @@ from analysis.measures.equal_steps import steps_per_arm
 from analysis.measures.health import MISMATCH_COLUMNS
 from analysis.measures.spend import budgets_per_arm
 from analysis.measures.tie_learning import split_reused
-from analysis.measures.transfer import read_reference
+from analysis.measures.transfer import ReferenceUnreadable, read_reference
 from analysis.render.canvas import report_colours
 from analysis.render.paging import MAX_LINES, move_long_tables
 from analysis.render.writer import finish_build, start_build, write_report
@@ -255,7 +256,7 @@ def _build(sources: Sequence[Path], out: Path, building: Path, command: str | No
         return [s for s in out if s is not None]  # a section is None where its data does not exist
 
     shown, more = sections(PAGE), sections(DETAILS_PAGE)
-    texts, long_tables = move_long_tables([s.text for s in shown], DETAILS, MAX_LINES - 2)  # - the link to DETAILS
+    texts, long_tables = move_long_tables([s.text for s in shown], DETAILS, MAX_LINES, reserved=2)  # the link below
     if long_tables:
         more.append(Section(text=long_tables))
     title = shown[0].text.splitlines()[0].removeprefix("# ").removeprefix("Report: ")
@@ -273,7 +274,11 @@ def _reference(against: str | Path | None, root: Path) -> tuple[str, pd.DataFram
     named = report_against(root)
     if named is None:
         return None
-    return named, read_reference(PROJECT / named)
+    try:
+        return named, read_reference(PROJECT / named)
+    except ReferenceUnreadable as e:  # the experiment's own choice, not the user's: the rest of the report stands
+        warnings.warn(f"{e}; the report is built without its Transfer section", stacklevel=2)
+        return None
 
 
 def _prepared(tables: Tables, choice: tuple[tuple[str, ...], tuple[str, ...], str | None]) -> tuple[Tables, list[str]]:

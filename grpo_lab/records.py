@@ -52,7 +52,7 @@ class Task:
 class Rollout:
     """B prompts x G samples, flattened group-major: sample j of prompt i is row i*G + j. A training batch that
     joins groups of several sizes (DARS's extra answers, knapsack's allocations) has a (B,) tensor of counts as
-    `group_size`: prompt i's rows follow prompt i-1's, each prompt still prefilled once."""
+    `group_size`: prompt row i's samples follow row i-1's, each row prefilled once."""
 
     prompt_ids: torch.Tensor  # (B, P) left-padded
     prompt_mask: torch.Tensor  # (B, P)

@@ -24,7 +24,8 @@ def test_only_tables_past_max_rows_move_without_a_line_budget():
     out, details = move_long_tables(texts)
     assert out[0] == texts[0]
     assert table("large", MAX_ROWS + 5) not in out[1] and f"A table of {MAX_ROWS + 5} rows" in out[1]
-    assert table("large", MAX_ROWS + 5) in details and "the longest others" not in details
+    assert table("large", MAX_ROWS + 5) in details and "the longest tables" not in details
+    assert details.splitlines()[2].startswith(f"Tables of more than {MAX_ROWS} rows, moved here")
     assert move_long_tables([section("small", 10)]) == ([section("small", 10)], None)
 
 
@@ -42,7 +43,7 @@ def test_a_page_over_its_budget_moves_its_longest_tables_first_until_it_fits(bud
     if moved:
         shortest = min(moved, key=lambda n: sizes[n])
         assert page_lines(out) + sizes[shortest] + 1 > budget
-        assert "the longest others where the page would still be over" in details
+        assert f"the longest tables that kept the page over {budget} lines" in details.lower()
     else:
         assert details is None and out == texts
 

@@ -6,6 +6,7 @@ of this study's numbers from its own tests table."""
 import subprocess
 import sys
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -81,7 +82,10 @@ def test_too_few_seeds_leave_it_unresolved_and_say_which_way_it_leans(tmp_path, 
     assert row["verdict"] == "unresolved" and row["here"] == "none" and row["leans"] == row["there"]
     assert row["interval_only"] and row["p_value"] == pytest.approx(0.125)
     assert "unresolved 1 (dynamic > fixed (leans the same way: " in report.read_text()
-    assert "its exact test's smallest p is 0.125" in report.read_text()
+    text = report.read_text()
+    assert "the smallest p a pair can reach after Holm's correction is 0.125, at or above α = 0.05: no ordering can " \
+        "be resolved here" in text
+    assert row["smallest_p_holm"] == pytest.approx(0.125)
 
 
 def test_the_command_line_reads_against_as_given_and_refuses_a_folder_without_tests(tmp_path, reference):
@@ -111,6 +115,10 @@ def test_pairs_match_whichever_way_round_and_unordered_pairs_are_named():
     assert (xy["verdict"], xy["difference"], xy["ci_low"], xy["ci_high"], xy["b_higher"], xy["b_lower"]) == \
         ("reproduced", 0.2, 0.1, 0.3, 6, 0)
     assert got.loc[("x", "z"), "verdict"] == "new here"
+    # an estimate of exactly zero leans no way, and an interval with a missing end excludes nothing
+    here.loc[0, ["difference", "ci_low", "ci_high", "p_holm"]] = [0.0, 0.05, np.nan, 0.5]
+    flat = orderings(there, here, (m,)).set_index(["a", "b"]).loc[("x", "y")]
+    assert (flat["verdict"], flat["leans"], flat["interval_only"]) == ("unresolved", "none", False)
 
 
 def test_a_tests_table_of_another_kind_is_refused_in_one_line(tmp_path):

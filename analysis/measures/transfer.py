@@ -9,8 +9,9 @@ reference ordered is then
 - reproduced: ordered here the same way;
 - reversed: ordered here the other way;
 - unresolved: not ordered here; `leans` says which way this study's estimate points (with the paired seeds that
-  agree), and `interval_only` whether its interval alone excludes zero (the seeds' test could not follow: 4
-  paired seeds cannot give p below 0.125).
+  agree), `interval_only` whether its interval alone excludes zero, and `smallest_p_holm` the smallest p the
+  seeds' test could give the pair after Holm's correction (the exact test's floor times its family's size: at
+  or above alpha no difference however large could order it; 4 paired seeds and 6 pairs: 6 x 0.125).
 
 A pair the reference left unordered is `none there` (or `new here` where this study orders it)."""
 
@@ -29,7 +30,7 @@ MEASURES = ("held-out pass@1 (equal steps)", "held-out pass@1")
 TESTS = Path("tables") / "tests.csv"
 NEEDED = ("metric", "a", "b", "difference", "ci_low", "ci_high", "p_value", "p_holm", "b_higher", "b_lower")
 COLUMNS = ("metric", "a", "b", "there", "there_difference", "there_p_holm", "here", "difference", "ci_low", "ci_high",
-           "p_value", "p_holm", "b_higher", "b_lower", "verdict", "leans", "interval_only")
+           "p_value", "p_holm", "b_higher", "b_lower", "verdict", "leans", "interval_only", "smallest_p_holm")
 
 
 class ReferenceUnreadable(ValueError):
@@ -42,7 +43,7 @@ def read_reference(folder: Path) -> pd.DataFrame:
     if not path.is_file():
         raise ReferenceUnreadable(f"against={folder}: no {TESTS} there (name a report folder, e.g. "
                                   "reports/tie_learning)")
-    table = pd.read_csv(path)
+    table = pd.read_csv(path, keep_default_na=False, na_values={c: ["", "nan", "NaN"] for c in NEEDED[3:]})
     missing = [c for c in NEEDED if c not in table.columns]
     if missing:
         raise ReferenceUnreadable(f"{path}: no column {missing[0]!r} (a tests table of another kind)")
@@ -79,15 +80,20 @@ def orderings(there: pd.DataFrame, here: pd.DataFrame, measures: tuple[str, ...]
                 continue
             got = _oriented(mine, a, b)
             was, now = order(ref), order(got)
-            leans = "none" if not got["difference"] else "b > a" if got["difference"] > 0 else "a > b"
+            diff = got["difference"]
+            leans = "none" if pd.isna(diff) or diff == 0 else "b > a" if diff > 0 else "a > b"
             if was == "none":
                 verdict = "none there" if now == "none" else "new here"
             else:
                 verdict = "reproduced" if now == was else "reversed" if now != "none" else "unresolved"
-            excludes = bool(np.isfinite(got["ci_low"]) and (got["ci_low"] > 0 or got["ci_high"] < 0))
+            low, high = got["ci_low"], got["ci_high"]
+            excludes = bool(np.isfinite(low) and np.isfinite(high) and (low > 0 or high < 0))
+            # the smallest p Holm's correction can give this pair: the exact test's floor times its family's size
+            floor = got.get("smallest_p", np.nan) * got.get("family", np.nan)
             rows.append({"metric": measure, "a": a, "b": b, "there": was, "there_difference": ref["difference"],
                          "there_p_holm": ref["p_holm"], "here": now, "difference": got["difference"],
                          "ci_low": got["ci_low"], "ci_high": got["ci_high"], "p_value": got["p_value"],
                          "p_holm": got["p_holm"], "b_higher": got["b_higher"], "b_lower": got["b_lower"],
-                         "verdict": verdict, "leans": leans, "interval_only": excludes and now == "none"})
+                         "verdict": verdict, "leans": leans, "interval_only": excludes and now == "none",
+                         "smallest_p_holm": min(float(floor), 1.0) if pd.notna(floor) else np.nan})
     return pd.DataFrame(rows, columns=list(COLUMNS))

@@ -23,8 +23,8 @@ def page_lines(texts: Sequence[str]) -> int:
     return sum(text.count("\n") + 1 for text in texts) + max(len(texts) - 1, 0)
 
 
-def move_long_tables(texts: Sequence[str], details: str = "DETAILS.md",
-                     max_lines: int | None = None) -> tuple[list[str], str | None]:
+def move_long_tables(texts: Sequence[str], details: str = "DETAILS.md", max_lines: int | None = None,
+                     reserved: int = 0) -> tuple[list[str], str | None]:
     """The texts with each table of more than MAX_ROWS rows replaced by a line linking to where it went, and
     the second page's section that holds them (None when no table moved). `max_lines`: where the page is still
     longer than this, its longest remaining tables move too, longest first, until it is not (many arms make many
@@ -36,7 +36,7 @@ def move_long_tables(texts: Sequence[str], details: str = "DETAILS.md",
     if max_lines is not None:
         by_length = sorted((key for key in tables if key not in moving), key=lambda k: -_rows(parsed[k[0]][k[1]]))
         for key in by_length:
-            if _length(parsed, moving) <= max_lines:
+            if _length(parsed, moving) <= max_lines - reserved:
                 break
             moving.add(key)
     moved: list[str] = []
@@ -48,7 +48,7 @@ def move_long_tables(texts: Sequence[str], details: str = "DETAILS.md",
             if (t, b) not in moving:
                 kept += lines
                 continue
-            title, n = f"{heading}: the table", 2
+            title, n = f"{heading or 'Table'}: the table", 2
             while title in titles:
                 title, n = f"{heading}: table {n}", n + 1
             titles.add(title)
@@ -58,8 +58,10 @@ def move_long_tables(texts: Sequence[str], details: str = "DETAILS.md",
         out.append("\n".join(kept))
     if not moved:
         return out, None
-    what = f"Tables of more than {MAX_ROWS} rows" + (", and the longest others where the page would still be "
-                                                     f"over {max_lines} lines," if len(moving) > long_only else "")
+    what = " and ".join(filter(None, [f"tables of more than {MAX_ROWS} rows" if long_only else "",
+                                      f"the longest tables that kept the page over {max_lines} lines"
+                                      if len(moving) > long_only else ""]))
+    what = what[0].upper() + what[1:] + ","
     return out, "\n".join([f"## {HEADING}", "", f"{what} moved here from the first page, each under the section "
                            "it belongs to there.", "", *moved]).rstrip()
 

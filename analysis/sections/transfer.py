@@ -22,13 +22,15 @@ class Transfer(Section):
     sentences: list[str]
 
 
-def section(reference: pd.DataFrame, name: str, tests: pd.DataFrame) -> Transfer | None:
+def section(reference: pd.DataFrame, name: str, tests: pd.DataFrame) -> Transfer:
     """The section from the reference's tests table (`read_reference`), the name it was given by (as configured:
-    the page quotes it) and this study's tests' family; None where the two share no pair of arms."""
+    the page quotes it) and this study's tests' family; where the two share no pair of arms, a line saying so."""
     table = orderings(reference, tests)
     if table.empty:
-        return None
-    floor = tests["smallest_p"].min() if "smallest_p" in tests and len(tests) else float("nan")
+        return Transfer(text=f"## Transfer from `{name}`\n\nNo pair of arms of this study was compared in `{name}` on "
+                        "held-out pass@1 (the arms are matched by their labels: the same keys and values).",
+                        sentences=[])
+    floor = table["smallest_p_holm"].min()
     shown = table.assign(a=table["a"].map(short_label), b=table["b"].map(short_label))
     files = Files()
     text = "\n".join([
@@ -40,10 +42,9 @@ def section(reference: pd.DataFrame, name: str, tests: pd.DataFrame) -> Transfer
         f"Holm's correction (α = {ALPHA}); `none`: no ordering. `verdict`: **reproduced** or **reversed** where both "
         "order the pair, **unresolved** where only the reference does (`leans`: the way this study's estimate "
         "points, with `b_higher` of the paired seeds above; `interval_only`: its interval alone excludes zero, but "
-        "not its test), `none there` where the reference left the pair unordered (`new here` if this study orders "
-        "it). The difference, interval and p are this study's"
-        + (f"; with these seeds its exact test's smallest p is {cell(floor, 3)}" if pd.notna(floor) else "")
-        + ".", "",
+        "not its test; `smallest_p_holm`: the smallest p its test could give after Holm's correction), `none there` "
+        "where the reference left the pair unordered (`new here` if this study orders it). The difference, interval "
+        "and p are this study's. " + floor_text(floor), "",
         files.table("transfer", shown),
     ])
     sentences = [line for measure in MEASURES if (line := sentence(table, measure, name))]
@@ -70,10 +71,11 @@ def sentence(table: pd.DataFrame, measure: str, name: str) -> str | None:
             continue
         listed = []
         for _, r in those.iterrows():
-            text = pair(r)
+            text = pair(r) + (" there" if verdict == "reversed" else "")
             if verdict == "unresolved":
-                agrees = r["leans"] == r["there"]
-                text += (f" (leans {'the same way' if agrees else 'the other way'}: {cell(_signed(r), 3)} "
+                way = "no way" if r["leans"] == "none" else "the same way" if r["leans"] == r["there"] else \
+                    "the other way"
+                text += (f" (leans {way}: {cell(_signed(r), 3)} "
                          f"[{cell(_signed(r, 'low'), 3)}, {cell(_signed(r, 'high'), 3)}]"
                          f"{', interval only' if r['interval_only'] else ''})")
             listed.append(text)
@@ -82,9 +84,22 @@ def sentence(table: pd.DataFrame, measure: str, name: str) -> str | None:
     new = rows[rows["verdict"] == "new here"]
     tail = f" {unordered} pair{'s' if unordered != 1 else ''} `{name}` left unordered" + (
         f", of which this study orders {len(new)}" if len(new) else "") + "." if unordered else ""
+    numbers = " (better − worse there, with this study's 95% interval over prompts and seeds)" \
+        if (ordered["verdict"] == "unresolved").any() else ""
+    floor = rows["smallest_p_holm"].min()
+    cannot = f" {floor_text(floor)}" if pd.notna(floor) and floor >= ALPHA else ""
     return (f"Transfer from `{name}`, {measure}: of its {len(ordered)} resolved ordering"
-            f"{'s' if len(ordered) != 1 else ''} among these arms, " + ", ".join(parts)
-            + " (better − worse, with this study's 95% interval over prompts and seeds)." + tail)
+            f"{'s' if len(ordered) != 1 else ''} among these arms, " + ", ".join(parts) + numbers + "." + tail
+            + cannot)
+
+
+def floor_text(floor: float) -> str:
+    """What the seeds can resolve here: the smallest p after Holm's correction against alpha."""
+    if pd.isna(floor):
+        return ""
+    text = f"With these seeds and pairs the smallest p a pair can reach after Holm's correction is {cell(floor, 3)}"
+    return text + (f", at or above α = {ALPHA}: no ordering can be resolved here, however large the difference."
+                   if floor >= ALPHA else ".")
 
 
 def _signed(row: pd.Series, end: str = "") -> float:

@@ -177,6 +177,7 @@ def cut_at_stop(text: str, stop: list[str] | tuple[str, ...]) -> str:
 def split_groups(ro: Rollout) -> list[Rollout]:
     """One Rollout per prompt (its G samples), for samplers that keep, drop or pool groups."""
     g = ro.group_size
+    assert isinstance(g, int), "split_groups takes a sampled rollout (one G), not a training batch"
     out = []
     for i in range(ro.prompt_ids.shape[0]):
         rows = slice(i * g, (i + 1) * g)
@@ -215,14 +216,12 @@ def concat_groups(chunks: list[Rollout], pad_id: int) -> Rollout:
 
 
 def _joined_sizes(chunks: list[Rollout]) -> int | torch.Tensor:
-    """The group size of `chunks` joined: their common int, else a (B,) tensor of each prompt's count."""
-    sizes = {c.group_size for c in chunks if isinstance(c.group_size, int)}
-    if len(sizes) == 1 and all(isinstance(c.group_size, int) for c in chunks):
-        return sizes.pop()
-    device = chunks[0].completion_ids.device
-    return torch.cat([c.group_size.to(device) if isinstance(c.group_size, torch.Tensor)
-                      else torch.full((c.prompt_ids.shape[0],), c.group_size, dtype=torch.long, device=device)
-                      for c in chunks])
+    """The group size of `chunks` joined: their common size as an int, else a (B,) tensor of each prompt's count."""
+    counts = [int(n) for c in chunks for n in (c.group_size.tolist() if isinstance(c.group_size, torch.Tensor)
+                                               else [c.group_size] * c.prompt_ids.shape[0])]
+    if len(set(counts)) == 1:
+        return counts[0]
+    return torch.tensor(counts, dtype=torch.long, device=chunks[0].completion_ids.device)
 
 
 def join_rollouts(chunks: list[Rollout], pad_id: int) -> Rollout:

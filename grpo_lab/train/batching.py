@@ -1,8 +1,8 @@
 """Training batches from units of any size: a unit is one prompt's pooled samples (one advantage
 baseline); only the samples a sampler marks as training enter the batch.
 
-Each group keeps its own size: the batch's passes prefill every prompt once and expand its cache to its own
-rows (`Rollout.group_size` a tensor of counts where sizes differ). With equal units (fixed groups) the batch is
+Each group keeps its own size: the batch's passes prefill each group's prompt once and expand its cache to the
+group's rows (`Rollout.group_size` a tensor of counts where sizes differ). With equal units (fixed groups) the batch is
 exactly the concatenation of the groups. (Cutting unequal groups into chunks of their greatest common size, as
 this once did, prefilled a prompt once per chunk: with sizes 8 and 11, once per answer, ten times the memory
 and time of a SmolLM2 step of DARS.)

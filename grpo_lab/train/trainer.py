@@ -70,6 +70,7 @@ def score_rollout(ro: Rollout, problems: list[Problem], kind: str, weights: Rewa
     """Rewards, correctness and whether an answer was read as (B, G) arrays, and how many answers' checks ran
     out of time."""
     g = ro.group_size
+    assert isinstance(g, int), "score_rollout takes a sampled rollout (one G), not a training batch"
     golds = [p.answer for p in problems for _ in range(g)]
     scored = scorer.score_all(ro.texts, (~ro.truncated).tolist(), golds, kind, weights, answer_format)
     rewards = np.array([s.reward for s in scored], dtype=np.float32).reshape(-1, g)
