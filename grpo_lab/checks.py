@@ -12,6 +12,7 @@ from grpo_lab.config import (
     DEVICE,
     DTYPES,
     LOGGER_BACKENDS,
+    MAX_BUCKETS,
     MAX_EPS_HIGH,
     MAX_MU,
     MAX_NEW_TOKENS,
@@ -146,6 +147,9 @@ def validate(cfg: TrainConfig) -> None:
     check_engine(cfg)
     require(cfg.model.logprob_chunk >= 0, "model.logprob_chunk", cfg.model.logprob_chunk,
             "must be >= 0 (0: full logits)")
+    require(1 <= cfg.model.length_buckets <= MAX_BUCKETS, "model.length_buckets", cfg.model.length_buckets,
+            f"must be 1-{MAX_BUCKETS} (1: one pass; each further bucket must save 1/8 of the positions, so "
+            f"no more than {MAX_BUCKETS} can)")
     a = cfg.algo
     require(a.micro_batch_groups is None or a.micro_batch_groups >= 1, "algo.micro_batch_groups",
              a.micro_batch_groups, "must be >= 1 or null (the whole batch)")

@@ -20,6 +20,7 @@ MAX_NEW_TOKENS = 2**15  # the longest completions published reasoning RL generat
 MAX_SEED = 2**32  # seeds are 32-bit, as numpy's; evaluation seeds torch with seed x 1,000,003 + step (64-bit)
 MAX_THREADS = 1024  # torch CPU threads; no machine has more cores
 MAX_REWARD_WORKERS = 256  # LaTeX-checking processes (each holds sympy, about 100 MB)
+MAX_BUCKETS = 8  # model.length_buckets: each bucket past the first saves 1/8 of the positions, so 7 at most can
 MAX_MU = 64  # updates per batch: each reuses the same old log-probs; the paper's mu is 1-4, and long before 64
 # every ratio sits at its clip and the surrogate's gradient is zero
 MAX_WAIT_S = 86_400  # a day: the longest timeout; selectors and timers overflow past about 24 days
@@ -48,6 +49,10 @@ class ModelConfig:
     # positions whose (chunk, V) fp32 logits exist at once in the policy and reference passes (0: all
     # (N, T, V) at once); at V = 151,936, 512 positions are 311 MB, and memory no longer grows with N x T
     logprob_chunk: int = 512
+    # the policy and reference passes run a batch's completions in up to this many length buckets, each padded
+    # only to its own longest row; a bucket is split off only where it saves 1/8 of the positions (model/buckets.py;
+    # one pass's result within float rounding; SmolLM2's update 1.3x faster at 2: benchmarks/RESULTS.md); 1: one pass
+    length_buckets: int = 2
     gradient_checkpointing: bool = False  # recompute each layer in the backward pass (prompt cache kept)
     gguf_file: str | None = None  # a GGUF file inside model.path to load (dequantized) instead of safetensors
     trust_remote_code: bool = False  # run the model folder's own Python (its auto_map): it runs as you, unchecked

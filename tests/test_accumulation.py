@@ -26,17 +26,23 @@ def weights(trainer) -> dict:
     return {k: v.detach().clone() for k, v in trainer.model.state_dict().items()}
 
 
-@pytest.mark.parametrize("limits", [dict(micro_batch_groups=1), dict(micro_batch_groups=2, micro_batch_tokens=60)])
+@pytest.mark.parametrize("limits", [{"algo.micro_batch_groups": 1, "model.length_buckets": 1},
+                                    {"algo.micro_batch_groups": 2, "algo.micro_batch_tokens": 60},
+                                    {"model.length_buckets": 3}, {"algo.micro_batch_groups": 2}])
 def test_micro_batches_train_to_the_whole_batchs_weights(tiny_cfg, tmp_path, limits):
+    """Micro-batches, and length buckets inside a pass, take the whole batch's one-pass step."""
     tiny_cfg.sampler.name = "resample_on_tie"
     tiny_cfg.sampler.resample_on_tie.pool, tiny_cfg.sampler.resample_on_tie.max_rounds = "all", 3
     tiny_cfg.algo.loss_agg, tiny_cfg.algo.mu = "token", 2
     tiny_cfg.eval.n = 0
+    tiny_cfg.model.length_buckets = 1  # the reference: the whole batch in one pass
     start = weights(run_steps(copy.deepcopy(tiny_cfg), 0)[0])
     whole, whole_rows = run_steps(copy.deepcopy(tiny_cfg), 3)
     tiny_cfg.out_dir = str(tmp_path / "micro")
-    for k, v in limits.items():
-        setattr(tiny_cfg.algo, k, v)
+    tiny_cfg.model.length_buckets = 2  # the default, unless the case says otherwise
+    for key, v in limits.items():
+        section, name = key.split(".")
+        setattr(getattr(tiny_cfg, section), name, v)
     micro, micro_rows = run_steps(tiny_cfg, 3)
 
     groups = read_table(Path(tiny_cfg.out_dir), "groups").to_pandas()

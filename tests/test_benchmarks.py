@@ -43,6 +43,15 @@ def test_arms_benchmark_smoke():
     assert "| dars |" in out.stdout and "one held-out evaluation" in out.stdout
 
 
+def test_length_buckets_benchmark_smoke():
+    out = _run("benchmarks/length_buckets.py", "--steps", "1", "--rounds", "1")
+    assert out.returncode == 0, out.stderr[-2000:]
+    lines = out.stdout.strip().splitlines()
+    assert lines[0].startswith("machine: ") and "padding share" in lines[1] and "1 bucket(s)" in lines[1]
+    assert [line.split(":")[0].strip() for line in lines[3:6]] == [f"length_buckets={k}" for k in (1, 2, 3)]
+    assert lines[-1].startswith("highest 1-min load average while timed: ")
+
+
 def test_speed_regression_benchmark_smoke():
     out = _run("benchmarks/regression.py", "--baseline", ".", "--blocks", "1", "--steps-per-block", "1")
     assert out.returncode == 0, out.stderr[-2000:]

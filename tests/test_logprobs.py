@@ -2,12 +2,15 @@
 layer, and gradient checkpointing that keeps the shared prompt cache; log-probs and gradients."""
 
 import copy
+import itertools
 
+import numpy as np
 import pytest
 import torch
 from reference import plain_logprobs
 from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
 
+from grpo_lab.model.buckets import MIN_SAVED, cut
 from grpo_lab.model.logprobs import completion_logprobs, enable_checkpointing, plain_head
 from grpo_lab.rollout.generate import Rollout
 
@@ -180,3 +183,60 @@ def test_entropy_never_holds_more_than_a_chunk_of_logits(group_size):
             assert mode.largest == chunk * V  # not positions x V: memory does not grow with V x T
         else:
             assert mode.largest >= positions * V
+
+
+def positions(widths, parts) -> int:
+    return sum(len(p) * int(widths[p].max()) for p in parts)
+
+
+def fewest_by_search(widths: np.ndarray, buckets: int) -> list[int]:
+    """The fewest padded positions with exactly k buckets, k = 1..buckets, by trying every cut of the rows
+    sorted by width (brute force, the truth for `cut`)."""
+    w = np.sort(widths[widths > 0])[::-1]
+    n, out = len(w), []
+    for k in range(1, min(buckets, n) + 1):
+        out.append(min(sum((j - i) * int(w[i]) for i, j in zip((0, *c), (*c, n)))
+                       for c in itertools.combinations(range(1, n), k - 1)))
+    return out
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_length_buckets_are_the_fewest_positions_that_pay(seed):
+    rng = np.random.default_rng(seed)
+    n, buckets = int(rng.integers(1, 10)), int(rng.integers(1, 5))
+    widths = rng.integers(0, 30, n) * (rng.random(n) < 0.9)  # some rows with nothing in the loss
+    parts = cut(widths, buckets)
+    rows = np.sort(np.concatenate(parts)) if parts else np.zeros(0, int)
+    assert rows.tolist() == np.flatnonzero(widths > 0).tolist()  # each row that needs a pass in exactly one
+    if not parts:
+        return
+    assert all(widths[a].min() >= widths[b].max() for a, b in zip(parts, parts[1:]))  # longest bucket first
+    best = fewest_by_search(widths, buckets)
+    k = len(parts)
+    assert positions(widths, parts) == best[k - 1]  # the fewest positions at its number of buckets
+    one = best[0]
+    saved = [best[i] - best[i + 1] for i in range(len(best) - 1)]  # what each further bucket saves
+    assert all(s >= MIN_SAVED * one for s in saved[:k - 1])  # every bucket it added paid
+    assert k == len(best) or saved[k - 1] < MIN_SAVED * one  # and the next would not have
+
+
+@pytest.mark.parametrize("chunk", [0, 5])
+@pytest.mark.parametrize("checkpointing", [False, True])
+def test_length_buckets_give_the_one_pass_logprobs_and_gradients(chunk, checkpointing):
+    """Bucketed passes (each padded to its own longest row, a row with nothing in the loss in none) give the one
+    pass's log-probs, entropies and gradients, with the chunked output layer and the full logits, and under
+    gradient checkpointing (the prompt cache read by row)."""
+    model, ro = random_model("qwen2"), hand_rollout()
+    ro.completion_mask[4] = False  # a truncated row masked out of the loss: no pass at all
+    widths = ro.completion_mask.sum(-1).numpy()
+    assert len(cut(widths, 3)) == 2  # the rollout's lengths 1..6 do split (a third bucket would not pay)
+    if checkpointing:
+        enable_checkpointing(model)
+    one = logprobs_and_grads(model, ro, lambda m, r: completion_logprobs(m, r, 0.7, chunk=chunk))
+    three = logprobs_and_grads(model, ro, lambda m, r: completion_logprobs(m, r, 0.7, chunk=chunk, buckets=3))
+    assert_same(three, one, atol=1e-6)
+    with torch.no_grad():
+        ent_one = completion_logprobs(model, ro, 0.7, chunk=chunk, entropy=True)[1]
+        ent_three = completion_logprobs(model, ro, 0.7, chunk=chunk, entropy=True, buckets=3)[1]
+    torch.testing.assert_close(ent_three, ent_one, atol=1e-5, rtol=0)
+    assert (three[0][4] == 0).all()

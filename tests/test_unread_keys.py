@@ -42,7 +42,8 @@ CHOICES: dict[str, list[tuple[list[str], object]]] = {
 VALID = {"model.path": TINY, "task.path": MATH}
 READ_BY_EVERY_JOB = {  # every key no option claims: the loop, the model, the rollout, the update, the records
     "out_dir", "seed", "max_steps", "max_samples", "max_tokens", "prompts_per_step", "checkpoint_every", "threads",
-    "model.name", "model.device", "model.dtype", "model.logprob_chunk", "model.gradient_checkpointing",
+    "model.name", "model.device", "model.dtype", "model.logprob_chunk", "model.length_buckets",
+    "model.gradient_checkpointing",
     "model.fast_math", "model.lora.rank", "task.name", "task.difficulty", "task.chat_template", "algo.lr", "algo.beta",
     "algo.eps_low", "algo.eps_high", "algo.mu", "algo.advantage", "algo.std_eps", "algo.loss_agg",
     "algo.max_grad_norm", "algo.weight_decay", "algo.micro_batch_groups", "algo.micro_batch_tokens",

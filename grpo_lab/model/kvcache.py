@@ -31,6 +31,7 @@ class PromptCache(DynamicCache):
     def __init__(self, config, dtype: torch.dtype | None = None, mode: str = "append", reserve: int = 0):
         super().__init__(config=config)
         self.dtype, self.mode = dtype, mode
+        self.index = None  # read mode: the rows a length bucket reads (rows()), None for all
         if reserve:  # plain layers only: a sliding-window layer keeps its own bookkeeping
             self.layers = [GrowLayer(reserve) if type(layer) is DynamicLayer else layer for layer in self.layers]
 
@@ -39,7 +40,10 @@ class PromptCache(DynamicCache):
             key_states, value_states = key_states.to(self.dtype), value_states.to(self.dtype)
         layer = self.layers[layer_idx] if layer_idx < len(self.layers) else None
         if self.mode == "read":  # (R, h, P + T, d): the prompt, then this pass's tokens; nothing stored
-            return torch.cat([layer.keys, key_states], dim=-2), torch.cat([layer.values, value_states], dim=-2)
+            keys, values = layer.keys, layer.values
+            if self.index is not None:  # a bucket's rows
+                keys, values = keys[self.index], values[self.index]
+            return torch.cat([keys, key_states], dim=-2), torch.cat([values, value_states], dim=-2)
         if self.mode == "prefill" and layer is not None and layer.is_initialized:
             return key_states, value_states  # a checkpoint replay of the prompt pass: stored already
         return super().update(key_states, value_states, layer_idx, *args, **kwargs)
@@ -49,6 +53,14 @@ class PromptCache(DynamicCache):
         replay still sees its own cache in prefill mode."""
         view = copy.copy(self)
         view.mode = "read"
+        return view
+
+    def rows(self, index: torch.Tensor) -> PromptCache:
+        """A read-mode view that reads rows `index` of the prompt's keys and values: one length bucket's pass
+        (grpo_lab/model/buckets.py). Each layer's rows are gathered when that layer reads them, so no more than
+        one layer's copy exists at a time, and gradients flow back through the gather to the prompt pass."""
+        view = self.reader()
+        view.index = index
         return view
 
 

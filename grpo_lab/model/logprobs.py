@@ -18,6 +18,7 @@ import torch
 import torch.nn.functional as F
 from transformers.modeling_layers import GradientCheckpointingLayer
 
+from grpo_lab.model.buckets import cut, inverse, needed_widths
 from grpo_lab.model.kvcache import PromptCache, autocast_dtype
 
 if TYPE_CHECKING:  # a type only: the rollout stage builds Rollouts from the model, not the reverse
@@ -107,13 +108,15 @@ def plain_head(model) -> torch.Tensor | None:
 
 
 def completion_logprobs(model, rollout: Rollout, temperature: float, *, chunk: int = 0, entropy: bool = False,
-                        keep: bool = False) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+                        keep: bool = False, buckets: int = 1) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """Log-probs (N, T) of the rollout's completion tokens under `model`, prompts prefilled once per group,
     zero at padding. Differentiable when called with grad enabled: gradients flow through the expanded
     prompt cache. chunk > 0: at most `chunk` positions' logits at a time (plain output layers only).
     entropy=True: also (log-probs, entropies (N, T)), each position's entropy of softmax(logits /
     temperature) over the whole vocabulary, detached, zero at padding, from the same pass (and chunks).
-    keep=True (model.fast_math): the output layer keeps its softmax for the backward (head_logprobs)."""
+    keep=True (model.fast_math): the output layer keeps its softmax for the backward (head_logprobs).
+    buckets > 1 (model.length_buckets): the completion pass runs in up to that many length buckets, each padded to
+    its own longest row (grpo_lab/model/buckets.py); equal to one pass within float rounding."""
     sharded = is_sharded(model)
     head = chunk and plain_head(model) is not None  # the chunked head: hidden states, not logits
     body = model if not head else Backbone(model) if sharded else model.base_model
@@ -132,9 +135,14 @@ def completion_logprobs(model, rollout: Rollout, temperature: float, *, chunk: i
         attn = torch.cat([rollout.prompt_mask.repeat_interleave(rollout.group_size, dim=0),
                           torch.ones(n, t - 1, dtype=rollout.prompt_mask.dtype, device=device)], dim=1)
         positions = pos + torch.arange(t - 1, device=device)  # (N, T-1)
-        out = body(input_ids=ids[:, :-1], attention_mask=attn, position_ids=positions,
-                   use_cache=True, **{cache_kwarg(body): cache})
-        rest = out.last_hidden_state if head else out.logits  # (N, T-1, V|H)
+        widths = None if sharded or buckets <= 1 else needed_widths(mask).cpu().numpy()
+        parts = [] if widths is None else cut(widths, buckets)  # sharded: every pass is a collective, one for all
+        if len(parts) > 1:
+            rest = _bucketed(body, ids, attn, positions, cache, widths, parts, head, first)
+        else:
+            out = body(input_ids=ids[:, :-1], attention_mask=attn, position_ids=positions,
+                       use_cache=True, **{cache_kwarg(body): cache})
+            rest = out.last_hidden_state if head else out.logits  # (N, T-1, V|H)
         states = torch.cat([states, rest], dim=1)  # (N, T, V|H)
     if not head:  # the full-logits path holds (N, T, V) logits anyway
         logp = token_logprobs(states, ids, temperature).masked_fill(~mask, 0.0)
@@ -149,6 +157,34 @@ def completion_logprobs(model, rollout: Rollout, temperature: float, *, chunk: i
         ent = torch.zeros(n, t, dtype=ents.dtype, device=device).masked_scatter(mask, ents) if entropy else None
     logp, ent = logp[:, :t_real], None if ent is None else ent[:, :t_real]
     return (logp, ent) if entropy else logp
+
+
+def _bucketed(body, ids, attn, positions, cache: PromptCache, widths, parts, head: bool,
+              first: torch.Tensor) -> torch.Tensor:
+    """The completion pass (N, T-1, V|H) run bucket by bucket (`parts`: rows per bucket, longest first, each row
+    needing `widths` positions), each to its own longest row; what no bucket computes (padding after a row's last
+    loss position, rows with nothing in the loss) is zero and never read."""
+    n, t = ids.shape
+    prompt = attn.shape[1] - (t - 1)
+    outs, rows = [], []
+    for part in parts:
+        index = torch.as_tensor(part, device=ids.device)
+        w = int(widths[part[0]]) - 1  # completion tokens this bucket feeds: its longest row's, less the last
+        if w > 0:
+            out = body(input_ids=ids[index, :w], attention_mask=attn[index, :prompt + w],
+                       position_ids=positions[index, :w], use_cache=True, **{cache_kwarg(body): cache.rows(index)})
+            outs.append(F.pad(out.last_hidden_state if head else out.logits, (0, 0, 0, t - 1 - w)))
+        else:
+            outs.append(first.new_zeros(len(part), t - 1, first.shape[-1]))
+        rows.append(index)
+    covered = torch.cat(rows)
+    if covered.numel() < n:  # rows with nothing in the loss: no pass
+        rest = torch.ones(n, dtype=torch.bool, device=ids.device)
+        rest[covered] = False
+        idle = rest.nonzero().squeeze(-1)
+        outs.append(first.new_zeros(idle.numel(), t - 1, first.shape[-1]))
+        covered = torch.cat([covered, idle])
+    return torch.cat(outs)[inverse(covered)]
 
 
 def enable_checkpointing(model) -> None:

@@ -66,8 +66,9 @@ def update(model, ref, optimizer, micro: list[MicroBatch], rows: TrainingRows, c
     par = par or DataParallel()
     a = cfg.algo
     temp = cfg.rollout.temperature or 1.0
-    chunk = cfg.model.logprob_chunk
     keep = cfg.model.fast_math  # the output layer keeps its softmax for the backward (within float rounding)
+    passes = dict(chunk=cfg.model.logprob_chunk, buckets=cfg.model.length_buckets)  # both models' passes
+    policy = dict(passes, keep=keep)
     shaped = rows.direction is not None  # a per-token rule: entropies from the first pass
     device = rows.weight.device
     lengths = (torch.cat([mb.rollout.completion_mask.sum(-1) for mb in micro]) if micro
@@ -84,7 +85,7 @@ def update(model, ref, optimizer, micro: list[MicroBatch], rows: TrainingRows, c
     ref_logp = [None] * len(micro)
     if a.beta != 0:
         with torch.inference_mode(), adapters_off(ref) as reference:  # LoRA: the base, adapters switched off
-            ref_logp = [completion_logprobs(reference, mb.rollout, temp, chunk=chunk) for mb in micro]
+            ref_logp = [completion_logprobs(reference, mb.rollout, temp, **passes) for mb in micro]
         par.after_passes(ref)
     stats, informative = [], 0
     old_logp, first, used = [None] * len(micro), [None] * len(micro), [None] * len(micro)
@@ -97,8 +98,8 @@ def update(model, ref, optimizer, micro: list[MicroBatch], rows: TrainingRows, c
             mask = mb.rollout.completion_mask
             with torch.set_grad_enabled(can_learn):
                 if first[k] is None:  # the first pass: the denominators, and RL-ZVP's entropies
-                    logp, ent = completion_logprobs(model, mb.rollout, temp, chunk=chunk, entropy=True, keep=keep) \
-                        if shaped else (completion_logprobs(model, mb.rollout, temp, chunk=chunk, keep=keep), None)
+                    logp, ent = completion_logprobs(model, mb.rollout, temp, entropy=True, **policy) if shaped \
+                        else (completion_logprobs(model, mb.rollout, temp, **policy), None)
                     first[k] = logp.detach()
                     old_logp[k] = first[k] if rows.behaviour is None else torch.where(
                         rows.behaviour[mb.rows, None], mb.rollout.old_logp, first[k])
@@ -110,7 +111,7 @@ def update(model, ref, optimizer, micro: list[MicroBatch], rows: TrainingRows, c
                     mismatch[:9] += found[:9]
                     mismatch[9] = torch.maximum(mismatch[9], found[9])
                 else:
-                    logp = completion_logprobs(model, mb.rollout, temp, chunk=chunk, keep=keep)  # (n, T)
+                    logp = completion_logprobs(model, mb.rollout, temp, **policy)  # (n, T)
                 loss, st = grpo_loss(logp, old_logp[k], used[k], mask, ref_logp=ref_logp[k], beta=a.beta,
                                      eps_low=a.eps_low, eps_high=a.eps_high, agg=a.loss_agg,
                                      max_len=cfg.rollout.max_new_tokens, seq_weight=rows.weight[mb.rows], norm=norm,
