@@ -1,13 +1,13 @@
 """Length buckets for the training passes: rows of similar length run together, each bucket padded only to its
 own longest row.
 
-A batch's completions are padded to its longest; in SmolLM2's two-shot steps 46% of the completion positions
-were padding (benchmarks/RESULTS.md), and the backbone computes every one. Sorting the rows by the positions they need and
-cutting them into a few buckets, each run as its own pass over the same prompt cache, skips most of that work; a
-row's log-probs do not depend on the padding after it (causal attention), so the result is the one-pass result up
-to the matmuls' rounding at another batch shape. The cut is the one that leaves the fewest padded positions for
-the number of buckets allowed (an exact dynamic programme over the sorted widths), and a bucket is only split
-off when it saves at least `MIN_SAVED` of the positions: each extra pass costs a pass's fixed overhead.
+A batch's completions are padded to its longest; in SmolLM2's two-shot steps 46% of the completion positions were
+padding (benchmarks/RESULTS.md), and the backbone computes every one. Sorting the rows by the positions they need
+and cutting them into a few buckets, each run as its own pass over the same prompt cache, skips most of that work;
+a row's log-probs do not depend on the padding after it (causal attention), so the result is the one-pass result up
+to the matmuls' rounding at another batch shape. The cut is the one that leaves the fewest padded positions for the
+number of buckets allowed (an exact dynamic programme over the sorted widths), and a bucket is only split off when
+it saves at least `MIN_SAVED` of the positions: each extra pass costs a pass's fixed overhead.
 """
 
 from __future__ import annotations
