@@ -1,7 +1,7 @@
 """Where a GRPO step's time goes, for our trainer and TRL's GRPOTrainer, on the tiny model and on SmolLM2
 (benchmarks/vs_trl.py's configs): the levers of issue 40 are chosen from this table.
 
-    python benchmarks/profile_step.py [--model tiny|smollm2] [--steps 6] [--threads 2]
+    python benchmarks/profile_step.py [--model tiny|smollm2] [--steps 6] [--threads 2] [--gemms]
 
 Each trainer runs `--steps` optimizer steps after two warm-up steps, alone (not interleaved: this splits one
 trainer's step, it is no ratio between them), with its phases timed by wrapping the functions that do them:
@@ -19,6 +19,10 @@ trainer's step, it is no ratio between them), with its phases timed by wrapping 
 TRL's reference pass holds its old log-probs too where it computes them. "rest" is the step's wall time less the
 phases: advantages, the loss's arithmetic, bookkeeping, logging.
 Milliseconds per step, medians over the steps, wall time; the machine line says what it ran on.
+--gemms adds what limits a step that is mostly matrix products: their time and GFLOP a step (torch.profiler over
+the first step after the warm-up, on each side) and the rate they ran at, against this machine's rate on one
+large product at the same thread count (small products, as a shared prompt cache leaves, reach less of it and
+gain less from a second thread).
 """
 
 from __future__ import annotations
@@ -83,6 +87,51 @@ class Phases:
         return out
 
 
+GEMMS = ("aten::mm", "aten::bmm", "aten::addmm", "aten::baddbmm")  # where torch's CPU matmuls land
+
+
+class Gemms:
+    """With --gemms: torch.profiler over a trainer's steps, their matrix products' share of the step and the rate
+    they ran at (the profiler's FLOP count of each product over its own time), to set against `peak_gflops`."""
+
+    def __init__(self, on: bool):
+        self.on, self.profile = on, None
+
+    def start(self) -> None:
+        if self.on:
+            from torch.profiler import ProfilerActivity, profile
+            self.profile = profile(activities=[ProfilerActivity.CPU], with_flops=True)
+            self.profile.start()
+
+    def stop(self) -> None:
+        if self.profile is not None:
+            self.profile.stop()
+
+    def summary(self) -> dict[str, float]:
+        """GEMM ms and GFLOP in the profiled step, and the GFLOP/s they ran at."""
+        if self.profile is None:
+            return {}
+        events = [e for e in self.profile.key_averages() if e.key in GEMMS]
+        ms = sum(e.self_cpu_time_total for e in events) / 1000
+        gflop = sum(e.flops for e in events) / 1e9
+        return {"gemm ms": ms, "gemm GFLOP": gflop, "gemm GFLOP/s": gflop / ms * 1000 if ms else 0.0}
+
+
+def peak_gflops(size: int = 2048, repeats: int = 5) -> float:
+    """This machine's fp32 matmul rate at the current thread count on one large square product (the most its GEMM
+    kernels reach), best of `repeats`."""
+    a, b = torch.randn(size, size), torch.randn(size, size)
+    a @ b
+    best = min(_timed(lambda: a @ b) for _ in range(repeats))
+    return 2 * size**3 / best / 1e9
+
+
+def _timed(fn) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
 def ours(model: str, steps: int, tmp: Path, args) -> dict[str, float]:
     import grpo_lab.model.logprobs as logprobs
     import grpo_lab.train.trainer as trainer_module
@@ -108,24 +157,33 @@ def ours(model: str, steps: int, tmp: Path, args) -> dict[str, float]:
     phases.wrap(torch.Tensor, "backward", "backward")
     phases.wrap(trainer.optimizer, "step", "optimizer")
     phases.wrap(trainer, "_write", "tables")
-    for _ in range(steps + 2):
+    gemms = Gemms(args.gemms)
+    for i in range(steps + 2):
+        if i == 2:  # the first step after the warm-up: its matrix products (timed with the rest)
+            gemms.start()
         start = time.perf_counter()
         trainer.step()
         phases.end_step(time.perf_counter() - start)
-    return phases.medians(2)
+        if i == 2:
+            gemms.stop()
+    return {**phases.medians(2), **gemms.summary()}
 
 
 def trl(model: str, steps: int, tmp: Path, args) -> dict[str, float]:
     from transformers import TrainerCallback
 
-    phases = Phases()
+    phases, gemms = Phases(), Gemms(args.gemms)
 
     class Steps(TrainerCallback):
         def on_step_begin(self, a, state, control, **kw):
+            if state.global_step == 2:  # the first step after the warm-up, as ours
+                gemms.start()
             self.start = time.perf_counter()
 
         def on_step_end(self, a, state, control, **kw):
             phases.end_step(time.perf_counter() - self.start)
+            if state.global_step == 3:
+                gemms.stop()
 
     if model == "tiny":
         from vs_trl import RewardFn, build_trl, our_config
@@ -173,7 +231,7 @@ def trl(model: str, steps: int, tmp: Path, args) -> dict[str, float]:
     trainer.create_optimizer()
     phases.wrap(trainer.optimizer, "step", "optimizer")
     trainer.train()
-    return phases.medians(2)
+    return {**phases.medians(2), **gemms.summary()}
 
 
 def main() -> None:
@@ -182,7 +240,12 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=6)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--model-path", help="smollm2: a save_pretrained folder (else the wheel's GGUF, saved so)")
+    parser.add_argument("--gemms", action="store_true", help="also each trainer's matrix products under "
+                        "torch.profiler (their ms and GFLOP a step, the rate they ran at) against the machine's "
+                        "large-matmul rate; phases are then timed with the profiler on (slower)")
     args = parser.parse_args()
+    if args.gemms and args.model != "tiny":  # the profiler's record of TRL's SmolLM2 step outgrew 24 GiB
+        parser.error("--gemms profiles the tiny model only (TRL's SmolLM2 step under torch.profiler ran out of 24 GiB)")
     torch.set_num_threads(args.threads)
     print(machine(args.threads), flush=True)
     with tempfile.TemporaryDirectory(prefix="profile_step-") as tmp:
@@ -200,6 +263,11 @@ def main() -> None:
     print("| phase | ours | TRL |\n|---|---|---|")
     for phase in (*PHASES, "rest", "total"):
         print(f"| {phase} | {ours_ms[phase]:.1f} | {trl_ms[phase]:.1f} |")
+    if args.gemms:
+        for key in ("gemm ms", "gemm GFLOP", "gemm GFLOP/s"):
+            print(f"| {key} (profiled) | {ours_ms[key]:.2f} | {trl_ms[key]:.2f} |")
+        print(f"this machine's fp32 matmul rate at {args.threads} thread(s), one 2048^3 product: "
+              f"{peak_gflops():.0f} GFLOP/s")
 
 
 if __name__ == "__main__":

@@ -19,7 +19,9 @@ What is measured: generated tokens/s (completion tokens, the end token included,
 counts them) over whole optimizer steps, in wall time and in this process's CPU time (the machine may be
 shared: CPU time is the steadier of the two), per interleaved block (ours, TRL, ours, ...; one warm-up block
 each, not timed); the summary prints each block's ratio and their median (min-max), with the machine's CPU,
-vector units and the highest load seen while timed (benchmarks/protocol.py). Setup is never timed.
+vector units and the highest load seen while timed (benchmarks/protocol.py). Setup is never timed. Our steps
+whose every group tied (no advantage, so no backward: TRL takes one anyway) are left out of our side's figure:
+not the same work.
 """
 
 from __future__ import annotations
@@ -136,17 +138,24 @@ def compare(style: str, args) -> None:
     from grpo_lab.model.load import load_policy
 
     k, blocks = args.steps_per_block, args.blocks
-    ours_blocks: list[tuple[float, float, int]] = []  # (wall s, CPU s, tokens) per block
+    # each block: (wall s, CPU s, tokens) summed over our steps that took an optimizer step; a step whose every
+    # advantage is 0 skips the backward, which TRL's never does: it is not the same work, so it is not counted
+    ours_blocks: list[tuple[float, float, int]] = []
     trained: list[bool] = []  # each of our timed steps: did it take an optimizer step (a gradient, not all ties)
 
     def run_ours(trainer: Trainer, steps: int) -> tuple[float, float, int]:
-        w, c, tokens = time.perf_counter(), time.process_time(), trainer.counters["tokens_total"]
+        total = [0.0, 0.0, 0]
         for _ in range(steps):
+            w, c, tokens = time.perf_counter(), time.process_time(), trainer.counters["tokens_total"]
             row = trainer.step()
             if row["samples"] != N:
                 raise AssertionError(f"our step drew other than {N} samples")
             trained.append(row["informative"] > 0)  # 0: every advantage was 0, no optimizer step
-        return time.perf_counter() - w, time.process_time() - c, trainer.counters["tokens_total"] - tokens
+            if trained[-1]:
+                for i, v in enumerate((time.perf_counter() - w, time.process_time() - c,
+                                       trainer.counters["tokens_total"] - tokens)):
+                    total[i] += v
+        return total[0], total[1], total[2]
 
     with tempfile.TemporaryDirectory(prefix="vs_trl_smollm2-") as tmp:
         cfg = our_config(str(Path(tmp) / "ours"), args.model_path, args.fast_math, style=style)
@@ -181,21 +190,26 @@ def compare(style: str, args) -> None:
         tw, tc = (sum(s[i] for s in cb.steps[(b + 1) * k:(b + 2) * k]) for i in (0, 1))
         tt = sum(reward.tokens[(b + 1) * k:(b + 2) * k])
         ow, oc, ot = ours_blocks[b]
+        if not ot:
+            rows.append(f"  block {b}: none of our {k} steps took an optimizer step: no ratio")
+            continue
         wall.append((ot / ow) / (tt / tw))
         cpu.append((ot / oc) / (tt / tc))
+        n = sum(trained[(b + 1) * k:(b + 2) * k])  # our steps this block counts (the warm-up block's left out)
         rows.append(f"  block {b}: ours {ot / ow:.2f} tok/s wall, {ot / oc:.2f} CPU "
-                    f"({ot / (k * N):.1f} tok/completion, "
-                    f"{ow / k:.1f} s/step) | TRL {tt / tw:.2f} wall, {tt / tc:.2f} CPU ({tt / (k * N):.1f} "
-                    f"tok/completion, {tw / k:.1f} s/step) | ratio wall {wall[-1]:.2f}, CPU {cpu[-1]:.2f}")
+                    f"({ot / (n * N):.1f} tok/completion, "
+                    f"{ow / n:.1f} s/step over {n} steps) | TRL {tt / tw:.2f} wall, {tt / tc:.2f} CPU "
+                    f"({tt / (k * N):.1f} tok/completion, {tw / k:.1f} s/step) | ratio wall {wall[-1]:.2f}, "
+                    f"CPU {cpu[-1]:.2f}")
     took, timed = sum(trained[k:]), len(trained) - k  # the warm-up block's left out
     skipped = "" if took == timed else (" (the others had nothing to learn and skipped the backward, which TRL "
-                                        "does not: not comparable)")
+                                        "does not: not the same work, so our figures count the steps that trained)")
     print(f"{style} prompts ({STYLES[style]}; {prompt_tokens} prompt tokens; reward.format {FORMAT[style]}); ours "
           f"took an optimizer step in {took} of {timed} timed steps{skipped}; "
           f"attention ours {ours.model.config._attn_implementation}, TRL {trl_model.config._attn_implementation}; "
           f"{load}")
     print("\n".join(rows))
-    print(ratio_line(style, wall, cpu))
+    print(ratio_line(style, wall, cpu) if wall else f"{style}: no block had a step of ours that trained: no ratio")
 
 
 def ratio_line(style: str, wall: list[float], cpu: list[float]) -> str:

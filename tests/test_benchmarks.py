@@ -2,6 +2,7 @@
 
 import importlib.util
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -92,7 +93,6 @@ def test_speed_check_reads_the_ratio_lines_the_benchmarks_print(tmp_path):
     """benchmarks/speed_check.py finds each goal's ratio in its benchmark's real output (a smoke run of each that
     is quick here; the SmolLM2 lines are the same format, printed by vs_trl_smollm2.compare)."""
     pytest.importorskip("trl", reason="TRL is a benchmark extra: pip install -e '.[bench]'")
-    import re
 
     spec = importlib.util.spec_from_file_location("speed_check", ROOT / "benchmarks" / "speed_check.py")
     check = importlib.util.module_from_spec(spec)
@@ -119,14 +119,19 @@ def test_speed_check_reads_the_ratio_lines_the_benchmarks_print(tmp_path):
 
 def test_profile_step_splits_both_trainers_steps():
     """Every phase is found on both sides (a renamed TRL method would leave its phase at 0) and the phases fit
-    within the step."""
+    within the step; with --gemms, each side's matrix products are found, within its step, at a rate below the
+    machine's best."""
     pytest.importorskip("trl", reason="TRL is a benchmark extra: pip install -e '.[bench]'")
-    out = _run("benchmarks/profile_step.py", "--steps", "1", "--threads", "1")
+    out = _run("benchmarks/profile_step.py", "--steps", "1", "--threads", "1", "--gemms")
     assert out.returncode == 0, out.stderr[-2000:]
     rows = {cells[1].strip(): (float(cells[2]), float(cells[3])) for cells in
             (line.split("|") for line in out.stdout.splitlines() if line.startswith("| ") and "phase" not in line)}
+    gemms = {k: rows.pop(k) for k in list(rows) if k.startswith("gemm")}
     for phase in ("rollout", "rewards", "reference pass", "policy forward", "backward", "optimizer"):
         assert rows[phase][0] > 0 and rows[phase][1] > 0, (phase, rows[phase])
     assert rows["tables"][0] > 0
+    peak = float(re.search(r"one 2048\^3 product: (\d+) GFLOP/s", out.stdout).group(1))
     for side in (0, 1):
         assert rows["rest"][side] >= 0 and rows["total"][side] >= max(v[side] for v in rows.values())
+        assert 0 < gemms["gemm GFLOP (profiled)"][side] and 0 < gemms["gemm GFLOP/s (profiled)"][side] < 1.2 * peak
+        assert 0 < gemms["gemm ms (profiled)"][side] < 2 * rows["total"][side]  # the profiler slows what it times

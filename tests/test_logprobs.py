@@ -2,6 +2,7 @@
 layer, and gradient checkpointing that keeps the shared prompt cache; log-probs and gradients."""
 
 import copy
+import dataclasses
 import itertools
 
 import numpy as np
@@ -240,3 +241,21 @@ def test_length_buckets_give_the_one_pass_logprobs_and_gradients(chunk, checkpoi
         ent_three = completion_logprobs(model, ro, 0.7, chunk=chunk, entropy=True, buckets=3)[1]
     torch.testing.assert_close(ent_three, ent_one, atol=1e-5, rtol=0)
     assert (three[0][4] == 0).all()
+
+
+@pytest.mark.parametrize("buckets", [1, 3])
+def test_training_passes_read_each_prompt_from_the_unexpanded_cache(buckets, monkeypatch):
+    """The policy and reference passes keep the B prompts' keys and values (never expanded to the N rows first: a
+    copy per layer, and a scatter in the backward), each row reading its own prompt's: with groups of different
+    sizes, in one pass and in buckets, log-probs and gradients equal each sequence run in full."""
+    from grpo_lab.model.kvcache import PromptCache
+
+    model, ro = random_model("llama"), hand_rollout()
+    ro = dataclasses.replace(ro, group_size=torch.tensor([2, 6, 4]))  # the 12 rows, prompts of unequal groups
+    expanded = []
+    original = PromptCache.batch_repeat_interleave
+    monkeypatch.setattr(PromptCache, "batch_repeat_interleave",
+                        lambda self, repeats: (expanded.append(repeats), original(self, repeats))[1])
+    ours = logprobs_and_grads(model, ro, lambda m, r: completion_logprobs(m, r, 0.7, buckets=buckets))
+    assert expanded == []
+    assert_same(ours, logprobs_and_grads(model, ro, lambda m, r: plain_logprobs(m, r, 0.7)))

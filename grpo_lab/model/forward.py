@@ -22,16 +22,18 @@ def cache_kwarg(model) -> str:
     return _cache_kwarg_of(type(model.base_model if isinstance(model, Backbone) else model))
 
 
-def prefill(module, prompt_ids, prompt_mask, repeats, cache, *, logits: bool = True):
+def prefill(module, prompt_ids, prompt_mask, repeats, cache, *, logits: bool = True, expand_cache: bool = True):
     """Run the B prompts once, then expand the last position and the cache to their rows: prompt i
     gets `repeats` rows (an int, or a (B,) tensor of counts). Returns (the last position's logits
     (N, V), or with logits=False, `module` being the model's backbone, its hidden state (N, H);
-    the position of each row's next token (N, 1)). The cache then holds N rows."""
+    the position of each row's next token (N, 1)). The cache then holds N rows; with expand_cache=False it keeps
+    the B prompts' rows (a reader gathers each row's prompt as attention reads it: PromptCache.rows)."""
     positions = (prompt_mask.cumsum(-1) - 1).clamp_min(0)  # (B, P) left padding shifts positions
     extra = {"logits_to_keep": 1} if logits else {}
     out = module(input_ids=prompt_ids, attention_mask=prompt_mask, position_ids=positions,
                  use_cache=True, **extra, **{cache_kwarg(module): cache})
-    cache.batch_repeat_interleave(repeats)
+    if expand_cache:
+        cache.batch_repeat_interleave(repeats)
     last = (out.logits if logits else out.last_hidden_state)[:, -1]  # (B, V) or (B, H)
     next_pos = positions[:, -1:].repeat_interleave(repeats, dim=0) + 1  # (N, 1)
     return last.repeat_interleave(repeats, dim=0), next_pos  # (N, V) or (N, H)

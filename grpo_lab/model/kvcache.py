@@ -41,8 +41,8 @@ class PromptCache(DynamicCache):
         layer = self.layers[layer_idx] if layer_idx < len(self.layers) else None
         if self.mode == "read":  # (R, h, P + T, d): the prompt, then this pass's tokens; nothing stored
             keys, values = layer.keys, layer.values
-            if self.index is not None:  # a bucket's rows
-                keys, values = keys[self.index], values[self.index]
+            if self.index is not None:  # each row's prompt (index_select: its backward adds, a cheap scatter)
+                keys, values = keys.index_select(0, self.index), values.index_select(0, self.index)
             return torch.cat([keys, key_states], dim=-2), torch.cat([values, value_states], dim=-2)
         if self.mode == "prefill" and layer is not None and layer.is_initialized:
             return key_states, value_states  # a checkpoint replay of the prompt pass: stored already
@@ -56,9 +56,10 @@ class PromptCache(DynamicCache):
         return view
 
     def rows(self, index: torch.Tensor) -> PromptCache:
-        """A read-mode view that reads rows `index` of the prompt's keys and values: one length bucket's pass
-        (grpo_lab/model/buckets.py). Each layer's rows are gathered when that layer reads them, so no more than
-        one layer's copy exists at a time, and gradients flow back through the gather to the prompt pass."""
+        """A read-mode view that reads rows `index` of the prompts' keys and values: the prompt of each row of a
+        pass (all N rows, or one length bucket's: grpo_lab/model/buckets.py). Each layer's rows are gathered when
+        that layer reads them, so no more than one layer's copy exists at a time, and gradients flow back through
+        the gather to the prompt pass."""
         view = self.reader()
         view.index = index
         return view

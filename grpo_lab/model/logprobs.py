@@ -110,8 +110,9 @@ def plain_head(model) -> torch.Tensor | None:
 def completion_logprobs(model, rollout: Rollout, temperature: float, *, chunk: int = 0, entropy: bool = False,
                         keep: bool = False, buckets: int = 1) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """Log-probs (N, T) of the rollout's completion tokens under `model`, prompts prefilled once per group,
-    zero at padding. Differentiable when called with grad enabled: gradients flow through the expanded
-    prompt cache. chunk > 0: at most `chunk` positions' logits at a time (plain output layers only).
+    zero at padding. Differentiable when called with grad enabled: gradients flow through each row's read of
+    its prompt's cache back to the prompt pass. chunk > 0: at most `chunk` positions' logits at a time (plain
+    output layers only).
     entropy=True: also (log-probs, entropies (N, T)), each position's entropy of softmax(logits /
     temperature) over the whole vocabulary, detached, zero at padding, from the same pass (and chunks).
     keep=True (model.fast_math): the output layer keeps its softmax for the backward (head_logprobs).
@@ -127,9 +128,11 @@ def completion_logprobs(model, rollout: Rollout, temperature: float, *, chunk: i
         ids, mask = F.pad(ids, (0, 2 - t_real)), F.pad(mask, (0, 2 - t_real), value=False)  # (N, 2)
     cache = PromptCache(model.config, dtype=autocast_dtype(device), mode="prefill")
     first, pos = prefill(body, rollout.prompt_ids, rollout.prompt_mask, rollout.group_size, cache,
-                         logits=not head)  # (N, V) or (N, H)
-    cache = cache.reader()
+                         logits=not head, expand_cache=False)  # (N, V) or (N, H); the cache keeps B rows
     n, t = ids.shape
+    # each row's prompt: its layers' keys are gathered from the B prompts' as attention reads them, never
+    # expanded to all N rows first (a copy, and in the backward a scatter, per layer)
+    owner = torch.arange(rollout.prompt_ids.shape[0], device=device).repeat_interleave(rollout.group_size)
     states = first[:, None]  # (N, 1, V|H)
     if t > 1:
         attn = torch.cat([rollout.prompt_mask.repeat_interleave(rollout.group_size, dim=0),
@@ -138,10 +141,10 @@ def completion_logprobs(model, rollout: Rollout, temperature: float, *, chunk: i
         widths = None if sharded or buckets <= 1 else needed_widths(mask).cpu().numpy()
         parts = [] if widths is None else cut(widths, buckets)  # sharded: every pass is a collective, one for all
         if len(parts) > 1:
-            rest = _bucketed(body, ids, attn, positions, cache, widths, parts, head, first)
+            rest = _bucketed(body, ids, attn, positions, cache, owner, widths, parts, head, first)
         else:
             out = body(input_ids=ids[:, :-1], attention_mask=attn, position_ids=positions,
-                       use_cache=True, **{cache_kwarg(body): cache})
+                       use_cache=True, **{cache_kwarg(body): cache.rows(owner)})
             rest = out.last_hidden_state if head else out.logits  # (N, T-1, V|H)
         states = torch.cat([states, rest], dim=1)  # (N, T, V|H)
     if not head:  # the full-logits path holds (N, T, V) logits anyway
@@ -159,11 +162,12 @@ def completion_logprobs(model, rollout: Rollout, temperature: float, *, chunk: i
     return (logp, ent) if entropy else logp
 
 
-def _bucketed(body, ids, attn, positions, cache: PromptCache, widths, parts, head: bool,
+def _bucketed(body, ids, attn, positions, cache: PromptCache, owner: torch.Tensor, widths, parts, head: bool,
               first: torch.Tensor) -> torch.Tensor:
     """The completion pass (N, T-1, V|H) run bucket by bucket (`parts`: rows per bucket, longest first, each row
-    needing `widths` positions), each to its own longest row; what no bucket computes (padding after a row's last
-    loss position, rows with nothing in the loss) is zero and never read."""
+    needing `widths` positions, `owner` its prompt's row of the cache), each to its own longest row; what no
+    bucket computes (padding after a row's last loss position, rows with nothing in the loss) is zero and never
+    read."""
     n, t = ids.shape
     prompt = attn.shape[1] - (t - 1)
     outs, rows = [], []
@@ -172,7 +176,8 @@ def _bucketed(body, ids, attn, positions, cache: PromptCache, widths, parts, hea
         w = int(widths[part[0]]) - 1  # completion tokens this bucket feeds: its longest row's, less the last
         if w > 0:
             out = body(input_ids=ids[index, :w], attention_mask=attn[index, :prompt + w],
-                       position_ids=positions[index, :w], use_cache=True, **{cache_kwarg(body): cache.rows(index)})
+                       position_ids=positions[index, :w], use_cache=True,
+                       **{cache_kwarg(body): cache.rows(owner[index])})
             outs.append(F.pad(out.last_hidden_state if head else out.logits, (0, 0, 0, t - 1 - w)))
         else:
             outs.append(first.new_zeros(len(part), t - 1, first.shape[-1]))

@@ -1,8 +1,9 @@
 """Sampling whole groups of completions with a shared prompt cache.
 
-The G completions of a group share their prompt, so the prompt is run through the model once
-and its KV cache is expanded G-fold (in sampling here, and in the policy and reference passes,
-grpo_lab/model/logprobs.py): the prompt costs B forward rows instead of B*G. That is exact, gradients included.
+The G completions of a group share their prompt, so the prompt is run through the model once: here its KV cache
+is expanded G-fold (each row then grows its own), and in the policy and reference passes
+(grpo_lab/model/logprobs.py) each row reads its prompt's keys and values from the B prompts' cache. The prompt
+costs B forward rows instead of B*G. That is exact, gradients included.
 """
 
 from __future__ import annotations
