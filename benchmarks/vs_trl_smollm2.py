@@ -144,18 +144,18 @@ def compare(style: str, args) -> None:
     trained: list[bool] = []  # each of our timed steps: did it take an optimizer step (a gradient, not all ties)
 
     def run_ours(trainer: Trainer, steps: int) -> tuple[float, float, int]:
-        total = [0.0, 0.0, 0]
+        wall, cpu, tokens = 0.0, 0.0, 0
         for _ in range(steps):
-            w, c, tokens = time.perf_counter(), time.process_time(), trainer.counters["tokens_total"]
+            w, c, t = time.perf_counter(), time.process_time(), trainer.counters["tokens_total"]
             row = trainer.step()
             if row["samples"] != N:
                 raise AssertionError(f"our step drew other than {N} samples")
             trained.append(row["informative"] > 0)  # 0: every advantage was 0, no optimizer step
             if trained[-1]:
-                for i, v in enumerate((time.perf_counter() - w, time.process_time() - c,
-                                       trainer.counters["tokens_total"] - tokens)):
-                    total[i] += v
-        return total[0], total[1], total[2]
+                wall += time.perf_counter() - w
+                cpu += time.process_time() - c
+                tokens += trainer.counters["tokens_total"] - t
+        return wall, cpu, tokens
 
     with tempfile.TemporaryDirectory(prefix="vs_trl_smollm2-") as tmp:
         cfg = our_config(str(Path(tmp) / "ours"), args.model_path, args.fast_math, style=style)
@@ -190,12 +190,12 @@ def compare(style: str, args) -> None:
         tw, tc = (sum(s[i] for s in cb.steps[(b + 1) * k:(b + 2) * k]) for i in (0, 1))
         tt = sum(reward.tokens[(b + 1) * k:(b + 2) * k])
         ow, oc, ot = ours_blocks[b]
-        if not ot:
+        n = sum(trained[(b + 1) * k:(b + 2) * k])  # our steps this block counts (the warm-up block's left out)
+        if not n:
             rows.append(f"  block {b}: none of our {k} steps took an optimizer step: no ratio")
             continue
         wall.append((ot / ow) / (tt / tw))
         cpu.append((ot / oc) / (tt / tc))
-        n = sum(trained[(b + 1) * k:(b + 2) * k])  # our steps this block counts (the warm-up block's left out)
         rows.append(f"  block {b}: ours {ot / ow:.2f} tok/s wall, {ot / oc:.2f} CPU "
                     f"({ot / (n * N):.1f} tok/completion, "
                     f"{ow / n:.1f} s/step over {n} steps) | TRL {tt / tw:.2f} wall, {tt / tc:.2f} CPU "

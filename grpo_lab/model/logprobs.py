@@ -135,7 +135,7 @@ def completion_logprobs(model, rollout: Rollout, temperature: float, *, chunk: i
     owner = torch.arange(rollout.prompt_ids.shape[0], device=device).repeat_interleave(rollout.group_size)
     states = first[:, None]  # (N, 1, V|H)
     if t > 1:
-        attn = torch.cat([rollout.prompt_mask.repeat_interleave(rollout.group_size, dim=0),
+        attn = torch.cat([rollout.prompt_mask[owner],
                           torch.ones(n, t - 1, dtype=rollout.prompt_mask.dtype, device=device)], dim=1)
         positions = pos + torch.arange(t - 1, device=device)  # (N, T-1)
         widths = None if sharded or buckets <= 1 else needed_widths(mask).cpu().numpy()
