@@ -16,7 +16,7 @@ from analysis.data.arms import arm_keys, iter_arms
 from analysis.data.load import Tables, load
 from analysis.measures.comparisons import checkpoint_comparisons
 from analysis.measures.coverage import coverage
-from analysis.measures.equal_steps import comparisons as equal_step_comparisons
+from analysis.measures.equal_updates import comparisons as equal_update_comparisons
 from analysis.measures.scores import prompt_scores
 from analysis.measures.spend import budget_curves, per_job_spend, spend
 from analysis.measures.ties import per_job_first_rounds, predict_ties, tie_fractions
@@ -24,5 +24,5 @@ from analysis.stats.at_k import cons_at_k, pass_at_k
 from analysis.stats.seeds import compare_arms_by_seed, with_holm
 
 __all__ = ["Tables", "arm_keys", "budget_curves", "checkpoint_comparisons", "compare_arms_by_seed", "cons_at_k",
-           "coverage", "equal_step_comparisons", "iter_arms", "load", "pass_at_k", "per_job_first_rounds",
+           "coverage", "equal_update_comparisons", "iter_arms", "load", "pass_at_k", "per_job_first_rounds",
            "per_job_spend", "predict_ties", "prompt_scores", "spend", "tie_fractions", "with_holm"]

@@ -30,9 +30,10 @@ from analysis.data.config import launch_command, report_against
 from analysis.data.load import Tables, load, source_names
 from analysis.data.plan import missing_jobs
 from analysis.data.records import difficulty_names
-from analysis.measures import equal_steps
+from analysis.data.resources import attach_updates
+from analysis.measures import equal_updates
 from analysis.measures.construction import fixed_by_rule
-from analysis.measures.equal_steps import steps_per_arm
+from analysis.measures.equal_updates import updates_per_arm
 from analysis.measures.health import MISMATCH_COLUMNS
 from analysis.measures.spend import budgets_per_arm
 from analysis.measures.tie_learning import split_reused
@@ -42,6 +43,7 @@ from analysis.render.paging import MAX_LINES, move_long_tables
 from analysis.render.writer import finish_build, start_build, write_report
 from analysis.sections import (
     at_k,
+    cost,
     coverage,
     equal_budget,
     examples,
@@ -69,12 +71,12 @@ from analysis.sections.section import DETAILS, Context, Section
 COLUMNS = {
     "groups": ("step", "prompt_id", "difficulty", "round", "group_size", "reward_mean", "n_correct", "tie", "tie_kind",
                "used", "tokens", "samples_total", "tokens_total", "n_informative", "truncated", "reused",
-               "predicted_rate", "n_answered"),
+               "predicted_rate", "n_answered", "n_trained", "unit"),
     "eval": ("step", "prompt_id", "difficulty", "answer", "answered", "correct", "completion", "samples_total",
-             "tokens_total",
+             "tokens_total", "updates", "flops_total",
              *settings.STORED),
-    "steps": ("step", "samples_total", "reward_mean", "kl", "clip_frac", "grad_norm", "tie_frac",
-              *MISMATCH_COLUMNS),
+    "steps": ("step", "samples_total", "reward_mean", "kl", "clip_frac", "grad_norm", "tie_frac", "opt_steps",
+              "updates", "flops_total", *MISMATCH_COLUMNS),
 }
 
 
@@ -121,7 +123,8 @@ SectionMaker = Callable[[Tables, Context], Section | None]
 # (the findings quote the tests' family, the ranking reads the held-out scores, ...), by its name in `_build`.
 PAGE: tuple[tuple[str, SectionMaker | None], ...] = (
     ("header", header.section), ("findings", None), ("provenance", None), ("ranking", None), ("transfer", None),
-    ("heldout", None), ("at_k", None), ("coverage", None), ("trained", None), ("ties", None), ("tie_learning", None),
+    ("heldout", None), ("cost", None), ("at_k", None), ("coverage", None), ("trained", None), ("ties", None),
+    ("tie_learning", None),
 )
 # the second page: what a reader may want once the findings are read (every test, the longer sections)
 DETAILS_PAGE: tuple[tuple[str, SectionMaker | None], ...] = (
@@ -133,8 +136,8 @@ DETAILS_PAGE: tuple[tuple[str, SectionMaker | None], ...] = (
 PROJECT = Path(__file__).resolve().parent.parent  # the folder of conf/ and reports/
 
 # every figure module, imported in the second process before its first figure (with matplotlib and pandas)
-FIGURE_MODULES = ("analysis.render.curves", "analysis.render.intervals", "analysis.render.scores",
-                  "analysis.render.tie_learning", "analysis.render.ties")
+FIGURE_MODULES = ("analysis.render.cost", "analysis.render.curves", "analysis.render.intervals",
+                  "analysis.render.scores", "analysis.render.tie_learning", "analysis.render.ties")
 
 @contextmanager
 def _old_objects_frozen() -> Iterator[None]:
@@ -171,7 +174,7 @@ def _build(sources: Sequence[Path], out: Path, building: Path, command: str | No
                       scheduler.begin(coverage.section, tables, ctx, claimable=True)))
 
     tables = load(sources if len(sources) > 1 else root, tables=("groups", "eval", "steps"), columns=COLUMNS,
-                  first=("eval",), on_first=begin_held_out if scheduler.active() else None)
+                  first=("eval", "steps"), on_first=begin_held_out if scheduler.active() else None)
     loaded_jobs = tables.jobs
     if command is None and len(sources) > 1:
         command = "; ".join(filter(None, (launch_command(s) for s in sources))) or None
@@ -216,7 +219,7 @@ def _build(sources: Sequence[Path], out: Path, building: Path, command: str | No
     what_trained = trained.section(tables, ctx)
     take_held_out()
     covered = covering()
-    dynamics = equal_steps.comparisons(tables.groups, tables.steps, arm) if not tables.groups.empty else None
+    dynamics = equal_updates.comparisons(tables.groups, tables.steps, arm) if not tables.groups.empty else None
     budget = equal_budget.section(tables, ctx, what_trained.counted)
     take_held_out(wait=True)
     held, scores_at_k = held_out
@@ -224,16 +227,17 @@ def _build(sources: Sequence[Path], out: Path, building: Path, command: str | No
     fixed = fixed_by_rule(tables.jobs, tables.groups, arm)  # quantities an arm's rule fixes: never a finding
     family = tests.family([held.comparisons, what_trained.comparisons, tied.comparisons if tied else None, dynamics],
                           fixed)
-    ranked = ranking.section(tables, ctx, family, held.scores, what_trained.per_job, fixed.unranked(),
-                             held.prompt_scores)
+    ranked = ranking.section(tables, ctx, family, held.scores, what_trained.comparable, fixed.unranked_comparable(),
+                             held.prompt_scores, what_trained.by_difficulty)
     carried = transfer.section(reference[1], reference[0], family) if reference else None
     budgets = budgets_per_arm(tables.groups, arm) if not tables.groups.empty else None
     idle = failures.nothing_trained(tables.groups, arm, tied.answered if tied else None)
     first = [line for line in (*idle, pooled, jobs.incomplete_line(tables, plan),
                                budgets_text.budget_warning(budgets, family) if budgets is not None else None,
+                               budgets_text.skipped_updates_line(tables.steps, arm),
                                provenance.mixed_code(tables, ctx.out), settings.left_out_line(tables)) if line]
     quoted = findings.Inputs(calibration=tied.calibration if tied else None, budgets=budgets,
-                             steps=steps_per_arm(tables.groups, arm).to_dict() if dynamics is not None else {},
+                             steps=updates_per_arm(tables.steps, arm).to_dict() if dynamics is not None else {},
                              waste_by_difficulty=what_trained.by_difficulty,
                              ties_by_difficulty=tied.by_difficulty if tied else None, names=dict(ctx.names),
                              answered=tied.answered if tied else None, arm=tuple(arm))
@@ -245,6 +249,7 @@ def _build(sources: Sequence[Path], out: Path, building: Path, command: str | No
     made = {  # the sections the build makes from each other; the rest read only the tables (PAGE, DETAILS_PAGE)
         "findings": found, "provenance": provenance.section(tables, ctx, command or launch_command(root), plan),
         "ranking": ranked, "transfer": carried, "heldout": held, "at_k": scores_at_k, "coverage": covered,
+        "cost": cost.section(tables, ctx, held.prompt_scores),
         "trained": what_trained,
         "ties": tied, "tie_learning": learning, "provenance_details": provenance.details(tables, ctx),
         "tests": tests.section(family), "persistence": persisted, "equal_budget": budget,
@@ -288,8 +293,9 @@ def _prepared(tables: Tables, choice: tuple[tuple[str, ...], tuple[str, ...], st
     by, where, baseline = choice
     tables = select.keep_jobs(tables, where)
     select.comparable_sources(tables, by)
-    if not tables.eval.empty:  # samples drawn at each checkpoint, from the groups where eval rows lack them
-        tables = replace(tables, eval=with_tokens(attach_samples(tables.eval, tables.groups)))
+    if not tables.eval.empty:  # samples drawn and updates taken at each checkpoint, from the groups and steps
+        tables = replace(tables, eval=attach_updates(with_tokens(attach_samples(tables.eval, tables.groups)),
+                                                     tables.steps))
     tables = settings.one_setting(tables)  # each job's eval rows at one sampling setting; the others named
     arm = select.arm_keys_given(tables, by) if by else arm_keys(tables.jobs, tables.config_columns)
     tables = select.baseline_first(tables, baseline, arm)  # a baseline names an arm: checked against the arm keys

@@ -138,8 +138,9 @@ def compare(style: str, args) -> None:
     from grpo_lab.model.load import load_policy
 
     k, blocks = args.steps_per_block, args.blocks
-    # each block: (wall s, CPU s, tokens) summed over our steps that took an optimizer step; a step whose every
-    # advantage is 0 skips the backward, which TRL's never does: it is not the same work, so it is not counted
+    # each block: (wall s, CPU s, tokens) summed over our steps that took an optimizer step; a step that took none
+    # (algo.tied_batch=skip on an all-tied batch) skips the backward, which TRL's never does: it is not the same
+    # work, so it is not counted (under the default, step, every step takes its optimizer steps, as TRL's)
     ours_blocks: list[tuple[float, float, int]] = []
     trained: list[bool] = []  # each of our timed steps: did it take an optimizer step (a gradient, not all ties)
 
@@ -150,7 +151,7 @@ def compare(style: str, args) -> None:
             row = trainer.step()
             if row["samples"] != N:
                 raise AssertionError(f"our step drew other than {N} samples")
-            trained.append(row["informative"] > 0)  # 0: every advantage was 0, no optimizer step
+            trained.append(row["opt_steps"] > 0)  # 0: no optimizer step (skip, every advantage 0)
             if trained[-1]:
                 wall += time.perf_counter() - w
                 cpu += time.process_time() - c

@@ -24,6 +24,7 @@ from grpo_lab.config import (
     MAX_WAIT_S,
     MIN_TEMPERATURE,
     STRATEGIES,
+    TIED_BATCHES,
     TrainConfig,
     leaves,
 )
@@ -140,6 +141,7 @@ def validate(cfg: TrainConfig) -> None:
     # evaluation at equal samples drawn
     require(cfg.eval.every_samples >= 0, "eval.every_samples", cfg.eval.every_samples, "must be >= 0 (0: off)")
     require(cfg.eval.every_tokens >= 0, "eval.every_tokens", cfg.eval.every_tokens, "must be >= 0 (0: off)")
+    require(cfg.eval.every_updates >= 0, "eval.every_updates", cfg.eval.every_updates, "must be >= 0 (0: off)")
     # memory at real shapes, precision, checkpoints
     require(cfg.model.dtype != "float16", "model.dtype", cfg.model.dtype,
              "float16 needs loss scaling, which grpo-lab does not do; use 'bfloat16' or 'auto'")
@@ -159,6 +161,8 @@ def validate(cfg: TrainConfig) -> None:
             "must be one of 'prompt', 'sample'")
     require(a.rollout_correction in CORRECTIONS, "algo.rollout_correction", a.rollout_correction,
             f"must be one of {', '.join(map(repr, CORRECTIONS))}")
+    require(a.tied_batch in TIED_BATCHES, "algo.tied_batch", a.tied_batch,
+            f"must be one of {', '.join(map(repr, TIED_BATCHES))}")
     require(a.rollout_correction_cap > 1, "algo.rollout_correction_cap", a.rollout_correction_cap,
             "must be > 1: a ratio pi_train / pi_rollout of 1 (no mismatch) must pass the cap unchanged")
     require(cfg.rollout.max_rows_per_call is None or cfg.rollout.max_rows_per_call >= 1, "rollout.max_rows_per_call",

@@ -106,6 +106,10 @@ class AlgoConfig:
     # none | token_truncate | token_mask | sequence_truncate | sequence_mask. The mismatch is measured in any mode
     rollout_correction: str = "none"
     rollout_correction_cap: float = 2.0  # the ratio's cap (TRL's vllm_importance_sampling_cap; > 1)
+    # a batch whose every advantage is 0 (all its groups tied): step (DeepSeekMath's objective, TRL, verl: its mu
+    # optimizer steps still taken, on the beta x k3 KL's gradient; at beta = 0 a zero one, AdamW's moments and weight
+    # decay still moving the weights) | skip (no backward, no optimizer step, AdamW's state untouched)
+    tied_batch: str = "step"
 
 
 @dataclass
@@ -151,6 +155,9 @@ class EvalConfig:
     # and each time tokens generated cross a multiple of this (0: off): arms whose answers differ in length are
     # then evaluated at equal tokens too (the report's third alignment, beside equal samples and equal steps)
     every_tokens: int = 0
+    # and each time optimizer steps taken cross a multiple of this (0: off): arms whose steps differ (algo.mu,
+    # algo.tied_batch=skip, samplers that train nothing some steps) are then evaluated at equal updates too
+    every_updates: int = 0
 
 
 @dataclass
@@ -163,6 +170,7 @@ class CheckpointConfig:
 
 LOGGER_BACKENDS = ("console", "tensorboard", "wandb")
 STRATEGIES = ("ddp", "fsdp")  # dist.strategy (grpo_lab/train/parallel.py)
+TIED_BATCHES = ("step", "skip")  # algo.tied_batch (grpo_lab/train/update.py)
 # algo.rollout_correction (grpo_lab/train/rollout_correction.py)
 ROLLOUT_CORRECTIONS = ("none", "token_truncate", "token_mask", "sequence_truncate", "sequence_mask")
 

@@ -57,7 +57,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("algo.advantage", _one_of(*STD_READERS), f"algo.advantage={' or '.join(STD_READERS)}", ("algo.std",)),
     *(Option("algo.advantage", _one_of(name), f"algo.advantage={name}", cls.keys)
       for name, cls in RULES.items() if cls.keys),
-    # eval.every, every_samples and every_tokens also choose the steps saved as checkpoints: read with eval.n=0 too
+    # eval.every, every_samples, every_tokens and every_updates also choose the steps saved as checkpoints: read with
+    # eval.n=0 too
     Option("eval.n", _positive, "eval.n > 0 (evaluation on)", ("eval.temperature",)),
     Option("task.difficulty", _one_of("pass_rate"), "task.difficulty=pass_rate",
            ("task.difficulty_samples", "eval.temperature")),  # the base model's pass rates are sampled as eval's

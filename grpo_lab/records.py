@@ -84,6 +84,7 @@ class Group:
     baseline: np.ndarray | None = None  # (G,) bool
     rank: int = 0  # the process that drew it (data parallel): it holds the samples and trains on them
     tokens: int = 0  # tokens generated for this group
+    prompt_tokens: int = 0  # its prompt's tokens, prefilled once for the group's samples (0: not recorded, a replay)
     truncated: int = 0  # its samples cut at max_new_tokens (read from `samples` where this rank holds them)
     # a replayed group (sampler=replay): drawn at `source_step`, trained again with the advantages it had then;
     # its samples' old_logp are the log-probs of the policy that sampled them (its behaviour log-probs)

@@ -25,7 +25,7 @@ def plain_logprobs(model, ro: Rollout, temperature: float) -> torch.Tensor:
 
 def assert_same_rows(full: Path, resumed: Path, tables=("groups", "eval"), approx: tuple[str, ...] = (),
                      rtol: float = 1e-4, rounding: tuple[str, ...] = ()) -> None:
-    """A resumed run's table rows equal an uninterrupted run's: run ids and wall-clock timings aside, NaN equal to
+    """A resumed run's table rows equal an uninterrupted run's: run ids, wall-clock and CPU timings aside, NaN equal to
     NaN (a sample that did not train, a step with nothing to learn). Columns in `approx` (numbers, or arrays of
     them) to `rtol`: what a policy computes after updates that agree to float rounding only. Columns in `rounding`
     to 1e-4 absolute: measures of float rounding themselves (the rollout/train mismatch of one model's two passes),
@@ -38,7 +38,7 @@ def assert_same_rows(full: Path, resumed: Path, tables=("groups", "eval"), appro
         for run in (full, resumed):
             t = read_table(run, table)
             frames.append(t.drop_columns([c for c in t.column_names
-                                          if c == "run_id" or c.startswith("t_")]).to_pandas())
+                                          if c in ("run_id", "cpu_s") or c.startswith("t_")]).to_pandas())
         assert len(frames[0]) > 0, table
         close = [c for c in approx if c in frames[0]]
         noise = [c for c in rounding if c in frames[0]]

@@ -85,9 +85,10 @@ def test_micro_batch_plan_keeps_units_whole_and_respects_both_limits():
     assert plan(costs, None, 60) == [range(0, 1), range(1, 2), range(2, 4)]
 
 
-def test_a_step_with_no_informative_sample_leaves_the_policy_alone(tiny_cfg):
+def test_a_step_with_no_informative_sample_leaves_the_policy_alone_under_skip(tiny_cfg):
     tiny_cfg.reward.accuracy = 0.0  # every reward 0: every group ties, every advantage is exactly 0
     tiny_cfg.eval.n = 0
+    tiny_cfg.algo.tied_batch = "skip"  # the default, step, takes the KL's steps (tests/test_tied_batch.py)
     start = weights(run_steps(copy.deepcopy(tiny_cfg), 0)[0])
     trainer, rows = run_steps(tiny_cfg, 3)
     for k, v in weights(trainer).items():
@@ -96,6 +97,21 @@ def test_a_step_with_no_informative_sample_leaves_the_policy_alone(tiny_cfg):
     steps = read_table(Path(tiny_cfg.out_dir), "steps").to_pandas()
     assert steps["informative"].tolist() == [0, 0, 0] and steps["tie_frac"].tolist() == [1.0] * 3
     assert all(r["kl"] == 0.0 and r["loss"] == 0.0 and math.isnan(r["grad_norm"]) for r in rows)  # KL still logged
+    assert steps["opt_steps"].tolist() == [0, 0, 0] and steps["updates"].tolist() == [0, 0, 0]
+
+
+def test_a_step_with_no_informative_sample_takes_its_steps_by_default(tiny_cfg):
+    """The same steps under algo.tied_batch=step: the policy starts at the reference, so the KL's gradient is exactly
+    0 and AdamW's first steps move nothing, but they are taken (its state exists, grad_norm is 0, not NaN)."""
+    tiny_cfg.reward.accuracy = 0.0
+    tiny_cfg.eval.n = 0
+    start = weights(run_steps(copy.deepcopy(tiny_cfg), 0)[0])
+    trainer, rows = run_steps(tiny_cfg, 2)
+    for k, v in weights(trainer).items():
+        assert torch.equal(v, start[k]), k  # a zero gradient, zero moments: Adam's step is 0
+    assert all(int(s["step"]) == 2 for s in trainer.optimizer.state.values())
+    assert [(r["opt_steps"], r["updates"], r["grad_norm"], r["informative"]) for r in rows] == [(1, 1, 0.0, 0),
+                                                                                                 (1, 2, 0.0, 0)]
 
 
 def test_informative_counts_samples_with_nonzero_advantage(tiny_cfg):

@@ -188,6 +188,7 @@ def test_final_checkpoint_comparison_aligns_jobs_with_different_last_steps():
     rows = sweep_eval({"0": ("fixed", [0, 50, 100]), "1": ("fixed", [0, 50, 100]),
                        "2": ("resample", [0, 50, 80]), "3": ("resample", [0, 50, 83])},
                       per_step={"0": 128, "1": 128, "2": 128, "3": 128})
+    rows = rows.assign(updates=rows["step"])  # every step took its update
     table, per_seed = checkpoint_comparisons(rows, ["sampler"], [("pass@k", 4), ("cons@k", 8)], n_boot=200)
     assert table["refused"].isna().all()
 
@@ -195,11 +196,14 @@ def test_final_checkpoint_comparison_aligns_jobs_with_different_last_steps():
         return per_prompt(selected, [4]).groupby("prompt_id")["pass@4"].mean().mean()
 
     pass4 = table[table["metric"] == "pass@k"].set_index("checkpoint")
-    # jobs that end at different steps are compared at equal steps too, at the last step every job has (50)
-    assert list(pass4.index) == ["base", "final", "6400 samples", "step 50", "final vs base", "final vs base"]
-    assert list(pass4["alignment"]) == ["samples"] * 3 + ["steps"] + ["samples"] * 2
-    at_50 = pass4.loc["step 50"]
+    # jobs that end at different updates are compared at equal updates too, at the last count every job has (50)
+    assert list(pass4.index) == ["base", "final", "6400 samples", "50 updates", "final vs base", "final vs base"]
+    assert list(pass4["alignment"]) == ["samples"] * 3 + ["updates"] + ["samples"] * 2
+    at_50 = pass4.loc["50 updates"]
     assert (at_50["steps_a"], at_50["steps_b"]) == ("50, 50", "50, 50") and at_50["samples_a"] == at_50["samples_b"]
+    assert at_50["updates_a"] == at_50["updates_b"] == 50
+    assert pass4.loc["final", "updates_a"] == 100 and pass4.loc["final", "updates_b"] == pytest.approx(81.5)
+    assert pass4.loc["final", "a_had_more"] == "updates, samples"  # 128 samples a step: 100 steps against 81.5
     assert at_50["mean_b"] - at_50["mean_a"] == pytest.approx(at_50["difference"])
     assert at_50["mean_a"] == pytest.approx(
         mean_over_prompts(rows[(rows["step"] == 50) & rows["job"].isin(["0", "1"])]))
@@ -222,6 +226,18 @@ def test_final_checkpoint_comparison_aligns_jobs_with_different_last_steps():
                  & (table["metric"] == "pass@k")].iloc[0]
     assert gain["mean_a"] == pytest.approx(mean_over_prompts(rows[(rows["step"] == 0) & rows["job"].isin(["2", "3"])]))
     assert gain["mean_b"] == pytest.approx(final["mean_b"])
+
+
+def test_equal_steps_are_not_equal_updates_where_a_step_skipped_its_update():
+    """A job that skipped one update before step 50 has 49 updates there: step 50 is no equal-updates point, and
+    the comparisons say so by making none (rather than comparing 50 updates with 49)."""
+    rows = sweep_eval({"0": ("fixed", [0, 50, 100]), "1": ("fixed", [0, 50, 100]),
+                       "2": ("resample", [0, 50, 80]), "3": ("resample", [0, 50, 83])},
+                      per_step={"0": 128, "1": 128, "2": 128, "3": 128})
+    skipped = (rows["job"] == "3") & (rows["step"] > 10)
+    rows = rows.assign(updates=rows["step"] - skipped.astype(int))
+    table, _ = checkpoint_comparisons(rows, ["sampler"], [("pass@k", 4)], n_boot=50)
+    assert "updates" not in set(table["alignment"])
 
 
 def test_checkpoint_comparisons_still_refuse_unequal_budgets():

@@ -68,7 +68,7 @@ def test_report_names_command_configs_budgets_and_skipped_jobs(built):
 def test_report_writes_figures_and_tables(built):
     root, report = built
     figures = sorted(p.name for p in (report.parent / "figures").iterdir())
-    assert figures == ["at_k.png", "budget_samples.png", "differences.png", "health.png", "heldout.png",
+    assert figures == ["at_k.png", "budget_samples.png", "cost.png", "differences.png", "health.png", "heldout.png",
                        "ties_by_difficulty.png", "ties_over_samples.png"]
     assert all(f"(figures/{name})" in both_pages(report) for name in figures)
     for name in figures:  # sharp at GitHub's page width
@@ -91,9 +91,9 @@ def test_findings_come_from_the_tests_table(built):
     assert any(s.startswith("- Coverage after RL (trained − base pass@k") for s in sentences)
     tests = pd.read_csv(report.parent / "tables" / "tests.csv")
     held_out = {"held-out pass@1", "held-out pass@8", "held-out cons@8"}
-    assert set(tests["metric"]) == held_out | {f"{m} (equal steps)" for m in held_out} | {  # 12 vs 10-11 steps
-        "wasted_frac", "tie_frac (first rounds)", "tie_frac (first rounds, equal steps)",
-        "train reward (first rounds, equal steps)", "kl (equal steps)"}
+    assert set(tests["metric"]) == held_out | {f"{m} (equal updates)" for m in held_out} | {  # 12 vs 10-11
+        "wasted_frac", "tie_frac (first rounds)", "tie_frac (first rounds, equal updates)",
+        "train reward (first rounds, equal updates)", "kl (equal updates)"}
     for _, row in tests.iterrows():
         line = next((s for s in sentences if s.startswith(f"- {row['metric']}:")), None)
         if line is None:
@@ -123,11 +123,11 @@ def test_held_out_checkpoints_are_aligned_by_samples_drawn(built):
     assert set(between["checkpoint"]) >= {"400 samples", "800 samples"}
     assert (between["samples_a"] >= between["checkpoint"].str.split().str[0].astype(float)).all()
     assert (between["samples_b"] - between["checkpoint"].str.split().str[0].astype(float) < 4 * 10 * 8).all()
-    # at equal samples no checkpoint is a bare step; at equal steps, the last step every job was evaluated at
-    # (eval every 5 steps: 10, where the jobs end at 12, 12, 10, 11)
+    # at equal samples no checkpoint is a bare step; at equal updates, the last count every job was evaluated at
+    # (eval every 5 steps, an update every step: 10, where the jobs end at 12, 12, 10, 11)
     assert not table[table["alignment"] == "samples"]["checkpoint"].str.startswith("step").any()
-    at_steps = table[table["alignment"] == "steps"]
-    assert set(at_steps["checkpoint"]) == {"step 10"} \
+    at_steps = table[table["alignment"] == "updates"]
+    assert set(at_steps["checkpoint"]) == {"10 updates"} \
         and set(at_steps["steps_a"]) == set(at_steps["steps_b"]) == {"10, 10"}
     per_seed = pd.read_csv(report.parent / "tables" / "at_k_per_seed.csv")
     assert set(per_seed["seed_a"].dropna().astype(int)) == {0, 1}

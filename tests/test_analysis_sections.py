@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from analysis.data.load import load
-from analysis.measures.coverage import coverage, crossing_k
+from analysis.measures.coverage import coverage, crossing_bounds, crossing_k
 from analysis.measures.group_size import best_sizes, expected_by_size, observed_vs_predicted, prompt_pass_rates
 from analysis.measures.persistence import persistence
 from analysis.sections import coverage as coverage_section
@@ -177,6 +177,44 @@ def test_crossing_recovers_a_known_crossing():
     assert row.gain_at_1 > 0 and row.cross_low <= exact <= row.cross_high, (exact, row)
     assert "overtaken by the base at k = " in coverage_section.describe(
         *coverage(coverage_eval(p_base, p_trained, n=32)), ["sampler"])
+
+
+def test_coverage_gains_are_students_t_over_seeds_and_a_prompt_bootstrap_at_one_seed():
+    """With several jobs (seeds) each k's gain interval is Student's t over the per-job gains (each job's mean over
+    the prompts of trained − base pass@k), recounted here with scipy.stats from the raw answers; with one job there
+    is no seed replicate and it is a bootstrap over prompts, said in `interval`. The crossing's bounds are read
+    from those intervals (`crossing_bounds`)."""
+    from scipy import stats
+    from scipy.special import comb as choose
+
+    rng = np.random.default_rng(6)
+    p_base, p_trained = rng.uniform(0.02, 0.6, 30), rng.uniform(0.1, 0.9, 30)
+    eval = coverage_eval(p_base, p_trained, n=8, jobs=4)
+    curves, crossings = coverage(eval, n_boot=100)
+    assert set(crossings["interval"]) == {"seeds"} and set(crossings["seeds"]) == {4}
+    for k in (1, 4, 8):
+        gains = []
+        for _, job in eval.groupby("job"):
+            right = job.groupby(["step", "prompt_id"])["correct"].agg(["size", "sum"])
+            at_k = 1 - pd.Series(choose(right["size"] - right["sum"], k) / choose(right["size"], k), right.index)
+            gains.append(at_k.loc[50].mean() - at_k.loc[0].mean())
+        gains = np.array(gains)
+        row = curves[(curves["difficulty"] == "all") & (curves["k"] == k)].squeeze()
+        assert row["gain"] == pytest.approx(gains.mean())
+        want = stats.t.interval(0.95, 3, gains.mean(), stats.sem(gains))
+        assert (row["gain_low"], row["gain_high"]) == pytest.approx(want, rel=1e-9)
+    _, alone = coverage(coverage_eval(p_base, p_trained, n=8, jobs=1), n_boot=100)
+    assert set(alone["interval"]) == {"prompts, one seed"} and set(alone["seeds"]) == {1}
+
+
+def test_crossing_bounds_are_read_from_the_gain_intervals():
+    ks = np.array([1, 2, 4, 8, 16])
+    low = np.array([0.1, 0.05, -0.01, -0.08, -0.2])
+    high = np.array([0.3, 0.2, 0.1, 0.02, -0.05])
+    assert crossing_bounds(low, high, ks) == (4, 16)  # may be behind from k = 4, behind from k = 16
+    assert crossing_bounds(low, high + 1, ks) == (4, np.inf)  # never established
+    assert crossing_bounds(np.r_[-0.1, low[1:]], high, ks) == (4, np.inf)  # no established gain to lose at k = 1
+    assert crossing_bounds(np.full(5, 0.1), np.full(5, 0.3), ks) == (np.inf, np.inf)
 
 
 def test_crossing_k():

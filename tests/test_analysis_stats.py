@@ -8,15 +8,16 @@ import pytest
 
 from analysis.stats.intervals import (
     bootstrap_counts,
-    bootstrap_difference_ci,
     cluster_ratio_ci,
     cluster_ratio_cis,
     nan_percentiles,
+    seed_difference_ci,
     seeded_counts,
     t_difference_ci,
+    t_difference_cis,
 )
 from analysis.stats.seeds import compare_arms_by_seed, compare_values, with_holm
-from analysis.stats.tests import holm, min_detectable_effect, seed_test, smallest_p
+from analysis.stats.tests import holm, holm_detectable_effect, min_detectable_effect, seed_test, smallest_p
 
 
 def test_sign_flip_test_equals_enumeration_by_hand():
@@ -52,6 +53,30 @@ def test_minimum_detectable_effect_shrinks_with_seeds_and_is_inf_below_the_exact
     assert ten == pytest.approx(0.02 / np.sqrt(10) * (2.262 + 0.883), rel=0.01)  # t(0.975, 9) + t(0.8, 9)
 
 
+def test_the_detectable_difference_is_given_only_where_the_exact_test_can_reject():
+    """At α: inf where the smallest p is at or above it (4 paired seeds: 0.125). Under Holm over a family of m
+    tests: inf where 2/2^S >= α/m (the first bar), else the t approximation at α/m, recounted with scipy.stats."""
+    from scipy import stats
+
+    assert smallest_p(4, 4, True) == 0.125 and min_detectable_effect(0.067, 4, 4, True) == np.inf
+    at_alpha = min_detectable_effect(0.02, 8, 8, True)
+    assert at_alpha == pytest.approx((stats.t.ppf(0.975, 7) + stats.t.ppf(0.8, 7)) * 0.02 / np.sqrt(8))
+    assert holm_detectable_effect(at_alpha, 8, 8, True, family=1) == at_alpha
+    assert holm_detectable_effect(at_alpha, 8, 8, True, family=3) == pytest.approx(  # 2/256 < 0.05/3
+        (stats.t.ppf(1 - 0.05 / 6, 7) + stats.t.ppf(0.8, 7)) * 0.02 / np.sqrt(8))
+    assert holm_detectable_effect(at_alpha, 8, 8, True, family=7) == np.inf  # 2/256 = 0.0078 >= 0.05/7 = 0.0071
+    assert holm_detectable_effect(np.inf, 12, 12, True, family=3) == np.inf
+    a = pd.Series([0.1, 0.3, 0.2, 0.5, 0.4, 0.6, 0.3, 0.2])
+    b = pd.Series([0.2, 0.5, 0.2, 0.6, 0.6, 0.7, 0.5, 0.3])
+    alone = compare_values(a, b)
+    sd = np.std(b - a, ddof=1)
+    assert alone["mde"] == pytest.approx((stats.t.ppf(0.975, 7) + stats.t.ppf(0.8, 7)) * sd / np.sqrt(8))
+    table = with_holm(pd.DataFrame([{**alone, "metric": "m"}] * 3 + [{**alone, "metric": "alone"}]))
+    assert table["family"].tolist() == [3, 3, 3, 1]
+    holm_bar = (stats.t.ppf(1 - 0.05 / 6, 7) + stats.t.ppf(0.8, 7)) * sd / np.sqrt(8)
+    assert table["mde"].tolist() == pytest.approx([holm_bar] * 3 + [alone["mde"]])
+
+
 def test_compare_values_pairs_seeds_by_name():
     a = {"0": 0.5, "1": 0.6, "2": 0.7, "3": 0.4, "4": 0.55, "5": 0.65}
     b = {k: v + 0.1 for k, v in a.items()}
@@ -85,20 +110,35 @@ def test_clustered_interval_is_wider_than_rows_as_independent():
     assert high - low > 2.5 * (iid_high - iid_low)  # about sqrt(10) wider
 
 
-def test_difference_interval_resamples_seeds_as_well_as_prompts():
+def test_difference_interval_is_students_t_over_each_seeds_mean_over_the_prompts():
+    """(prompts, seeds) scores: each seed's mean over the prompts, then Student's t of the per-seed differences
+    (paired) or Welch's (unpaired), recounted with scipy.stats; every column of (prompts, seeds, K) scores is
+    the interval of that column alone; NaN from one seed a side."""
+    from scipy import stats
+
     rng = np.random.default_rng(0)
     prompts = rng.random((40, 1))
     a = prompts + rng.normal(0, 0.05, (40, 4))  # (prompts, seeds)
     b = prompts + 0.02 + rng.normal(0, 0.05, (1, 4)) + rng.normal(0, 0.05, (40, 4))  # a shift per trained model
-    paired = bootstrap_difference_ci(a, b, paired=True)
-    prompts_only = bootstrap_difference_ci(a.mean(1, keepdims=True), b.mean(1, keepdims=True), paired=True)
-    assert paired[1] - paired[0] > prompts_only[1] - prompts_only[0]  # seed variation widens it
+    d = b.mean(0) - a.mean(0)
+    want = stats.t.interval(0.95, 3, d.mean(), stats.sem(d))
+    assert seed_difference_ci(a, b, paired=True) == pytest.approx(want, rel=1e-12)
+    x, y = a.mean(0), b[:, :3].mean(0)
+    welch = stats.ttest_ind(y, x, equal_var=False).confidence_interval(0.95)
+    assert seed_difference_ci(a, b[:, :3], paired=False) == pytest.approx((welch.low, welch.high), rel=1e-12)
+    wide_a, wide_b = np.stack([a, a * 2, a + 1], axis=2), np.stack([b, b * 2, b - 1], axis=2)  # (40, 4, 3)
+    low, high = seed_difference_ci(wide_a, wide_b, paired=True)
+    for k in range(3):
+        assert (low[k], high[k]) == pytest.approx(seed_difference_ci(wide_a[:, :, k], wide_b[:, :, k], True))
+    assert np.isnan(seed_difference_ci(a[:, :1], b[:, :1], paired=True)).all()
+    assert np.isnan(t_difference_cis(np.zeros((1, 3)), np.ones((4, 3)), paired=False)).all()
 
 
 @pytest.mark.parametrize("paired", [True, False])
 def test_seed_interval_covers_the_true_difference_at_its_level(paired):
     """8 seeds a side, a true difference of 0.02 with seed-level noise (shared by a pair when paired):
-    Student's t covers about 95%; a percentile bootstrap of the same 8 seeds covered about 89%."""
+    Student's t covers about 95% (at 4 and 12 seeds of simulated held-out sweeps, and against the percentile
+    bootstrap it replaced: tests/test_interval_coverage.py)."""
     rng = np.random.default_rng(1)
     hits = []
     for _ in range(400):

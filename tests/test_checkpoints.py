@@ -21,9 +21,12 @@ def test_keep_last_prunes_keeps_pins_and_the_weights_of_evaluated_steps(tiny_cfg
     run = train(tiny_cfg)
     # 6: the latest, full; 3: pinned, full; 2 and 4: evaluated, weights only; 1 and 5: gone
     assert contents(run) == {2: False, 3: True, 4: False, 6: True}
-    drawn = read_table(run, "steps").to_pandas().set_index("step")["samples_total"]
-    assert evaluate_checkpoints(tiny_cfg, run, n=2, temperature=1.0, steps=[2]) == [2]  # weights-only evaluates
-    assert set(read_table(run, "eval").to_pandas().query("step == 2")["samples_total"]) == {drawn[2]}
+    steps = read_table(run, "steps").to_pandas().set_index("step")
+    assert evaluate_checkpoints(tiny_cfg, run, n=2, temperature=1.0, steps=[0, 2]) == [0, 2]  # weights-only evaluates
+    ev = read_table(run, "eval").to_pandas().query("n == 2")
+    for key in ("samples_total", "tokens_total", "updates", "flops_total"):  # the checkpoint's counters.json
+        assert set(ev.query("step == 2")[key]) == {steps.loc[2, key]}, key
+        assert set(ev.query("step == 0")[key]) == {0}, key
 
 
 def test_final_weights_only_and_a_run_that_cannot_resume_says_so(tiny_cfg):

@@ -83,6 +83,8 @@ ACCEPTED: dict[tuple[str, str], str] = {  # (key, label) -> why that value works
     ("eval.every_samples", "huge"): NEVER + "as 0",
     ("eval.every_tokens", "0"): "off, documented",
     ("eval.every_tokens", "huge"): NEVER + "as 0",
+    ("eval.every_updates", "0"): "off, documented",
+    ("eval.every_updates", "huge"): NEVER + "as 0",
     ("checkpoint.keep_last", "huge"): "keep every checkpoint",
     ("checkpoint.keep_steps", "empty"): "the default: no pinned steps",
     ("checkpoint.keep_steps", "[huge]"): NEVER + "no such step is reached",

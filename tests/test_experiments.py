@@ -47,6 +47,8 @@ INVALID = [  # (override, the key the error must name)
     ("dist.backend=mpi", "dist.backend"),
     ("dist.timeout_s=0", "dist.timeout_s"),
     ("eval.every_samples=-1", "eval.every_samples"),
+    ("eval.every_updates=-1", "eval.every_updates"),
+    ("algo.tied_batch=maybe", "algo.tied_batch"),
     ("model.dtype=float16", "model.dtype"),  # no loss scaling: refused, not silently unstable
     ("algo.micro_batch_groups=0", "algo.micro_batch_groups"),
     ("algo.unit_weight=token", "algo.unit_weight"),
@@ -171,30 +173,32 @@ def test_multirun_fixed_vs_adaptive_at_equal_samples(tmp_path):
     assert (sweep / "report" / "REPORT.md").exists()  # the on_multirun_end callback built it
 
 
-def test_a_sweep_of_batch_sizes_at_one_budget_is_compared_at_equal_steps_too(tmp_path):
-    """Unequal steps at one budget, through Hydra: `prompts_per_step=2,4` at one `max_samples` takes 8 and 4
-    optimizer steps to the budget; with `eval.every=2` every job is evaluated at step 4, the report's equal-steps
-    point. The held-out comparisons have rows at equal steps (both sides at step 4), and the Findings name both
-    arms' steps."""
+def test_a_sweep_of_batch_sizes_at_one_budget_is_compared_at_equal_updates_too(tmp_path):
+    """Unequal updates at one budget, through Hydra: `prompts_per_step=2,4` at one `max_samples` takes 8 and 4
+    optimizer steps to the budget (an update every step: `algo.tied_batch=step`); with `eval.every_updates=2` every
+    job is evaluated at 4 updates, the report's equal-updates point. The held-out comparisons have rows at equal
+    updates (both sides at step 4), and the Findings name both arms' updates."""
     import pandas as pd
 
     sweep, budget = tmp_path / "sweep", 8 * 2 * 4  # eight steps of 2 prompts x 4 samples, four of 4 prompts
     out = _cli(["-m", "prompts_per_step=2,4", "seed=0,1", f"max_samples={budget}", "max_steps=100",
                 "sampler.group_size=4", "task.levels=[1,2]", "task.train_per_level=8", "task.eval_per_level=4",
-                "eval.n=4", "eval.every=2", "eval.every_samples=0", "threads=1", f"hydra.sweep.dir={sweep}"], ROOT)
+                "eval.n=4", "eval.every_updates=2", "eval.every_samples=0", "threads=1", f"hydra.sweep.dir={sweep}"],
+               ROOT)
     assert out.returncode == 0, out.stderr[-3000:]
     steps = {job.name: read_table(job, "steps").to_pandas()["step"].max() for job in sweep.iterdir()
              if (job / "run.json").exists()}
     assert sorted(steps.values()) == [4, 4, 8, 8]
     table = pd.read_csv(sweep / "report" / "tables" / "at_k_comparisons.csv", dtype={"steps_a": str, "steps_b": str})
-    at_steps = table[table["alignment"] == "steps"]
-    assert len(at_steps) and set(at_steps["checkpoint"]) == {"step 4"}
+    at_steps = table[table["alignment"] == "updates"]
+    assert len(at_steps) and set(at_steps["checkpoint"]) == {"4 updates"}
     assert set(at_steps["steps_a"]) == set(at_steps["steps_b"]) == {"4, 4"}
+    assert set(at_steps["updates_a"]) == set(at_steps["updates_b"]) == {4}
     final = table[(table["checkpoint"] == "final") & (table["metric"] == "pass@k") & (table["k"] == 1)]
     assert final["alignment"].tolist() == ["samples"] and final["samples_a"].iloc[0] == final["samples_b"].iloc[0]
     text = (sweep / "report" / "REPORT.md").read_text()
     line = next(ln for ln in text.splitlines() if ln.startswith("- held-out pass@1:"))
-    assert "At equal samples 2 took 8 optimizer steps and 4 4; at equal steps (step 4): " in line, line
+    assert "At equal samples 2 took 8 updates and 4 4; at equal updates (4 updates): " in line, line
 
 
 def test_standalone_evaluation_of_base_and_checkpoints(tmp_path):

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from grpo_lab.config import TrainConfig
+from grpo_lab.config import AlgoConfig, TrainConfig
 from grpo_lab.run.guards import ConfigMismatch, RunDirBusy, RunLock, config_diff, flat_config, prepare
 from grpo_lab.run.tables import read_table, write_part
 from grpo_lab.train.trainer import train
@@ -34,6 +34,9 @@ def test_config_diff_names_only_keys_that_change_results():
     old = dict(a)
     del old["reward.step_budget_s"]  # a run saved before a key existed: its default stands in
     assert config_diff(old, a) == []
+    del old["algo.tied_batch"]  # ABSENT_MEANS: not its default but the value the run ran with, which it keeps
+    assert config_diff(old, flat_config(TrainConfig(algo=AlgoConfig(tied_batch="step")))) == []
+    assert config_diff(old, flat_config(TrainConfig(algo=AlgoConfig(tied_batch="skip")))) == []
 
 
 def test_resume_checks_the_config(tiny_cfg):

@@ -13,7 +13,7 @@ import yaml
 
 from analysis.data.config import flatten
 from analysis.data.load import Tables
-from analysis.measures.recipes import RECIPES, method_of, recipe_rows, shared_base
+from analysis.measures.recipes import AS_PAPER, RECIPES, UNPUBLISHED, UNVERIFIED, method_of, recipe_rows, shared_base
 from analysis.render.writer import Files
 from analysis.sections.tie_learning import recipes as recipes_section
 from experiments.common import preflight, register_configs
@@ -46,7 +46,7 @@ def jobs_of(arms: dict[str, dict], seeds=(0, 1), per_seed: dict | None = None) -
 
 def departed(text: str) -> set[str]:
     """The keys a departures cell names ("algo.beta 0.04 (paper: 0); keep 8 of 16 (...)" -> {algo.beta, keep})."""
-    return set() if text in ("as the paper", "no published recipe") else {p.split(" ")[0] for p in text.split("; ")}
+    return set() if text in (AS_PAPER, UNVERIFIED, UNPUBLISHED) else {p.split(" ")[0] for p in text.split("; ")}
 
 
 # each arm: the keys set over the common recipe, and the departures that must be listed (none else)
@@ -75,8 +75,9 @@ def test_each_arm_lists_exactly_the_departures_set_in_its_config():
     assert list(rows.index) == list(CASES)  # one row per arm, in order of first appearance
     for name, (_, want) in CASES.items():
         assert departed(rows.loc[name, "departures"]) == want, (name, rows.loc[name, "departures"])
-    assert rows.loc["grpo", "departures"] == "as the paper" and rows.loc["replay", "departures"] == \
-        "no published recipe"
+    # GRPO's values are the ones grpo-lab cites, not re-read (docs/RECIPES.md): no departure, but not "as the paper"
+    assert rows.loc["grpo", "departures"] == UNVERIFIED and rows.loc["replay", "departures"] == UNPUBLISHED
+    assert rows.loc["ngrpo_paper", "departures"] == AS_PAPER and rows.loc["ngrpo_paper", "verified"] == "yes"
     assert rows.loc["grpo", "method"] == "GRPO (DeepSeekMath)" and rows.loc["dapo", "method"].startswith("DAPO")
     # the values are named as the config and the paper give them; a clip at mu = 1 is inert, at mu = 2 it is not
     ngrpo = rows.loc["ngrpo", "departures"].split("; ")
@@ -173,8 +174,10 @@ def test_the_tie_learning_arms_compose_to_their_recipes():
     jobs = pd.DataFrame([{"job": name, "arm": name, **flatten(dataclasses.asdict(job))}
                          for name, job in zip(names, composed)])
     shown = recipe_rows(jobs, ARM).set_index("arm")
-    for name in PAPER_ARMS:
-        assert shown.loc[name, "departures"] == "as the paper", (name, shown.loc[name, "departures"])
+    for name in PAPER_ARMS:  # no departure; "as the paper" only where the recipe is verified (not RL-ZVP's)
+        want = AS_PAPER if RECIPES[method_of(jobs.set_index("arm").loc[name])].verified else UNVERIFIED
+        assert shown.loc[name, "departures"] == want, (name, shown.loc[name, "departures"])
+    assert shown.loc["rl_zvp_paper", "departures"] == UNVERIFIED
     for name, want in COMMON.items():
         assert departed(shown.loc[name, "departures"]) == want, (name, shown.loc[name, "departures"])
     arms, _ = shared_base(jobs, ARM)

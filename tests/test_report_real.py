@@ -64,8 +64,9 @@ def test_held_out_checkpoints_sit_at_equal_samples_drawn(sweep):
     table = pd.read_csv(sweep / "report" / "tables" / "at_k_comparisons.csv")
     between = table[table["checkpoint"].str.endswith(" samples") & table["refused"].isna()]
     assert len(between) and not table[table["alignment"] == "samples"]["checkpoint"].str.startswith("step").any()
-    at_steps = table[table["alignment"] == "steps"]  # the jobs end at different steps: also compared at one step
-    assert len(at_steps) and (at_steps["steps_a"] == at_steps["steps_b"]).all()
+    at_steps = table[table["alignment"] == "updates"]  # the jobs end at different updates: compared at one count
+    assert len(at_steps) and (at_steps["updates_a"] == at_steps["updates_b"]).all()
+    assert (at_steps["steps_a"] == at_steps["steps_b"]).all()  # an update every step (algo.tied_batch=step)
     tokens = groups.groupby(["job", "step"])["tokens_total"].max()  # the eval rows' tokens, as the trainer counted
     at_tokens = eval.drop_duplicates(["job", "step"]).set_index(["job", "step"])["tokens_total"].drop(0, level="step")
     assert (at_tokens == tokens.reindex(at_tokens.index)).all()

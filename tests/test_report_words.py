@@ -37,9 +37,10 @@ def test_a_crossing_is_stated_only_where_its_interval_is_bounded():
     gains = curve([(0.2, 0.1, 0.3), (-0.01, -0.05, 0.03), (-0.02, -0.06, 0.02)])
     unbounded = verdict(crossing(2, 2, np.inf), gains)
     assert "overtaken" not in unbounded and "no crossing is established" in unbounded
-    assert "95% interval 2–never" in unbounded
+    assert "first reaches below zero at k = 2 and lies below it at no k up to 3" in unbounded
     bounded = verdict(crossing(2, 2, 3), gains)
-    assert bounded.endswith("overtaken by the base at k = 2 (95% interval 2–3)")
+    assert bounded.endswith("overtaken by the base at k = 2 (the gain's 95% interval first reaches below zero at "
+                            "k = 2 and lies below it from k = 3)")
 
 
 def row(**fields) -> pd.Series:
@@ -161,10 +162,10 @@ def test_quantities_an_arms_rule_fixes_are_never_ranked_or_counted(tmp_path):
     assert "Not ranked on informative samples, fixed by their own rule: " in text and "RL-ZVP gives every" in text
 
 
-def test_a_difference_of_training_progress_is_attributed_to_steps(tmp_path):
-    """Arms identical per optimizer step (the held-out model improves with each step, whatever it drew) but
-    drawing 4 or 8 prompts a step to one sample budget: at equal samples the arm of 4 has taken twice the steps
-    and scores higher; at equal steps the gap vanishes. The report must say both, with both step counts."""
+def test_a_difference_of_training_progress_is_attributed_to_updates(tmp_path):
+    """Arms identical per update (the held-out model improves with each optimizer step, whatever it drew) but
+    drawing 4 or 8 prompts a step to one sample budget: at equal samples the arm of 4 has taken twice the updates
+    and scores higher; at equal updates the gap vanishes. The report must say both, with both counts."""
     from fixtures.synthetic import job_config, prompt_pool, write_sweep
 
     configs = [job_config("fixed", group_size=8, seed=seed, max_steps=64, prompts_per_step=size,
@@ -176,12 +177,13 @@ def test_a_difference_of_training_progress_is_attributed_to_steps(tmp_path):
                        eval_learn=0.04, stop_steps=[32] * 6 + [64] * 6)  # each ended by max_samples
     report = _build(root)
     table = pd.read_csv(report.parent / "tables" / "at_k_comparisons.csv")
-    steps = table[(table["alignment"] == "steps") & (table["metric"] == "pass@k") & (table["k"] == 1)]
-    assert len(steps) == 1 and steps["checkpoint"].iloc[0] == "step 32"
+    steps = table[(table["alignment"] == "updates") & (table["metric"] == "pass@k") & (table["k"] == 1)]
+    assert len(steps) == 1 and steps["checkpoint"].iloc[0] == "32 updates"
     row = steps.iloc[0]
     assert set(row["steps_a"].split(", ")) == {"32"} and row["steps_a"] == row["steps_b"]
-    assert row["samples_a"] == 2048 and row["samples_b"] == 1024  # equal steps: unequal samples, said in the row
-    # recount at equal steps from the raw eval parts: each job's mean pass@1 at step 32
+    assert row["samples_a"] == 2048 and row["samples_b"] == 1024  # equal updates: unequal samples, said in the row
+    assert row["a_had_more"] == "samples, tokens" and pd.isna(row["b_had_more"])
+    # recount at equal updates from the raw eval parts: each job's mean pass@1 at step 32 (an update every step)
     raw = []
     for job in sorted(p for p in root.iterdir() if (p / "run.json").exists()):
         import pyarrow.parquet as pq
@@ -194,9 +196,10 @@ def test_a_difference_of_training_progress_is_attributed_to_steps(tmp_path):
     means = pd.DataFrame(raw, columns=["size", "pass1"]).groupby("size")["pass1"].mean()
     assert row["mean_a"] == pytest.approx(means[8]) and row["mean_b"] == pytest.approx(means[4])
     line = next(f for f in _findings(report) if f.startswith("held-out pass@1:"))
-    assert "At equal samples 8 took 32 optimizer steps and 4 64" in line
+    assert "At equal samples 8 took 32 updates and 4 64" in line
     assert "a detectable difference" in line.split("At equal samples")[0]
-    assert "holds at equal samples, not at equal steps" in line and "(step 32)" in line
+    assert "4 won with more updates ×2" in line.split("At equal samples")[0]  # what the winner had more of
+    assert "holds at equal samples, not at equal updates" in line and "(32 updates)" in line
 
 
 def test_arms_evaluated_on_a_token_schedule_are_compared_at_equal_tokens(tmp_path):
@@ -293,7 +296,7 @@ def test_final_checkpoints_name_what_they_share():
 def test_a_step_every_job_evaluated_within_one_budget_multiple_is_compared_once_at_equal_steps(tmp_path):
     """`eval.every` steps beside `eval.every_samples` (tie_learning's schedule): a job's second checkpoint within
     one multiple of the budget keeps its step ("step 8"). Where every job has one at the same step, it is not a
-    point of equal samples: the arms are compared there once, at equal steps, and the build does not fail."""
+    point of equal samples: the arms are compared there once, at equal updates, and the build does not fail."""
     from fixtures.synthetic import job_config, prompt_pool, write_sweep
 
     configs = [job_config("fixed", group_size=8, seed=seed, max_steps=32, prompts_per_step=size)
@@ -306,8 +309,8 @@ def test_a_step_every_job_evaluated_within_one_budget_multiple_is_compared_once_
     table = pd.read_csv(_build(root).parent / "tables" / "at_k_comparisons.csv")
     pairs = table[table["checkpoint"] != "final vs base"]
     assert not pairs.duplicated(["metric", "k", "checkpoint"]).any()
-    assert set(pairs.loc[pairs["checkpoint"].str.startswith("step "), "alignment"]) == {"steps"}
-    assert set(pairs.loc[pairs["alignment"] == "steps", "checkpoint"]) == {"step 16"}
+    assert not pairs["checkpoint"].str.startswith("step ").any()  # a bare step is no point of equal samples
+    assert set(pairs.loc[pairs["alignment"] == "updates", "checkpoint"]) == {"16 updates"}
     # at each point of equal samples the two arms had drawn within one multiple of each other
     between = pairs[pairs["checkpoint"].str.endswith(" samples")]
     assert len(between) and ((between["samples_a"] - between["samples_b"]).abs() < 400).all()

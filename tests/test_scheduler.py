@@ -295,10 +295,10 @@ def _held_out_counted(tables, ctx):
 @pytest.mark.parametrize("eval_of_every_job", [True, False])
 def test_held_out_sections_begun_while_the_groups_load_are_kept_only_for_the_same_jobs(tmp_path, monkeypatch,
                                                                                         eval_of_every_job):
-    """The second process computes the held-out sections from the eval rows, read before the groups; a job
-    with groups but no eval rows joins the jobs only once the groups are read (it may change the arms, the
-    labels): those sections are then computed again, from the whole tables. Either way the report is the
-    one built in one process."""
+    """The second process computes the held-out sections from the eval rows (and the steps, for the updates at
+    each checkpoint), read before the groups; a job with groups but no eval or steps rows joins the jobs only once
+    the groups are read (it may change the arms, the labels): those sections are then computed again, from the
+    whole tables. Either way the report is the one built in one process."""
     import shutil
 
     import analysis.report
@@ -306,6 +306,7 @@ def test_held_out_sections_begun_while_the_groups_load_are_kept_only_for_the_sam
     root = sweep(tmp_path / "sweep")
     if not eval_of_every_job:
         shutil.rmtree(root / "3" / "eval")
+        shutil.rmtree(root / "3" / "steps")
     monkeypatch.setattr(analysis.report, "held_out_sections", _held_out_counted)
     log = tmp_path / "held_out.log"
     monkeypatch.setenv("HELD_OUT_LOG", str(log))

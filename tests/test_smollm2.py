@@ -174,3 +174,58 @@ def test_one_training_step(preset, smollm2, tmp_path):
     assert (tmp_path / "run" / "checkpoints" / "step-000001" / "model.safetensors").exists()
     assert row["informative"] == groups["n_informative"].sum()
     assert moved == (row["informative"] > 0) == bool((~groups["tie"]).any())
+
+
+def _trained(cfg, run_dir, policy) -> None:
+    """A whole run of `cfg` on the loaded `policy` into `run_dir` (config.json, run.json, tables), the policy's
+    weights put back after: what a job writes, without loading the GGUF again."""
+    from grpo_lab.run.guards import prepare
+
+    model, _ = policy
+    before = [p.detach().clone() for p in model.parameters()]
+    run_dir.mkdir()
+    cfg.out_dir = str(run_dir)
+    prepare(run_dir, cfg)
+    record = RunRecord(run_dir, cfg.seed)
+    record.update()
+    try:
+        trainer = Trainer(cfg, record, policy=policy)
+        trainer.run()
+        trainer.scorer.close()
+        record.update(status="done")
+    finally:
+        with torch.no_grad():
+            for a, p in zip(before, model.parameters()):
+                p.copy_(a)
+        model.eval()
+
+
+def test_all_tied_batches_take_the_papers_step_unless_told_to_skip(smollm2, tmp_path):
+    """SmolLM2 with short prompts and groups of 2 ties whole batches often (it gives no number in most replies):
+    by default every step takes its update (the KL term's gradient, as DeepSeekMath, TRL and verl), so updates
+    = steps; with `algo.tied_batch=skip` the all-tied steps take none, the steps table counts fewer updates, those
+    steps' groups are not recorded as trained, and the report says how many steps took no update."""
+    import warnings
+
+    from analysis.report import build_report
+
+    common = ["model=smollm2", "task.levels=[4]", "task.train_per_level=8", "eval=none", "prompts_per_step=1",
+              "sampler.group_size=2", "rollout.max_new_tokens=8", "max_steps=6", "algo.beta=0.04"]
+    for name, extra in (("step", []), ("skip", ["algo.tied_batch=skip"])):
+        (cfg,) = compose_jobs("train", [*common, *extra])
+        _trained(cfg, tmp_path / "sweep" / name, smollm2)
+    step, skip = (read_table(tmp_path / "sweep" / name, "steps").to_pandas() for name in ("step", "skip"))
+    tied = skip["informative"] == 0
+    assert tied.any() and not tied.all()  # some batches tied whole, some did not: the comparison means something
+    assert step["opt_steps"].tolist() == [1] * 6 and step["updates"].tolist() == list(range(1, 7))
+    assert step["grad_norm"].notna().all()  # a KL-only gradient is measured, not NaN
+    assert skip["opt_steps"].tolist() == [0 if t else 1 for t in tied]
+    assert skip["updates"].iloc[-1] == 6 - tied.sum()
+    groups = read_table(tmp_path / "sweep" / "skip", "groups").to_pandas()
+    skipped = groups[groups["step"].isin(skip.loc[tied, "step"])]
+    assert not skipped["used"].any() and (skipped["n_trained"] == 0).all()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        report = build_report(tmp_path / "sweep")
+    line = next(ln for ln in report.read_text().splitlines() if ln.startswith("- **Steps without an update**"))
+    assert line.split("**: ", 1)[1].split(" loop steps")[0] == f"skip {int(tied.sum())} of 6"  # the skip run alone

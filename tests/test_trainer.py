@@ -53,7 +53,10 @@ def test_resume_reproduces_an_uninterrupted_run(tiny_cfg, tmp_path):
     tiny_cfg.max_steps = 4
     train(tiny_cfg)
 
-    assert_same_rows(full, killed)
+    assert_same_rows(full, killed, ("groups", "eval", "steps"))  # the counters too: updates, flops_total
+    steps = read_table(killed, "steps").to_pandas()
+    assert steps["updates"].tolist() == [1, 2, 3, 4] and steps["flops_total"].iloc[-1] == pytest.approx(
+        steps["flops"].sum(), rel=1e-12)
 
 
 def test_difficulty_can_be_the_base_models_pass_rate_bin(tiny_cfg):

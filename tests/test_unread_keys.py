@@ -48,9 +48,11 @@ READ_BY_EVERY_JOB = {  # every key no option claims: the loop, the model, the ro
     "algo.eps_low", "algo.eps_high", "algo.mu", "algo.advantage", "algo.std_eps", "algo.loss_agg",
     "algo.max_grad_norm", "algo.weight_decay", "algo.micro_batch_groups", "algo.micro_batch_tokens",
     "algo.unit_weight", "algo.mask_truncated", "algo.rollout_correction", "algo.rollout_correction_cap",
+    "algo.tied_batch",
     "rollout.engine", "sampler.name", "sampler.group_size", "rollout.temperature",
     "rollout.max_new_tokens", "rollout.max_rows_per_call", "rollout.stop", "reward.accuracy", "reward.format",
-    "eval.n", "eval.every", "eval.every_samples", "eval.every_tokens", "checkpoint.keep_last",
+    "eval.n", "eval.every", "eval.every_samples", "eval.every_tokens", "eval.every_updates",
+    "checkpoint.keep_last",
     "checkpoint.final_weights_only", "logger.backends", "log_completions", "resume", "dist.backend",
     "dist.timeout_s", "dist.strategy",
 }

@@ -1,19 +1,23 @@
 """The three alignments a comparison of arms can be made at: equal samples drawn (the checkpoint labels of
-`analysis.data.checkpoints`), equal optimizer steps, and equal tokens drawn. At one sample budget an arm that
-redraws ties (resample_on_tie) or draws more than it trains (PODS) takes fewer optimizer steps: a difference at
-equal samples may be one of training progress, and the same arms compared at an equal step say whether it is.
+`analysis.data.checkpoints`), equal updates (optimizer steps taken: `analysis.data.resources`; a loop step that
+skipped its update is not one, and mu updates a step are mu), and equal tokens drawn. At one sample budget an arm
+that redraws ties (resample_on_tie) or draws more than it trains (PODS) takes fewer updates: a difference at
+equal samples may be one of training progress, and the same arms compared at equal updates say whether it is.
 
-Equal steps: the largest step every job was evaluated at (the trainer evaluates every `eval.every` steps, at
-`eval.every_samples` and at its end: the union), one point for the whole study so that every pair and every
-ranking is made there. Equal tokens: the largest multiple of `eval.every_tokens` every job crossed (the trainer
-evaluates on crossing one), where the runs have that schedule."""
+Equal updates: the largest number of updates every job was evaluated at (the trainer evaluates every `eval.every`
+steps or `eval.every_updates` updates, at `eval.every_samples` and at its end: the union), one point for the whole
+study so that every pair and every ranking is made there; a job's checkpoint there is its first evaluated step with
+that many updates (later steps that skipped their update took none more). Equal tokens: the largest multiple of
+`eval.every_tokens` every job crossed (the trainer evaluates on crossing one), where the runs have that
+schedule."""
 
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
-SAMPLES, STEPS, TOKENS = "samples", "steps", "tokens"
+SAMPLES, UPDATES, TOKENS = "samples", "updates", "tokens"
+STEPS = "steps"  # a final checkpoint where every job ran the same loop steps (and so drew equal samples)
 EVERY_TOKENS = "eval.every_tokens"
 
 
@@ -25,11 +29,14 @@ def with_tokens(eval: pd.DataFrame) -> pd.DataFrame:
     return eval.assign(tokens_total=np.where(eval["step"].to_numpy() == 0, 0.0, tokens))
 
 
-def equal_steps_point(steps: pd.DataFrame) -> int | None:
-    """The step of the study's equal-steps comparisons: the largest step above 0 that every job was evaluated at,
-    where the jobs' last evaluated steps differ (else equal samples are equal steps: None); None where no step
-    but the base model's is shared. `steps`: one row per job and evaluated step."""
-    evaluated = steps.groupby("job", observed=True)["step"].agg(lambda s: frozenset(int(v) for v in s))
+def equal_updates_point(steps: pd.DataFrame) -> int | None:
+    """The updates of the study's equal-updates comparisons: the largest number of updates above 0 that every job
+    was evaluated at, where the jobs' last evaluated checkpoints differ in updates (else equal samples are equal
+    updates: None); None where no count but the base model's is shared, or a job's updates are not known.
+    `steps`: one row per job and evaluated step, with `updates` (`resources.attach_updates`)."""
+    if steps.empty or "updates" not in steps or steps["updates"].isna().any():
+        return None
+    evaluated = steps.groupby("job", observed=True)["updates"].agg(lambda s: frozenset(int(v) for v in s))
     if evaluated.empty or len({max(s) for s in evaluated}) <= 1:
         return None
     shared = frozenset.intersection(*evaluated) - {0}
@@ -58,11 +65,15 @@ def equal_tokens_point(steps: pd.DataFrame) -> float | None:
 
 
 def final_alignment(steps: pd.DataFrame) -> str:
-    """What the jobs' last checkpoints ("final") are aligned by: steps where every job's last evaluated step is
-    the same; else the budget that ended them, read from their configs (`max_tokens` without `max_samples`:
-    tokens); else samples (a sample budget, or rows that carry no config to tell: the report's first
-    alignment)."""
-    if steps.groupby("job", observed=True)["step"].max().nunique() == 1:
+    """What the jobs' last checkpoints ("final") are aligned by: updates where every job's last evaluated
+    checkpoint has the same updates; loop steps where they share the last step but not its updates (steps that
+    skipped their update); else the budget that ended them, read from their configs (`max_tokens` without
+    `max_samples`: tokens); else samples (a sample budget, or rows that carry no config to tell: the report's
+    first alignment)."""
+    last = steps.sort_values("step").groupby("job", observed=True).tail(1)
+    if "updates" in last and last["updates"].notna().all() and last["updates"].nunique() == 1:
+        return UPDATES
+    if last["step"].nunique() == 1:
         return STEPS
     budget = {key: key in steps and pd.to_numeric(steps[key], errors="coerce").notna().all()
               for key in ("max_samples", "max_tokens")}
@@ -71,11 +82,11 @@ def final_alignment(steps: pd.DataFrame) -> str:
 
 def at_point(rows: pd.DataFrame, alignment: str, point: object) -> pd.DataFrame:
     """The rows (one per job and step, with `checkpoint` and, for tokens, `tokens_total`) of one aligned point:
-    a checkpoint label (samples), a step (steps), or a token multiple (tokens: each job's first checkpoint at
-    or past it)."""
+    a checkpoint label (samples), a number of updates (updates: each job's first checkpoint with that many), or a
+    token multiple (tokens: each job's first checkpoint at or past it)."""
     if alignment == SAMPLES:
         return rows[rows["checkpoint"] == point]
-    if alignment == STEPS:
-        return rows[rows["step"] == point]
+    if alignment == UPDATES:
+        return rows[rows["updates"] == point].sort_values("step").drop_duplicates("job")
     at = rows[token_points(rows) == point]
     return at.sort_values("step").drop_duplicates("job")

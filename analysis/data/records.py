@@ -2,7 +2,9 @@
 labels) and the experiment's name from Hydra's records. A job whose run.json says `killed` (the trainer
 writes it when the job is stopped by a signal, or the next start does when it finds the job's `running`
 left by a process that is gone), or still says `running` though its process is gone (this host, its pid
-not alive), is read as killed (`stopped_reason`): never as a job that is running or done."""
+not alive), is read as killed (`stopped_reason`): never as a job that is running or done. A job its sampler
+stopped (a sampler's cap on its rounds: run.json `status` done, `stopped` says why) is loaded as done, and named
+with its reason (`sampler_stop`) wherever the report says its jobs are done."""
 
 from __future__ import annotations
 
@@ -39,6 +41,16 @@ def stopped_reason(record: dict) -> str | None:
         return (f"{KILLED} (its run.json still says running, but its process, pid {record['pid']} on this host "
                 f"{record['host']}, is gone)")
     return None
+
+
+def sampler_stop(record: dict) -> str | None:
+    """Why a job that finished (`status` done) ended before its budget, as its run.json says it (`stopped`: a
+    sampler's cap, "greso sampler: 8 generation rounds ... Stopped at step 72; ..."); None where it ran to its
+    budget or is not done."""
+    stopped = record.get("stopped")
+    if record.get("status") != "done" or not stopped:
+        return None
+    return str(stopped).strip()
 
 
 def running_note(record: dict) -> str:

@@ -1,7 +1,8 @@
 """Arms compared on held-out scores at equal budgets: one model's score at one k with the sampling
 settings it was measured under, comparisons that refuse to run at unequal k, temperature or token
-limits, and every pair of arms at every checkpoint they share (differences over prompts and seeds,
-an exact test across seeds)."""
+limits, and every pair of arms at every checkpoint they share (differences of each seed's mean over the
+held-out prompts, with Student's t interval and the exact test over those per-seed values: both for new
+seeds on these prompts)."""
 
 from __future__ import annotations
 
@@ -14,18 +15,19 @@ import pandas as pd
 
 from analysis.data.alignment import (
     SAMPLES,
-    STEPS,
     TOKENS,
+    UPDATES,
     at_point,
-    equal_steps_point,
     equal_tokens_point,
+    equal_updates_point,
     final_alignment,
 )
 from analysis.data.arms import arm_pairs, iter_arms
 from analysis.data.checkpoints import BASE, FINAL, checkpoint_labels, checkpoint_rank, steps_text
+from analysis.data.resources import RESOURCES, had_more
 from analysis.measures.scores import prompt_scores, smallest_n
 from analysis.stats.at_k import BudgetMismatch, per_prompt, score_column
-from analysis.stats.intervals import bootstrap_difference_ci, bootstrap_mean_ci
+from analysis.stats.intervals import bootstrap_mean_ci, seed_difference_ci
 from analysis.stats.tests import seed_test
 
 # config columns that change what a sample is worth; two results compare only when all agree
@@ -74,7 +76,8 @@ def sampling_settings(rows: pd.DataFrame, keys: Sequence[str] = SAMPLING_KEYS) -
 
 @dataclass(frozen=True)
 class Comparison:
-    """b minus a on the prompts both were scored on, with a paired bootstrap interval."""
+    """b minus a on the prompts both were scored on, with a percentile bootstrap interval over those prompts
+    (each prompt's b − a resampled), the models held fixed."""
 
     metric: str
     k: int
@@ -91,6 +94,10 @@ def compare_at_k(a: AtK, b: AtK, n_boot: int = 2000, level: float = 0.95, seed: 
 
     A larger k, or another temperature or token limit, changes what a score means; a
     comparison across them would credit the budget to the model.
+
+    An `AtK` holds one score per prompt (several seeds averaged into it), so no seed replicate is left
+    to measure how trained models vary: the interval resamples prompts only and covers new prompts for
+    these models. Arms of several seeds are compared by `compare_arms` (Student's t over seeds).
     """
     reasons = [f"metric {a.metric} vs {b.metric}"] if a.metric != b.metric else []
     if a.k != b.k:
@@ -110,26 +117,31 @@ def compare_at_k(a: AtK, b: AtK, n_boot: int = 2000, level: float = 0.95, seed: 
                       float(low[0]), float(high[0]))
 COMPARED = ("prompts", "seeds_a", "seeds_b", "paired", "mean_a", "mean_b", "difference", "ci_low", "ci_high",
             "p_value")
-COMPARISON_COLUMNS = ("metric", "k", "checkpoint", "alignment", "a", "b", "steps_a", "steps_b", "samples_a",
-                      "samples_b", "tokens_a", "tokens_b",
-                      *COMPARED, "refused")
+# each side's resources at the compared point (means over the arm's jobs) and which of them each side had more
+# than 10% more of (`resources.had_more`: "updates, samples"; "" for none): what a winner may owe its win to
+COMPARISON_COLUMNS = ("metric", "k", "checkpoint", "alignment", "a", "b", "steps_a", "steps_b", "updates_a",
+                      "updates_b", "samples_a", "samples_b", "tokens_a", "tokens_b", "flops_a", "flops_b",
+                      "a_had_more", "b_had_more", *COMPARED, "refused")
 PER_SEED_COLUMNS = ("metric", "k", "checkpoint", "a", "b", "seed_a", "seed_b", "mean_a", "mean_b", "difference")
-ARM_TEST = ("Estimate: the mean over seeds of the per-prompt mean; interval: bootstrap over prompts "
-            "(both arms together) and seeds within each arm (as pairs when paired); p: exact sign-flip test "
-            "over paired seeds, else exact permutation test over seeds")
+ARM_TEST = ("Estimate: the mean over seeds of each seed's mean over the held-out prompts; interval: Student's t "
+            "over those per-seed values (of the per-seed differences when both arms ran the same seeds, else with "
+            "unequal variances), for new seeds (trained models) on these prompts, as the test beside it: the prompts "
+            "are held fixed, not resampled; p: exact sign-flip test over paired "
+            "seeds, else exact permutation test over seeds. With one seed on a side there is no interval and no "
+            "p (empty): one seed shows nothing of how seeds vary")
 
 
-Point = tuple[str, object]  # (alignment, where): (samples, a checkpoint label), (steps, a step), (tokens, a multiple)
+Point = tuple[str, object]  # (alignment, where): (samples, a label), (updates, a count), (tokens, a multiple)
 
 
 class Selection(NamedTuple):
-    """An arm's eval rows at one aligned point: its jobs' steps there as text, the mean samples and tokens its
-    jobs had drawn there, and the sampling settings (`_settings`)."""
+    """An arm's eval rows at one aligned point: its jobs' steps there as text, the mean of each resource its jobs
+    had spent there (`resources.RESOURCES`: updates, samples, tokens, flops), and the sampling settings
+    (`_settings`)."""
 
     rows: pd.DataFrame
     steps: str
-    samples: float
-    tokens: float
+    spent: dict[str, float]
     settings: dict
 
 
@@ -157,10 +169,14 @@ def score_matrix(rows: pd.DataFrame, metric: str, k: int, scores: pd.DataFrame |
                               observed=True)
 
 
-def compare_arms(a: pd.DataFrame, b: pd.DataFrame, n_boot: int = 2000, level: float = 0.95,
-                 seed: int = 0) -> tuple[dict, pd.DataFrame]:
+def compare_arms(a: pd.DataFrame, b: pd.DataFrame, level: float = 0.95) -> tuple[dict, pd.DataFrame]:
     """b minus a, from two score matrices (prompts x seeds), on their common prompts: the fields of
-    COMPARED, and each seed's difference (pairs where the seed sets match, else each seed's mean)."""
+    COMPARED, and each seed's difference (pairs where the seed sets match, else each seed's mean).
+
+    Each seed's value is its mean over the common prompts; the interval is Student's t of those values
+    (`seed_difference_ci`: of the per-seed differences when paired, else Welch's) and `p_value` the exact
+    test over the same values (`seed_test`), so both are for new seeds on these prompts. NaN for both with
+    one seed on a side."""
     common = a.index.intersection(b.index)
     a, b = a.loc[common].dropna(), b.loc[common].dropna()
     common = a.index.intersection(b.index)
@@ -170,7 +186,7 @@ def compare_arms(a: pd.DataFrame, b: pd.DataFrame, n_boot: int = 2000, level: fl
     if paired:
         b = b[a.columns]
     x, y = a.loc[common].to_numpy(), b.loc[common].to_numpy()  # (prompts, seeds)
-    low, high = bootstrap_difference_ci(x, y, paired, n_boot, level, seed)
+    low, high = seed_difference_ci(x, y, paired, level)
     per_a, per_b = x.mean(0), y.mean(0)  # (seeds,) each seed's mean over the prompts
     result = {"prompts": len(common), "seeds_a": x.shape[1], "seeds_b": y.shape[1], "paired": paired,
               "mean_a": float(x.mean()), "mean_b": float(y.mean()), "difference": float(y.mean() - x.mean()),
@@ -193,15 +209,19 @@ def checkpoint_comparisons(eval: pd.DataFrame, by: Sequence[str], points: Sequen
     - each pair of arms at every intermediate checkpoint (samples drawn, `checkpoint_labels`; a "step N" label
       only where the rows count no samples) that every job of both arms has;
     - each arm's final against its base ("final vs base");
-    - each pair of arms at the study's equal-steps point (`alignment.equal_steps_point`: the largest step every
-      job was evaluated at, where the jobs took different steps) and, where the runs evaluate on a token
-      schedule, at its equal-tokens point: rows whose `alignment` is `steps` or `tokens` (the others: `samples`).
+    - each pair of arms at the study's equal-updates point (`alignment.equal_updates_point`: the largest number
+      of updates every job was evaluated at, where the jobs took different numbers) and, where the runs evaluate
+      on a token schedule, at its equal-tokens point: rows whose `alignment` is `updates` or `tokens` (the
+      others: `samples`).
 
-    Every row names the jobs' steps (as text), and the mean samples and tokens the jobs had drawn, on each side.
+    Every row names the jobs' steps (as text) and, on each side, the mean updates, samples, tokens and FLOPs the
+    jobs had spent there, and which of these each side had more than 10% more of (`a_had_more`, `b_had_more`).
 
-    Differences are b − a over the prompts both were scored on, with `compare_arms`' interval over
-    prompts and seeds and its exact test across seeds. A comparison that cannot be made (unequal k,
-    sampling settings or token limits; too few samples) is a row with the reason in `refused`.
+    Differences are b − a over the prompts both were scored on, with `compare_arms`' Student's t interval
+    over seeds and its exact test across seeds (both of each seed's mean over these prompts; none with one
+    seed on a side). A comparison that cannot be made (unequal k, sampling settings or token limits; too few
+    samples) is a row with the reason in `refused`. `n_boot` and `seed` are accepted for older callers:
+    nothing here is resampled.
     `scores`: `prompt_scores(eval, ...)` at the ks of `points` within every prompt's samples, when the
     caller has it.
     """
@@ -213,31 +233,30 @@ def checkpoint_comparisons(eval: pd.DataFrame, by: Sequence[str], points: Sequen
     job_labels = {label: rows.groupby("job", observed=True)["checkpoint"].unique().map(set)
                   for label, rows in arms.items()}
 
-    at_steps, at_tokens = equal_steps_point(steps), equal_tokens_point(steps)
+    at_updates, at_tokens = equal_updates_point(steps), equal_tokens_point(steps)
     final_by = final_alignment(steps)  # the budget that ended the jobs: what their last checkpoints share
     selections: dict[tuple[str, Point], Selection] = {}
 
     def select(arm: str, point: Point) -> Selection:
-        """The arm's jobs and steps at an aligned point, each job's step there, the mean samples and tokens drawn,
+        """The arm's jobs and steps at an aligned point, each job's step there, the mean of each resource spent,
         and the sampling settings (`_settings`)."""
         if (arm, point) not in selections:
             rows = at_point(arms[arm], *point)
             once = rows.drop_duplicates("job")
-            drawn = {unit: once[column].astype(float).mean() if column in rows else np.nan
-                     for unit, column in (("samples", "samples_total"), ("tokens", "tokens_total"))}
-            selections[arm, point] = Selection(rows, steps_text(rows[["job", "step"]]), drawn["samples"],
-                                               drawn["tokens"], _settings(rows))
+            spent = {name: once[column].astype(float).mean() if column in rows and len(once) else np.nan
+                     for name, (column, _) in RESOURCES.items()}
+            selections[arm, point] = Selection(rows, steps_text(rows[["job", "step"]]), spent, _settings(rows))
         return selections[arm, point]
 
     counted = "samples_total" in steps and steps["samples_total"].notna().any()
     pairs: list[tuple[str, str, Point, str, Point]] = []  # (checkpoint, arm a, point a, arm b, point b)
-    aligned = [(STEPS, at_steps, f"step {at_steps}")] if at_steps is not None else []
+    aligned = [(UPDATES, at_updates, f"{at_updates} updates")] if at_updates is not None else []
     aligned += [(TOKENS, at_tokens, f"{at_tokens:,.0f} tokens")] if at_tokens is not None else []
     taken = {name for _, _, name in aligned}  # one comparison a name: the per-seed rows are looked up by it
     for (a, _), (b, _) in arm_pairs(steps, by):  # in a two-key grid, within each level of the second key
         pairs += [(BASE, a, (SAMPLES, BASE), b, (SAMPLES, BASE)), (FINAL, a, (SAMPLES, FINAL), b, (SAMPLES, FINAL))]
         # the points aligned by samples drawn; where the rows count samples, a "step N" label (a second checkpoint
-        # within one multiple of `eval.every_samples`) is no budget the jobs share: the equal-steps point is
+        # within one multiple of `eval.every_samples`) is no budget the jobs share: the equal-updates point is
         common = {label for label in set.intersection(*job_labels[a], *job_labels[b]) - {BASE, FINAL}
                   if not (counted and label.startswith("step ")) and label not in taken}
         pairs += [(label, a, (SAMPLES, label), b, (SAMPLES, label)) for label in sorted(common, key=checkpoint_rank)]
@@ -279,8 +298,10 @@ def checkpoint_comparisons(eval: pd.DataFrame, by: Sequence[str], points: Sequen
                 "metric": metric, "k": k, "checkpoint": checkpoint,
                 "alignment": final_by if checkpoint == FINAL else point_a[0],
                 "a": f"{a} @ {name(point_a)}", "b": f"{b} @ {name(point_b)}", "steps_a": at_a.steps,
-                "steps_b": at_b.steps, "samples_a": at_a.samples, "samples_b": at_b.samples,
-                "tokens_a": at_a.tokens, "tokens_b": at_b.tokens}
+                "steps_b": at_b.steps, **{f"{r}_{side}": at.spent[r] for r in RESOURCES
+                                          for side, at in (("a", at_a), ("b", at_b))},
+                "a_had_more": ", ".join(had_more(at_b.spent, at_a.spent)),
+                "b_had_more": ", ".join(had_more(at_a.spent, at_b.spent))}
             score_a, score_b = score(a, point_a, metric, k), score(b, point_b, metric, k)
             if isinstance(score_a, str) or isinstance(score_b, str):
                 record["refused"] = score_a if isinstance(score_a, str) else score_b
@@ -289,7 +310,7 @@ def checkpoint_comparisons(eval: pd.DataFrame, by: Sequence[str], points: Sequen
                     mismatch = _settings_mismatch(at_a.settings, at_b.settings)
                     if mismatch:
                         raise BudgetMismatch(f"not comparable at unequal budgets: {mismatch}")
-                    result, seeds = compare_arms(score_a, score_b, n_boot, level, seed)
+                    result, seeds = compare_arms(score_a, score_b, level)
                     record |= result
                     per_seed.append(seeds.assign(**{key: record[key] for key in ("metric", "k", "checkpoint", "a",
                                                                                    "b")}))

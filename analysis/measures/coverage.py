@@ -6,9 +6,12 @@ Per difficulty and arm: the mean over held-out prompts of unbiased pass@k (`anal
 for every k up to the eval's n, for the base model (step 0) and the trained one (each job's last
 evaluated step), over the held-out prompts and the arm's jobs (seeds). The
 curves *cross* at the smallest k where the base model is ahead (trained - base < 0) having been
-behind at k = 1 (curves that only meet, both at 1, do not cross). Intervals are percentile bootstraps
-over prompts and seeds, the same resamples as the held-out comparisons' (one quantity, one interval),
-the crossing's too: "none" when the trained model stays ahead up to n.
+behind at k = 1 (curves that only meet, both at 1, do not cross). The gain's interval at each k is
+Student's t over the per-seed gains (each job's trained − base, its mean over the prompts), as the
+held-out comparisons' "final vs base" rows (one quantity, one interval): for new seeds on these prompts.
+Where an arm has one seed, no seed replicate exists: a percentile bootstrap over prompts at that seed (new
+prompts, this trained model). The crossing's interval is read from the per-k intervals: from the first k
+whose interval reaches below zero to the first whose interval lies below it ("never" where none does).
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from analysis.data.arms import DEFAULT_ARM, value_text
 from analysis.data.labels import sort_naturally
 from analysis.measures.comparisons import seed_of_jobs
 from analysis.stats.at_k import pass_at_k
-from analysis.stats.intervals import bootstrap_differences
+from analysis.stats.intervals import bootstrap_mean_ci, seed_difference_ci
 
 
 def prompt_curves(eval: pd.DataFrame, by: Sequence[str] = (DEFAULT_ARM,)) -> pd.DataFrame:
@@ -53,15 +56,18 @@ def coverage(eval: pd.DataFrame, by: Sequence[str] = (DEFAULT_ARM,), n_boot: int
     """(curves, crossings).
 
     curves: *by, difficulty ("all" too), k, prompts, seeds, base, trained, gain (trained - base),
-    gain_low, gain_high. crossings: *by, difficulty, prompts, gain_at_1, cross_k (smallest k with
-    gain < 0 after a positive gain at 1; NaN: none up to n), cross_low, cross_high (bootstrap
-    percentiles, inf where resamples never cross), n (the largest k). Intervals resample prompts and
-    seeds (as pairs: a job's base and trained scores move together), every k under the same resamples,
-    drawn as the held-out comparisons draw theirs: at k = 1 on all prompts the interval is the one of
-    the arm's "final vs base" pass@1 comparison."""
+    gain_low, gain_high. crossings: *by, difficulty, prompts, seeds, interval (what the gain's intervals are
+    over: "seeds", or "prompts, one seed"), gain_at_1, cross_k (smallest k with gain < 0 after a positive gain
+    at 1; NaN: none up to n), cross_low (the first k after the first whose gain interval reaches below zero),
+    cross_high (the first k whose gain interval lies below zero, given an interval above zero at k = 1), each
+    inf where there is none, n (the largest k).
+
+    With two seeds or more, each k's interval is Student's t over the per-seed gains (a job's base and
+    trained scores are paired by its seed; `seed_difference_ci`): at k = 1 on all prompts it is the arm's
+    "final vs base" pass@1 comparison's. With one seed, a percentile bootstrap over prompts (`n_boot`
+    resamples, `seed`), every k under the same resamples."""
     long = prompt_curves(eval, by)
     long = pd.concat([long, long.assign(difficulty="all")], ignore_index=True)
-    tail = (1 - level) / 2
     curve_rows, cross_rows = [], []
     # one pivot of every arm and difficulty (a pivot's own cost is most of one this size); each one's rows,
     # less the columns it has no value in, are the pivot of its rows alone
@@ -83,21 +89,36 @@ def coverage(eval: pd.DataFrame, by: Sequence[str] = (DEFAULT_ARM,), n_boot: int
         shape = (len(wide), len(seeds), len(ks))
         base, trained = (wide[m].to_numpy().reshape(shape) for m in ("base", "trained"))  # (prompts, seeds, K)
         gain = (trained - base).mean(axis=(0, 1))  # (K,)
-        boot = bootstrap_differences(base, trained, True, n_boot, seed)  # (n_boot, K)
-        low, high = np.quantile(boot, tail, axis=0), np.quantile(boot, 1 - tail, axis=0)
+        if len(seeds) > 1:  # new seeds on these prompts: Student's t over the per-seed gains
+            low, high = seed_difference_ci(base, trained, True, level)
+            over = "seeds"
+        else:  # no seed replicate: new prompts for this one trained model
+            low, high = bootstrap_mean_ci((trained - base)[:, 0, :], n_boot, level, seed)
+            over = "prompts, one seed"
         for i, k in enumerate(ks):
             curve_rows.append((*key, int(k), len(wide), len(seeds), base[:, :, i].mean(), trained[:, :, i].mean(),
                                gain[i], low[i], high[i]))
-        boot_cross = crossings_k(boot, ks)
-        boot_cross = np.where(np.isnan(boot_cross), np.inf, boot_cross)
-        cross_rows.append((*key, len(wide), gain[0], crossing_k(gain, ks),
-                           np.quantile(boot_cross, tail, method="inverted_cdf"),
-                           np.quantile(boot_cross, 1 - tail, method="inverted_cdf"), int(ks[-1])))
+        cross_low, cross_high = crossing_bounds(low, high, ks)
+        cross_rows.append((*key, len(wide), len(seeds), over, gain[0], crossing_k(gain, ks), cross_low, cross_high,
+                           int(ks[-1])))
     curves = pd.DataFrame(curve_rows, columns=[*by, "difficulty", "k", "prompts", "seeds", "base", "trained", "gain",
                                                "gain_low", "gain_high"])
-    crossings = pd.DataFrame(cross_rows, columns=[*by, "difficulty", "prompts", "gain_at_1", "cross_k",
-                                                  "cross_low", "cross_high", "n"])
+    crossings = pd.DataFrame(cross_rows, columns=[*by, "difficulty", "prompts", "seeds", "interval", "gain_at_1",
+                                                  "cross_k", "cross_low", "cross_high", "n"])
     return (sort_naturally(curves, [*by, "difficulty", "k"]), sort_naturally(crossings, [*by, "difficulty"]))
+
+
+def crossing_bounds(low: np.ndarray, high: np.ndarray, ks: np.ndarray) -> tuple[float, float]:
+    """The crossing's interval from the gain's intervals at each of `ks` (lows, highs): from the first k after
+    the first whose interval reaches below zero (the base may be ahead there) to the first whose interval lies
+    below zero (the base is ahead there), the latter only where the interval at the first k lies above zero (a
+    gain to lose); inf where there is none."""
+    low, high = np.asarray(low, dtype=float), np.asarray(high, dtype=float)
+    may = np.flatnonzero(low[1:] < 0)
+    ahead = np.flatnonzero(high < 0)
+    start = float(ks[1:][may[0]]) if len(may) else np.inf
+    end = float(ks[ahead[0]]) if len(ahead) and len(low) and low[0] > 0 else np.inf
+    return start, end
 
 
 def crossings_k(gains: np.ndarray, ks: np.ndarray) -> np.ndarray:

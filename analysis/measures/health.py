@@ -25,6 +25,11 @@ MISMATCH_COLUMNS = tuple(OPTIONAL["steps"])
 POINTS = 25  # about this many smoothing windows per job: a step-level curve is mostly noise
 GRID = 60  # points on the common samples grid of an arm's mean and band
 BAND_JOBS = 3  # arms with more jobs than this are drawn as mean and band: 12 lines an arm are a tangle
+# a spike: one step's KL or gradient norm above SPIKE times its arm's SPIKE_QUANTILE over all its jobs' steps (a
+# training blow-up, or the start of one); the panel's axis then stops at HEADROOM times the largest other step, and
+# the spike is marked at its edge with its value, so one step cannot flatten every other arm's curve
+SPIKE_METRICS = ("kl", "grad_norm")
+SPIKE, SPIKE_QUANTILE, HEADROOM = 10.0, 0.9, 1.15
 
 
 def health_curves(steps: pd.DataFrame, arm: Sequence[str], points: int = POINTS) -> pd.DataFrame:
@@ -87,6 +92,44 @@ def health_bands(curves: pd.DataFrame, points: int = GRID) -> pd.DataFrame:
                                  "low": values.min(0), "high": values.max(0), "jobs": len(lines)}))
     columns = ["arm", "metric", "samples_total", "mean", "low", "high", "jobs"]
     return pd.concat(out, ignore_index=True) if out else pd.DataFrame(columns=columns)
+
+
+def spikes(steps: pd.DataFrame, arm: Sequence[str]) -> pd.DataFrame:
+    """The steps whose KL or gradient norm (SPIKE_METRICS) is above SPIKE times its arm's SPIKE_QUANTILE of that
+    metric over all its jobs' steps (steps with no value left out). Columns: arm, job, step, samples_total, metric,
+    value, usual (the arm's quantile), largest in each metric first."""
+    columns = ["arm", "job", "step", "samples_total", "metric", "value", "usual"]
+    out = []
+    for label, rows in iter_arms(steps, list(arm)) if arm else [("all", steps)]:
+        for metric in (m for m in SPIKE_METRICS if m in rows):
+            values = rows[metric].astype(float)
+            if values.notna().sum() < 2:
+                continue
+            usual = float(values.quantile(SPIKE_QUANTILE))
+            high = rows[(values > SPIKE * usual).to_numpy() & (values > 0).to_numpy()]
+            out += [(label, str(r.job), int(r.step), r.samples_total, metric, float(getattr(r, metric)), usual)
+                    for r in high.itertuples(index=False)]
+    found = pd.DataFrame(out, columns=columns)
+    return found.sort_values(["metric", "value"], ascending=[True, False], kind="stable").reset_index(drop=True)
+
+
+def axis_tops(steps: pd.DataFrame, spiked: pd.DataFrame, arm: Sequence[str], points: int = POINTS
+              ) -> dict[str, float]:
+    """Each spiked metric's axis top: HEADROOM times the highest point of any job's curve (`health_curves`: the
+    rolling means the figure draws, and its bands lie within) with the spikes left out of it, so only what a spike
+    lifts passes it. `spiked`: `spikes(steps, arm)`."""
+    if spiked.empty:
+        return {}
+    quiet = steps.copy()
+    every = pd.MultiIndex.from_arrays([steps["job"].astype(str), steps["step"]])
+    for metric, rows in spiked.groupby("metric", sort=False):
+        marked = every.isin(pd.MultiIndex.from_arrays([rows["job"].astype(str), rows["step"]]))
+        quiet.loc[marked, metric] = np.nan
+    curves = health_curves(quiet[[c for c in quiet.columns if c not in PANELS or c in set(spiked["metric"])]],
+                           arm, points)
+    highest = curves.groupby("metric")["value"].max()
+    return {str(m): float(HEADROOM * highest[m]) for m in spiked["metric"].unique()
+            if m in highest and pd.notna(highest[m]) and highest[m] > 0}
 
 
 def mismatch_by_arm(steps: pd.DataFrame, arm: Sequence[str]) -> pd.DataFrame:

@@ -1,9 +1,10 @@
 """Arms ranked on the two questions of a sampler study: held-out pass@1 at the end of the sample
-budget, and informative samples per 1,000 drawn (1000 × (1 − wasted_frac)).
+budget, and informative samples per 1,000 drawn counted alike for every arm (1000 × (1 − wasted_frac), a tie rule's
+forced advantages and a sampler's cap left out: `analysis.measures.informative`).
 
 Each arm's mean with a 95% interval over seeds (the trained models; pass@1 is measured on one set
 of held-out prompts that every arm shares, so the interval is for these prompts: whether another
-arm's mean differs is the tests' question, whose intervals resample prompts as well), and
+arm's mean differs is the tests' question, whose intervals are over seeds on these prompts too), and
 which pairwise orderings are **resolved**: those whose comparison in the report's tests table
 (every pair of arms, Holm within the metric) is a detectable difference by the findings' rule
 (`analysis.stats.seeds.detectable`). `ranks` is the range of places an arm can hold given the resolved
@@ -19,21 +20,29 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from analysis.data.alignment import UPDATES, at_point
 from analysis.data.arms import iter_arms, job_arms, short_label, unit_keys
 from analysis.data.checkpoints import FINAL
+from analysis.data.resources import RESOURCES
+from analysis.measures.informative import COMPARABLE_METRIC
 from analysis.measures.spend import per_job_spend
 from analysis.stats.at_k import score_column
 from analysis.stats.intervals import t_mean_ci
 from analysis.stats.seeds import detectable, seed_values
 
-PASS1, INFORMATIVE = "held-out pass@1", "informative per 1,000 drawn"
-PASS1_STEPS = "held-out pass@1 at equal steps"  # the same arms at the study's equal-steps point
-RANKED_METRICS = ("held-out pass@1", "wasted_frac", "held-out pass@1 (equal steps)")  # the tests' metric behind each
-TEST_METRIC = dict(zip((PASS1, INFORMATIVE, PASS1_STEPS), RANKED_METRICS))
-SCALE = {PASS1: 1.0, INFORMATIVE: -1000.0, PASS1_STEPS: 1.0}  # a difference in the measure = SCALE × the tests'
+PASS1, INFORMATIVE = "held-out pass@1", "informative per 1,000 drawn"  # counted alike for every arm (`informative`)
+PASS1_UPDATES = "held-out pass@1 at equal updates"  # the same arms at the study's equal-updates point
+RANKED_METRICS = ("held-out pass@1", COMPARABLE_METRIC, "held-out pass@1 (equal updates)")  # the tests' metric behind
+TEST_METRIC = dict(zip((PASS1, INFORMATIVE, PASS1_UPDATES), RANKED_METRICS))
+SCALE = {PASS1: 1.0, INFORMATIVE: -1000.0, PASS1_UPDATES: 1.0}  # a difference in the measure = SCALE × the tests'
 INTERVAL = {PASS1: "seeds, on these held-out prompts", INFORMATIVE: "seeds",
-            PASS1_STEPS: "seeds, on these held-out prompts"}
+            PASS1_UPDATES: "seeds, on these held-out prompts"}
 COLUMNS = ("rank", "arm", "seeds", "mean", "ci_low", "ci_high", "ranks", "above", "below")
+# a resolved ordering, better arm first, with both arms' resources at the compared point (the tests' family's
+# attribution: `analysis.measures.attribution`) and where it reverses (at another alignment, within difficulties)
+ORDERING_COLUMNS = ("better", "worse", "difference", "p_holm", *(f"{r}_{side}" for r in RESOURCES
+                                                                 for side in ("better", "worse")),
+                    "winner_had_more", "reversal")
 
 
 @dataclass
@@ -44,6 +53,7 @@ class Ranking:
     pairs: int  # the pairs of arms tested on the measure (Holm's family)
     seeds: int  # seeds a side in the smallest comparison (what the exact test can reach)
     smallest_p: float
+    orderings: pd.DataFrame | None = None  # ORDERING_COLUMNS: each resolved ordering with what the winner had more of
 
     @property
     def interval(self) -> str:
@@ -60,11 +70,16 @@ def pass1_by_arm(scores: pd.DataFrame, arm: Sequence[str]) -> pd.DataFrame:
                          for label, part in iter_arms(final, arm)])
 
 
-def pass1_at_step(prompt_scores: pd.DataFrame, eval: pd.DataFrame, arm: Sequence[str], step: int) -> pd.DataFrame:
-    """Per arm at one optimizer step every job was evaluated at (the equal-steps point): arm, seeds, mean (over
+def pass1_at_updates(prompt_scores: pd.DataFrame, eval: pd.DataFrame, arm: Sequence[str], updates: int
+                     ) -> pd.DataFrame:
+    """Per arm at a number of updates every job was evaluated at (the equal-updates point): arm, seeds, mean (over
     held-out prompts and seeds), ci_low, ci_high (over seeds). `prompt_scores`: `scores.prompt_scores`, each
-    prompt's pass@1 at each job and step; `eval`: the eval rows, for each job's arm and seed."""
-    at = prompt_scores[prompt_scores["step"] == step]
+    prompt's pass@1 at each job and step; `eval`: the eval rows with `updates`, for each job's step there (its
+    first with that many updates), arm and seed."""
+    there = at_point(eval.drop_duplicates(["job", "step"]), UPDATES, updates)
+    chosen = pd.MultiIndex.from_arrays([there["job"].astype(str), there["step"]])
+    at = prompt_scores[pd.MultiIndex.from_arrays([prompt_scores["job"].astype(str), prompt_scores["step"]])
+                       .isin(chosen)]
     per_job = at.groupby("job", observed=True)[score_column("pass@k", 1)].mean().rename("value").to_frame()
     keys = unit_keys(eval, arm)
     arms = job_arms(eval, keys)
@@ -99,11 +114,12 @@ def rank(measure: str, by_arm: pd.DataFrame, tests: pd.DataFrame) -> Ranking:
     rows = tests[(tests["metric"] == TEST_METRIC[measure]) & ranked]
     if "by_construction" in rows:
         rows = rows[rows["by_construction"].isna()]
-    resolved = []
+    resolved, orderings = [], []
     for _, row in rows.iterrows():
         if detectable(row):
             b_better = SCALE[measure] * row["difference"] > 0
             resolved.append((row["b"], row["a"]) if b_better else (row["a"], row["b"]))
+            orderings.append(_ordering(row, b_better))
     table = by_arm.sort_values("mean", ascending=False, kind="stable").reset_index(drop=True)
     n = len(table)
     above = {a: [worse for better, worse in resolved if better == a] for a in table["arm"]}
@@ -116,4 +132,18 @@ def rank(measure: str, by_arm: pd.DataFrame, tests: pd.DataFrame) -> Ranking:
     table["below"] = [", ".join(map(short_label, below[a])) for a in table["arm"]]
     seeds = int(rows[["seeds_a", "seeds_b"]].min(axis=1).min()) if len(rows) else 0
     return Ranking(measure, table[list(COLUMNS)], resolved, len(rows), seeds,
-                   float(rows["smallest_p"].max()) if len(rows) else np.nan)
+                   float(rows["smallest_p"].max()) if len(rows) else np.nan,
+                   pd.DataFrame(orderings, columns=list(ORDERING_COLUMNS)))
+
+
+def _ordering(row: pd.Series, b_better: bool) -> dict:
+    """A resolved comparison (a tests' family row) as an ordering, better arm first: its difference as better −
+    worse, each arm's resources there, what the winner had more of and where it reverses."""
+    better, worse = ("b", "a") if b_better else ("a", "b")
+    out = {"better": short_label(row[better]), "worse": short_label(row[worse]),
+           "difference": abs(float(row["difference"])), "p_holm": row["p_holm"],
+           "winner_had_more": row.get("winner_had_more"), "reversal": row.get("reversal")}
+    for r in RESOURCES:
+        for side, key in (("better", better), ("worse", worse)):
+            out[f"{r}_{side}"] = row.get(f"{r}_{key}", np.nan)
+    return out

@@ -5,7 +5,10 @@ so that the arms differ in what they do with ties; a reader must still know how 
 recipe its paper trained with. The papers' values are here as data (docs/RECIPES.md gives the file and line, or
 the paper's section, each was read from): the analysis never imports the training code, so the config keys
 below are its contract (`grpo_lab/config.py`). A key a paper leaves open is absent from its recipe and never
-compared; what a recipe needs that no key sets is listed (`not_settable`), never passed over.
+compared; what a recipe needs that no key sets is listed (`not_settable`), never passed over. A recipe is `verified`
+only where docs/RECIPES.md says its values were read in a source (the official code at a commit): an arm is "as the
+paper" only then; an unverified recipe's arm without departures is said to have none from the values found
+(`tests/test_recipes.py` holds the flag to RECIPES.md's words).
 """
 
 from __future__ import annotations
@@ -35,6 +38,12 @@ class Recipe:
     keys: Mapping[str, object] = field(default_factory=dict)
     not_settable: tuple[str, ...] = ()
     published: bool = True  # False: no paper gives a recipe (a library's trainer)
+    verified: bool = False  # docs/RECIPES.md: every value compared was read in a source reachable here
+
+
+AS_PAPER = "as the paper"  # no departure from a verified recipe
+UNVERIFIED = "none from the values found, which are not verified (docs/RECIPES.md)"  # no departure, unverified recipe
+UNPUBLISHED = "no published recipe"
 
 
 def mini_batches(count: int) -> str:
@@ -46,38 +55,40 @@ ENTROPY_BONUS = "entropy bonus 0.001"
 
 RECIPES: dict[str, Recipe] = {
     # DeepSeekMath (arXiv:2402.03300) sec. 4.1-4.2: the clip's eps is not given (and at one update a batch the
-    # ratio is 1); the std's ddof is not given
+    # ratio is 1); the std's ddof is not given; the values grpo-lab cites, not re-read (no code was published)
     "grpo": Recipe("GRPO (DeepSeekMath)", {"sampler.name": "fixed", "algo.beta": 0.04, "algo.loss_agg": "sequence",
                                            "algo.mu": 1}),
     # NGRPO's train_scripts/train_qwen2.5-math-7b_ngrpo.sh and its verl config
     "ngrpo": Recipe("NGRPO", {"sampler.name": "dynamic", "sampler.dynamic.drop": "all_correct", "algo.eps_low": 0.16,
                               "algo.eps_high": 0.24, "algo.beta": 0.0, "algo.loss_agg": "token", "algo.mu": 1},
                     (mini_batches(4), ENTROPY_BONUS, "surplus kept groups carried to the next step",
-                     "no cap on generation rounds")),
-    # conf/algo/rl_zvp.yaml (the paper's appendix C); its updates a batch were not found
+                     "no cap on generation rounds"), verified=True),
+    # conf/algo/rl_zvp.yaml (the paper's appendix C), not verified; its updates a batch were not found
     "rl_zvp": Recipe("RL-ZVP", {"sampler.name": "fixed", "algo.eps_low": 0.2, "algo.eps_high": 0.28, "algo.beta": 0.0,
                                 "algo.loss_agg": "token", "algo.zvp_alpha": 0.1}),
     # PODS's trainer/maxvargrpo_trainer.py, config/train.yaml and its runs (64 -> 16, 32 -> 8); no clip at mu = 1
     "pods": Recipe("PODS", {"sampler.name": "pods", KEEP: 0.25, "algo.std": "sample", "algo.std_eps": 1e-4,
-                            "algo.beta": 0.0, "algo.loss_agg": "sequence", "algo.mu": 1}),
+                            "algo.beta": 0.0, "algo.loss_agg": "sequence", "algo.mu": 1}, verified=True),
     # DARS's experiments/DARS-*-ET-Breadth.sh, ray_dars_trainer.py, core_algos.py and verl's ppo_trainer.yaml
     "dars": Recipe("DARS", {"sampler.name": "dars", "sampler.dars.max_per_prompt": 32, "sampler.dars.schedule": "et",
                             "algo.std": "none", "algo.eps_low": 0.2, "algo.eps_high": 0.2, "algo.beta": 0.0,
                             "algo.loss_agg": "constant", "algo.unit_weight": "sample", "algo.mu": 2},
-                   (ENTROPY_BONUS,)),
+                   (ENTROPY_BONUS,), verified=True),
     # DAPO (arXiv:2503.14476) and verl's recipe/dapo/run_dapo_qwen2.5_32b.sh
     "dynamic": Recipe("DAPO (dynamic sampling)", {"sampler.name": "dynamic", "sampler.dynamic.drop": "tied",
                                                   "algo.eps_low": 0.2, "algo.eps_high": 0.28, "algo.beta": 0.0,
                                                   "algo.loss_agg": "token", "algo.mu": 1},
-                      (mini_batches(16), "overlong reward shaping")),
+                      (mini_batches(16), "overlong reward shaping"), verified=True),
     "replay": Recipe("replay buffer (TRL's trainer)", published=False),
     # verl-recipe spo/train.sh, spo/config/spo_trainer.yaml and spo_ray_trainer.py (48ea0a797fa2); verl's actor.yaml
     "spo": Recipe("SPO", {"sampler.name": "spo", "sampler.spo.offline_n": 8, "sampler.spo.rho_min": 0.875,
                           "sampler.spo.rho_max": 0.96, "sampler.spo.d_half": 0.06, "sampler.spo.epsilon": 0.05,
                           "algo.eps_low": 0.2, "algo.eps_high": 0.28, "algo.beta": 0.0, "algo.loss_agg": "token",
                           "algo.mu": 1},
-                  (mini_batches(8), "dual clip c = 10", "offline answers by another model, read from a file")),
-    # thu-rllab/MoPPS recipe/ours (a883f519bb2e): the sampler's values; its scripts' objective was not read
+                  (mini_batches(8), "dual clip c = 10", "offline answers by another model, read from a file"),
+                  verified=True),
+    # thu-rllab/MoPPS recipe/ours (a883f519bb2e): the sampler's values; its scripts' objective was not read, so the
+    # recipe is not verified as a whole
     "mopps": Recipe("MoPPS", {"sampler.name": "mopps", "sampler.mopps.prior_alpha": 1.0,
                               "sampler.mopps.prior_beta": 1.0, "sampler.mopps.decay": 0.5, "sampler.mopps.target": 0.5,
                               "sampler.mopps.candidates": 8, "sampler.mopps.selection": "thompson"}),
@@ -85,7 +96,7 @@ RECIPES: dict[str, Recipe] = {
     "speed": Recipe("SPEED-RL", {"sampler.name": "speed", "sampler.speed.screen_size": 4,
                                  "sampler.speed.screen_factor": 4, "sampler.speed.max_rounds": 49, "algo.beta": 0.0,
                                  "algo.eps_low": 0.2, "algo.eps_high": 0.2, "algo.loss_agg": "token"},
-                    ("RLOO advantages", "qualified prompts beyond the batch carried to the next step")),
+                    ("RLOO advantages", "qualified prompts beyond the batch carried to the next step"), verified=True),
     # arXiv:2509.25808: its rounds, cap and reuse were not reachable (docs/RECIPES.md): nothing to compare
     "ar3po": Recipe("AR3PO", {"sampler.name": "ar3po"},
                     ("its round size, cap and how a reused answer enters a group: not found in a reachable source",)),
@@ -164,22 +175,24 @@ def departures(rows: pd.DataFrame, recipe: Recipe) -> list[str]:
     return out
 
 
-COLUMNS = ("arm", "method", "departures", "not_settable")
+COLUMNS = ("arm", "method", "departures", "not_settable", "verified")
 
 
 def recipe_rows(jobs: pd.DataFrame, arm: Sequence[str]) -> pd.DataFrame:
     """One row per arm of `jobs` (one row per job, its flattened config), in order of first appearance: the arm
     as the report names it, the tie method its config runs (`method`), its departures from that method's
-    published recipe ("; "-joined, or "as the paper"), and what that recipe needs that no config key sets
-    (`not_settable`)."""
+    published recipe ("; "-joined; none: `AS_PAPER` where the recipe is verified, else `UNVERIFIED`), what that
+    recipe needs that no config key sets (`not_settable`) and whether docs/RECIPES.md verified the recipe
+    (`verified`: yes, no, or empty for no published recipe)."""
     records = []
     for label, rows in iter_arms(jobs, list(arm)):
         recipe = RECIPES[method_of(rows.iloc[0])]
         found = departures(rows, recipe)
+        none = (AS_PAPER if recipe.verified else UNVERIFIED) if recipe.published else UNPUBLISHED
         records.append({"arm": short_label(label), "method": recipe.method,
-                        "departures": "; ".join(found) if found else "as the paper" if recipe.published
-                        else "no published recipe",
-                        "not_settable": "; ".join(recipe.not_settable)})
+                        "departures": "; ".join(found) if found else none,
+                        "not_settable": "; ".join(recipe.not_settable),
+                        "verified": ("yes" if recipe.verified else "no") if recipe.published else ""})
     return pd.DataFrame(records, columns=list(COLUMNS))
 
 

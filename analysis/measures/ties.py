@@ -211,10 +211,12 @@ SPLIT = ("unanswered", "answered", "mixed")  # an all-wrong tie: no sample answe
 def all_wrong_split(groups: pd.DataFrame, by: Sequence[str], window: int) -> pd.DataFrame:
     """All-wrong first-round ties split by whether the model answered (`n_answered`: samples an answer could be
     read from): `unanswered` (none: a format failure), `answered` (all: a capability failure), `mixed`; per `by`,
-    difficulty (and "all") and phase: the run's first `window` steps ("first"), its last `window` ("last") and
-    every step ("all"). Columns: *by, difficulty, phase, all_wrong, unanswered, answered, mixed, unanswered_share.
-    Groups without `n_answered` (runs written before it, replayed groups) are left out; empty where none has it."""
-    columns = [*by, "difficulty", "phase", "all_wrong", *SPLIT, "unanswered_share"]
+    difficulty (and "all") and phase: each job's own first `window` steps ("first"), its own last `window` ("last":
+    a job that ended early is read at its own end, never at another job's) and every step ("all"). Columns: *by,
+    difficulty, phase, steps (the steps the phase covers in the jobs of the row's arm: "1–8", or "30–37 to
+    68–75" where their windows differ), all_wrong, unanswered, answered, mixed, unanswered_share. Groups without
+    `n_answered` (runs written before it, replayed groups) are left out; empty where none has it."""
+    columns = [*by, "difficulty", "phase", "steps", "all_wrong", *SPLIT, "unanswered_share"]
     if "n_answered" not in groups:
         return pd.DataFrame(columns=columns)
     wrong = groups[(groups["round"].to_numpy() == 0) & (groups["tie_kind"] == "all_wrong").to_numpy()
@@ -224,10 +226,16 @@ def all_wrong_split(groups: pd.DataFrame, by: Sequence[str], window: int) -> pd.
     answered = wrong["n_answered"].to_numpy(float)
     kind = np.where(answered == 0, "unanswered", np.where(answered == wrong["group_size"].to_numpy(), "answered",
                                                           "mixed"))
-    step, last = wrong["step"].to_numpy(), int(groups["step"].max())
-    frame = wrong[list(by)].assign(difficulty=wrong["difficulty"].astype(str), kind=kind,
-                                   first=step <= window, last=step > last - window)
+    ends = job_steps(groups)  # each job's own first and last step, of every group it drew
+    step = wrong["step"].to_numpy()
+    start = wrong["job"].map(ends["first"]).to_numpy(np.int64)
+    end = wrong["job"].map(ends["last"]).to_numpy(np.int64)
+    frame = wrong[list(by)].assign(difficulty=wrong["difficulty"].astype(str), kind=kind, job=wrong["job"].to_numpy(),
+                                   first=step < start + window, last=step > end - window)
     levels = natural_sorted(frame["difficulty"].unique())
+    # each arm's jobs (every job where `by` is empty): the windows a row of the arm counts over
+    arm_ends = {_key(k): ends.loc[list(rows["job"].unique())]
+                for k, rows in groups[[*by, "job"]].groupby(list(by), observed=True, sort=False)} if by else {}
     records = []
     for phase, rows in (("first", frame[frame["first"]]), ("last", frame[frame["last"]]), ("all", frame)):
         for level, cell in [*((lv, rows[rows["difficulty"] == lv]) for lv in levels), ("all", rows)]:
@@ -235,7 +243,32 @@ def all_wrong_split(groups: pd.DataFrame, by: Sequence[str], window: int) -> pd.
                 counts = {k: int((part["kind"] == k).sum()) for k in SPLIT}
                 total = len(part)
                 if total:
-                    records.append({**dict(zip(by, key if isinstance(key, tuple) else (key,))),
-                                    "difficulty": level, "phase": phase, "all_wrong": total, **counts,
-                                    "unanswered_share": counts["unanswered"] / total})
+                    records.append({**dict(zip(by, _key(key))), "difficulty": level, "phase": phase,
+                                    "steps": _phase_steps(arm_ends[_key(key)] if by else ends, phase, window),
+                                    "all_wrong": total, **counts, "unanswered_share": counts["unanswered"] / total})
     return pd.DataFrame(records, columns=columns)
+
+
+def _key(key: object) -> tuple:
+    """A group-by's key as a tuple, whether pandas gave a tuple or one value."""
+    return key if isinstance(key, tuple) else (key,)
+
+
+def job_steps(groups: pd.DataFrame) -> pd.DataFrame:
+    """Each job's first and last step (`first`, `last`), indexed by job: the ends of its own training, which a
+    window of its first or last steps is counted from (jobs of one sweep end at different steps)."""
+    ends = groups.groupby("job", observed=True)["step"].agg(["min", "max"]).astype(np.int64)
+    return ends.rename(columns={"min": "first", "max": "last"})
+
+
+def _phase_steps(ends: pd.DataFrame, phase: str, window: int) -> str:
+    """The steps a phase covers in these jobs (`ends`: `job_steps` rows): one range where they share it, else the
+    earliest and latest job's ranges ("30–37 to 68–75")."""
+    if phase == "all":
+        spans = sorted({(int(a), int(b)) for a, b in zip(ends["first"], ends["last"])})
+    elif phase == "first":
+        spans = sorted({(int(a), int(min(a + window - 1, b))) for a, b in zip(ends["first"], ends["last"])})
+    else:
+        spans = sorted({(int(max(b - window + 1, a)), int(b)) for a, b in zip(ends["first"], ends["last"])})
+    text = [f"{a}–{b}" if a != b else str(a) for a, b in (spans[0], spans[-1])]
+    return text[0] if len(spans) == 1 else f"{text[0]} to {text[1]}"

@@ -1,8 +1,8 @@
 """Whether another study's orderings hold in this one: for each pair of arms both studies compared on the same
 measure, the reference study's verdict beside this study's (the tiny model's answer read on SmolLM2, say).
 
-A study's verdict on a pair is the report's own rule (`stats.seeds.detectable`): its interval over prompts and
-seeds excludes zero and the test across seeds rejects after Holm's correction. The reference's verdicts come from
+A study's verdict on a pair is the report's own rule (`stats.seeds.detectable`): its interval over seeds
+excludes zero and the test across seeds rejects after Holm's correction. The reference's verdicts come from
 its tests table (`tables/tests.csv` of a committed report), this study's from its tests' family. A pair the
 reference ordered is then
 
@@ -24,9 +24,9 @@ import pandas as pd
 
 from analysis.stats.seeds import detectable
 
-# the measures read across studies: the arms' held-out pass@1 at equal steps (each study's own equal-steps point)
+# the measures read across studies: the arms' held-out pass@1 at equal updates (each study's own equal-updates point)
 # and at the end of the budget (equal samples)
-MEASURES = ("held-out pass@1 (equal steps)", "held-out pass@1")
+MEASURES = ("held-out pass@1 (equal updates)", "held-out pass@1")
 TESTS = Path("tables") / "tests.csv"
 NEEDED = ("metric", "a", "b", "difference", "ci_low", "ci_high", "p_value", "p_holm", "b_higher", "b_lower")
 COLUMNS = ("metric", "a", "b", "there", "there_difference", "there_p_holm", "here", "difference", "ci_low", "ci_high",

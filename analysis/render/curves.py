@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 from matplotlib.artist import Artist
+from matplotlib.lines import Line2D
 from matplotlib.ticker import EngFormatter
 
 from analysis.data.arms import short_label
@@ -42,12 +43,19 @@ def budget_curves(bands: pd.DataFrame, path: Path, arm: Sequence[str], budget: s
     return save(fig, path)
 
 
+SPIKE_LABEL = "spike past the axis (its value)"
+
+
 @styled
 def health(curves: pd.DataFrame, path: Path, points: int = HEALTH_POINTS,
-           colours: Mapping[str, str] | None = None) -> Path:
+           colours: Mapping[str, str] | None = None, spikes: pd.DataFrame | None = None,
+           tops: Mapping[str, float] | None = None) -> Path:
     """The training-health figure from `analysis.health.health_curves`: a panel per metric (but
     `flat_metrics`), a colour per arm (`colours`: the report's, by the arm labels of `curves["arm"]`); a line
-    per job, or with `many_jobs` each arm's mean and lowest-to-highest band on a common samples grid."""
+    per job, or with `many_jobs` each arm's mean and lowest-to-highest band on a common samples grid. `tops`: a
+    metric's axis top where spikes would set it (`measures.health.axis_tops`); each spike past it (`spikes`:
+    `measures.health.spikes`) is a triangle in its arm's colour at the top edge, at its samples drawn, with its
+    value."""
     present = set(curves["metric"].unique())  # not a set of every row's string
     metrics = [m for m in HEALTH_PANELS if m in present and m not in flat_metrics(curves)]
     arms = list(curves["arm"].unique())  # in order of appearance
@@ -58,8 +66,10 @@ def health(curves: pd.DataFrame, path: Path, points: int = HEALTH_POINTS,
     labels = [f"{short_label(a)} ({jobs[a]} job{'s' if jobs[a] != 1 else ''})" for a in arms]
     title = (("mean over jobs, band: lowest to highest job" if banded else "one line per job")
              + f"; rolling mean over 1/{points} of each job's steps")
-    fig, axes = figure(len(metrics), width=4.4, height=3.3, columns=2 if len(metrics) == 4 else 3, legend=labels,
-                       legend_title=title)
+    past = spikes is not None and any(((spikes["metric"] == m) & (spikes["value"] > top)).any()
+                                      for m, top in (tops or {}).items() if m in metrics)
+    fig, axes = figure(len(metrics), width=4.4, height=3.3, columns=2 if len(metrics) == 4 else 3,
+                       legend=[*labels, *([SPIKE_LABEL] if past else [])], legend_title=title)
     entries: dict[str, Artist] = {}
     for ax, metric in zip(axes, metrics):
         for name, label in zip(arms, labels):
@@ -79,6 +89,39 @@ def health(curves: pd.DataFrame, path: Path, points: int = HEALTH_POINTS,
             ax.set_ylim(bottom=0)
         if metric == "tie_frac":
             ax.set_ylim(top=1.02)
+        if tops and metric in tops:
+            _mark_spikes(ax, tops[metric], spikes[spikes["metric"] == metric] if spikes is not None else None,
+                         colours, entries)
     legend_below(fig, entries, title=title)
     return save(fig, path)
 
+
+
+def _mark_spikes(ax, top: float, spikes: pd.DataFrame | None, colours: Mapping[str, str],
+                 entries: dict[str, Artist]) -> None:
+    """The panel cut at `top`, each spike past it a triangle at the edge (its arm's colour) with its value."""
+    low = ax.get_ylim()[0]  # autoscaled to the spike: below a positive quantity's zero by a twentieth of it
+    ax.set_ylim(bottom=max(low, -0.04 * top), top=top)
+    if spikes is None:
+        return
+    past = spikes[spikes["value"] > top].sort_values("samples_total", kind="stable")
+    span = max(float(curves_span(ax)), 1e-12)
+    previous, level = None, 0
+    for r in past.itertuples(index=False):
+        ax.plot([r.samples_total], [top], marker="^", color=arm_colour(colours, r.arm), markeredgecolor="k",
+                markersize=7, clip_on=False, zorder=6, linestyle="none")
+        # labels of spikes close together step down, so none covers another
+        level = level + 1 if previous is not None and r.samples_total - previous < 0.08 * span else 0
+        previous = r.samples_total
+        ax.annotate(f"{r.value:.3g}", (r.samples_total, top), xytext=(6, -3 - 10 * level), textcoords="offset points",
+                    ha="left", va="top", fontsize="x-small", zorder=6,
+                    bbox={"boxstyle": "round,pad=0.15", "facecolor": "white", "edgecolor": "none", "alpha": 0.8})
+    if len(past):
+        entries[SPIKE_LABEL] = Line2D([], [], marker="^", color="0.5", markeredgecolor="k", markersize=7,
+                                      linestyle="none")
+
+
+def curves_span(ax) -> float:
+    """The width of a panel's x range, in data units."""
+    low, high = ax.get_xlim()
+    return high - low

@@ -18,6 +18,18 @@ from analysis.render.canvas import UNIT_Y, arm_rows, colours_of, figure, legend_
 
 PARTIAL = 0.5  # a step window holding fewer groups than this share of its arm's median window is partial
 PARTIAL_LABEL = "partial window (under half the groups)"
+PREDICTED_SHARE = 0.5  # a prediction is drawn beside a bar or point only where this share of its groups can have one
+
+
+def predicted_apart(ties: pd.DataFrame) -> pd.Series:
+    """Whether each row's prediction (`tie_fractions`' `predicted_tie_frac`) stands beside a bar or point made mostly
+    of groups no prediction can cover: fewer than PREDICTED_SHARE of its groups have two answers or more
+    (`predictable_groups`, `sections.ties.with_predictable`; SPO's groups of one never tie, so its prediction is of its
+    few groups of 8 alone, while its bar is of every group). Such a prediction is not drawn; the tables keep it, by
+    `group_size`. False everywhere where the frame does not count them."""
+    if "predictable_groups" not in ties:
+        return pd.Series(False, index=ties.index)
+    return ties["predicted_tie_frac"].notna() & (ties["predictable_groups"] < PREDICTED_SHARE * ties["groups"])
 
 
 def partial_windows(ties: pd.DataFrame, by: Sequence[str]) -> pd.Series:
@@ -38,8 +50,10 @@ def ties_by_difficulty(ties: pd.DataFrame, path: Path, by: Sequence[str], names:
     """First-round ties per difficulty, a bar per arm: all-correct (solid) under all-wrong (hatched; where
     `unanswered_frac` is given, those without any answer read cross-hatched at the bottom of that segment),
     the 95% interval of their sum (black bar with caps) and the prediction p^G + (1-p)^G (a hollow
-    diamond). `names`: what each difficulty label is, for the tick labels; `colours`: the report's colour
-    of each arm, by its label over `by` (`canvas.colours_by`)."""
+    diamond), only beside a bar of the groups it predicts (`predicted_apart`). `names`: what each difficulty label
+    is, for the tick labels; `colours`: the report's colour of each arm, by its label over `by`
+    (`canvas.colours_by`)."""
+    ties = ties.assign(predicted_tie_frac=ties["predicted_tie_frac"].mask(predicted_apart(ties)))
     levels = natural_sorted(ties["difficulty"].astype(str).unique())
     arms = list(arm_rows(ties, by))
     colour = colours_of(arms, by, colours)
@@ -87,7 +101,8 @@ def ties_over_samples(ties: pd.DataFrame, path: Path, by: Sequence[str], names: 
     fills the second), and all ties beside the prediction (markers). A colour per arm (`colours`: the
     report's, by the label over `by`); bands: 95% intervals. A partial window (`partial_windows`) is a
     hollow point off the line, without band or prediction: its few groups would end a line at 0 or 1."""
-    ties = ties.assign(_partial=partial_windows(ties, by).to_numpy())
+    ties = ties.assign(_partial=partial_windows(ties, by).to_numpy(),
+                       predicted_tie_frac=ties["predicted_tie_frac"].mask(predicted_apart(ties)))
     levels = natural_sorted(ties["difficulty"].astype(str).unique())
     arms = list(arm_rows(ties, by))
     colour = colours_of(arms, by, colours)

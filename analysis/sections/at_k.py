@@ -21,6 +21,7 @@ from analysis.measures.at_k import at_k_curves, saturated
 from analysis.render import markdown
 from analysis.render import scores as figures
 from analysis.render.writer import Files
+from analysis.sections.jobs import sampler_stops
 from analysis.sections.section import Context, Section
 from analysis.stats.at_k import METRICS
 
@@ -67,7 +68,10 @@ def section(tables: Tables, ctx: Context, drawn: Curves | None) -> Section | Non
     elif jobs["last_trained_step"].isna().any():
         ends = "Some jobs have no group tables: whether their final checkpoint is their last training step is unknown."
     else:
-        ends = "Every job is done and its final checkpoint is its last training step."
+        stops = sampler_stops(tables)  # done, but short of the budget: never "every job is done" unsaid
+        ends = ("Every job is done and its final checkpoint is its last training step" + (
+            f"; {len(stops)} of them ({', '.join(f'`{s.job}`' for s in stops)}) stopped by their sampler before "
+            "their budget (under Jobs)." if stops else "."))
     text = "\n".join([
         "## pass@k and cons@k", "",
         "Unbiased pass@k, 1 − C(n−c, k)/C(n, k), and exact majority-vote cons@k (expected over every k-subset "

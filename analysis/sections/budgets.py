@@ -57,3 +57,27 @@ def budget_text(budgets: pd.DataFrame | None) -> str:
              for r in budgets.itertuples()]
     return (f"at the end of each job's budget (samples drawn per job: {'; '.join(parts)}; a job stops at the first "
             "step that reaches its budget, so a step of several rounds can pass it)")
+
+
+def skipped_updates_line(steps: pd.DataFrame, arm: list[str]) -> str | None:
+    """The Findings' first line where some loop steps took no update (all-tied batches under
+    `algo.tied_batch=skip`, and every run made before that key), per arm: steps without an update of all steps;
+    None where every step took its update (or there is no steps table)."""
+    from analysis.data.arms import iter_arms
+    from analysis.data.resources import step_updates
+
+    at = step_updates(steps)
+    if at.empty:
+        return None
+    taken = at.groupby("job")["updates"].diff().fillna(at["updates"])  # each step's optimizer steps
+    at = at.assign(skipped=(taken.to_numpy() == 0)).merge(
+        steps.assign(job=steps["job"].astype(str))[["job", "step", *arm]].drop_duplicates(["job", "step"]),
+        on=["job", "step"])
+    parts = [f"{short_label(label)} {int(part['skipped'].sum()):,} of {len(part):,}"
+             for label, part in iter_arms(at, arm) if part["skipped"].any()]
+    if not parts:
+        return None
+    return (f"**Steps without an update**: {'; '.join(parts)} loop steps took no optimizer step (every advantage of "
+            "the batch was 0 and the run skipped its update: `algo.tied_batch=skip`, or a run made before that key, "
+            "whose default it was). Updates count optimizer steps taken: every alignment and count of updates below "
+            "leaves those steps out.")

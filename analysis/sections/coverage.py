@@ -48,9 +48,13 @@ def describe(curves: pd.DataFrame, crossings: pd.DataFrame, by: Sequence[str],
     lines = ["## Coverage after RL", "",
              "pass@k of the base model (step 0) and the trained one (each job's last evaluation) on the held-out "
              "prompts, for k up to the eval's n (Yue et al. 2025 ask whether RL's pass@1 gain holds at large k). "
-             "`gain` = trained - base with a 95% bootstrap interval over prompts and seeds (the held-out "
-             "comparisons' own: at k = 1 it is the final-vs-base row of pass@1); the curves cross at the smallest k "
-             "where the base model is ahead.", ""]
+             "`gain` = trained - base with its 95% interval: Student's t over the per-seed gains (each job's "
+             "trained − base, its mean over these prompts), for new seeds on these prompts, the held-out "
+             "comparisons' own (at k = 1 it is the final-vs-base row of pass@1); where an arm has one seed there "
+             "is no seed replicate, and the interval is a percentile bootstrap over prompts at that seed "
+             "(`interval` says which). The curves cross at the smallest k where the base model is ahead; "
+             "`cross_low` is the first k (after the first) whose gain interval reaches below zero, `cross_high` "
+             "the first whose interval lies below zero (inf: none up to n).", ""]
     for _, row in crossings[crossings["difficulty"] == "all"].iterrows():  # by key: a key may be "algo.lr"
         lines.append(f"- {arm_name(row, by)}: {verdict(row, _arm_curve(curves, row, by))}.")
     shown = curves[curves["k"].isin([k for k in shown_ks if k <= curves["k"].max()] + [int(curves["k"].max())])]
@@ -64,8 +68,12 @@ def sentence(curves: pd.DataFrame, crossings: pd.DataFrame, by: Sequence[str]) -
     for _, row in crossings[crossings["difficulty"] == "all"].iterrows():
         parts.append(f"{short_label(arm_name(row, by))}: {verdict(row, _arm_curve(curves, row, by))}")
     n = int(crossings["n"].max())
-    return (f"Coverage after RL (trained − base pass@k on all held-out prompts, k up to {n}; 95% intervals over "
-            f"prompts and seeds): {'; '.join(parts)}.")
+    over = set(crossings.loc[crossings["difficulty"] == "all", "interval"]) if "interval" in crossings else set()
+    what = ("over seeds, for new seeds on these prompts" if over <= {"seeds"} else
+            "over prompts at the one seed" if over == {"prompts, one seed"} else
+            "over seeds, for new seeds on these prompts; over prompts where an arm has one seed")
+    return (f"Coverage after RL (trained − base pass@k on all held-out prompts, k up to {n}; 95% intervals "
+            f"{what}): {'; '.join(parts)}.")
 
 
 def _arm_curve(curves: pd.DataFrame, row: pd.Series, by: Sequence[str]) -> pd.DataFrame:
@@ -87,7 +95,8 @@ def _ahead(point: pd.Series) -> str:
 def verdict(row: pd.Series, curve: pd.DataFrame) -> str:
     """Where the trained model stands against the base, from its gain curve (`curve`: the arm's rows on all
     prompts, by k) and its crossing (`row`): "ahead" or "behind" only where the interval at that k excludes
-    zero, a crossing only where its interval is bounded (a resample that never crosses makes it unbounded)."""
+    zero, a crossing only where its interval is bounded (`cross_high` finite: some k's gain interval lies below
+    zero, after an interval above zero at k = 1)."""
     first, last = curve.iloc[0], curve.iloc[-1]
     at = lambda point: (f"k = {int(point['k'])} (gain {point['gain']:+.3f} "  # noqa: E731
                         f"[{point['gain_low']:+.3f}, {point['gain_high']:+.3f}])")
@@ -99,11 +108,12 @@ def verdict(row: pd.Series, curve: pd.DataFrame) -> str:
         if _ahead(last) == "ahead":
             return f"{start}, still ahead at {at(last)}"
         return f"{start}; no detectable difference at {at(last)}, though the estimate never crosses below zero"
-    span = f"95% interval {_k(row['cross_low'])}–{_k(row['cross_high'])}"
+    reaches = f"the gain's 95% interval first reaches below zero at k = {_k(row['cross_low'])}"
     if np.isinf(row["cross_high"]):
         return (f"{start}; the estimate crosses below zero at k = {row['cross_k']:g}, but no crossing is established "
-                f"({span}: some resamples never cross up to k = {int(last['k'])}); {_ahead(last)} at {at(last)}")
-    return f"{start}; overtaken by the base at k = {row['cross_k']:g} ({span})"
+                f"({reaches} and lies below it at no k up to {int(last['k'])}); {_ahead(last)} at {at(last)}")
+    return (f"{start}; overtaken by the base at k = {row['cross_k']:g} ({reaches} and lies below it from k = "
+            f"{_k(row['cross_high'])})")
 
 
 def _k(value: float) -> str:

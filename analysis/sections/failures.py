@@ -27,16 +27,22 @@ def answered_text(split: pd.DataFrame | None, arm: Sequence[str]) -> str | None:
             continue
         name = f"{short_label(label)}: " if label else ""
         text = (f"{name}{first['unanswered_share']:.0%} of the {int(first['all_wrong']):,} all-wrong first-round ties "
-                f"of the first steps had no sample that gave an answer the task could read")
+                f"of each job's first steps{_steps(first)} had no sample that gave an answer the task could read")
         if last is not None:
             fell = last["unanswered_share"] < first["unanswered_share"] / 2
-            text += (f", {last['unanswered_share']:.0%} of {int(last['all_wrong']):,} in the last steps"
+            text += (f", {last['unanswered_share']:.0%} of {int(last['all_wrong']):,} in its own last "
+                     f"steps{_steps(last)}"
                      + (" (the model learned the answer format before the task)" if fell else ""))
         parts.append(text)
     if not parts:
         return None
     return ("**Format failures** among all-wrong ties (a format failure needs a looser answer format, shots or a "
             "format reward, not easier problems): " + "; ".join(parts) + ".")
+
+
+def _steps(row: pd.Series) -> str:
+    """The steps a phase's row covers (`ties.all_wrong_split`'s `steps`), in parentheses; "" where not given."""
+    return f" (steps {row['steps']})" if "steps" in row and pd.notna(row["steps"]) else ""
 
 
 def nothing_trained(groups: pd.DataFrame, arm: Sequence[str], split: pd.DataFrame | None) -> list[str]:

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from analysis.data.arms import short_label
-from analysis.measures.equal_steps import AT_EQUAL_SAMPLES
-from analysis.measures.equal_steps import METRICS as EQUAL_STEPS
+from analysis.measures.equal_updates import AT_EQUAL_SAMPLES
+from analysis.measures.equal_updates import METRICS as EQUAL_UPDATES
 from analysis.measures.ranking import RANKED_METRICS
 from analysis.measures.reversal import reversal
 from analysis.measures.ties import MIN_PROMPTS
@@ -36,9 +36,6 @@ def verdict(row: pd.Series) -> str:
     if low <= 0 <= high:
         if not rejects:
             return "no detectable difference"
-        if _over_prompts(row):
-            return ("a difference on these prompts that a new draw of prompts does not establish (the interval "
-                    "covers zero), so no detectable difference")
         return "the test rejects but the interval covers zero, so no detectable difference"
     if detectable(row):
         return "a detectable difference"
@@ -46,11 +43,6 @@ def verdict(row: pd.Series) -> str:
     reason = (f"with {row['seeds_a']} and {row['seeds_b']} seeds the exact test cannot go below p = {cell(floor, 2)}"
               if pd.notna(floor) and floor >= ALPHA else "the test across seeds does not reject")
     return f"the interval excludes zero but {reason}, so no detectable difference"
-
-
-def _over_prompts(row: pd.Series) -> bool:
-    """Whether the row's interval resamples prompts too (held-out rows), not seeds alone."""
-    return "prompts" in str(row.get("interval", ""))
 
 
 def p_text(row: pd.Series) -> str:
@@ -71,46 +63,52 @@ def _difference(row: pd.Series) -> str:
 
 
 def _sentence(row: pd.Series) -> str:
-    """One comparison in words. A held-out row answers two questions, said apart: the test across seeds
-    holds the held-out prompts fixed (new seeds, these prompts), the interval resamples them too (a new
-    draw of prompts)."""
-    if not _over_prompts(row):
+    """One comparison in words: the interval and the test both over seeds; a held-out row says it holds for new
+    seeds on these held-out prompts (not for a new draw of prompts) and how many paired seeds agree."""
+    if not str(row["metric"]).startswith("held-out"):
         return (f"{_difference(row)} (95% interval over {row['interval']}; {_test_name(row)}, {p_text(row)}): "
                 f"{verdict(row)}.")
     seeds = ""
     if row["paired"] and pd.notna(row.get("b_higher")):
         higher, lower = int(row["b_higher"]), int(row["b_lower"])
         side, count = ("higher", higher) if higher >= lower else ("lower", lower)
-        seeds = f"{row['b']} is {side} in {count} of {row['seeds_a']} paired seeds, "
-    prompts = f"these {int(row['prompts'])} prompts" if pd.notna(row.get("prompts")) else "these prompts"
-    return (f"{_difference(row)} (95% interval over prompts and seeds: a new draw of prompts). On {prompts} "
-            f"(new seeds, the same prompts) {seeds}{_test_name(row)} {p_text(row)}: {verdict(row)}.")
+        seeds = f"; {short_label(row['b'])} is {side} in {count} of {row['seeds_a']} paired seeds"
+    prompts = f"these {int(row['prompts'])} held-out prompts" if pd.notna(row.get("prompts")) else \
+        "these held-out prompts"
+    return (f"{_difference(row)} (95% interval over seeds, for new seeds on {prompts}{seeds}; {_test_name(row)}, "
+            f"{p_text(row)}): {verdict(row)}.")
 
 
 def _power(row: pd.Series) -> str:
     """What these seeds can detect at all, said once, after the first comparison: the exact test's floor
     and the minimum detectable difference of the quantity the verdict reads (the interval's)."""
-    basis = ("over new prompts and seeds, from this interval's width" if _over_prompts(row)
-             else "t approximation over seeds")
+    basis = "t approximation over seeds"
     floor = (f" With {row['seeds_a']} and {row['seeds_b']} seeds the exact test's smallest p is "
              f"{cell(row['smallest_p'], 3)}")
-    if pd.notna(row["mde"]) and math.isfinite(row["mde"]):
+    if pd.notna(row["mde"]) and math.isfinite(row["mde"]) and row["mde"] > 0:  # 0: no spread to measure by
         return (f"{floor}; the minimum detectable difference (80% power, α = {ALPHA}, {basis}) is "
                 f"{cell(row['mde'], 3)}.")
-    why = (f"at or above α = {ALPHA}, so no difference of any size can be detected with these seeds"
-           if pd.notna(row["smallest_p"]) and row["smallest_p"] >= ALPHA else
-           "and the per-seed differences have no spread to measure it by (fewer than two seeds a side)")
+    family = int(row.get("family", 1) or 1)
+    if pd.notna(row["smallest_p"]) and row["smallest_p"] >= ALPHA:
+        why = f"at or above α = {ALPHA}, so no difference of any size can be detected with these seeds"
+    elif pd.notna(row["mde"]) and math.isinf(row["mde"]):
+        why = (f"not below Holm's first bar α/{family} over the {family} pairs on this metric, so no difference of "
+               "any size can be detected with these seeds")
+    elif pd.notna(row["mde"]):  # 0: every seed's difference the same
+        why = "and the per-seed differences have no spread to measure it by"
+    else:
+        why = "and the per-seed differences have no spread to measure it by (fewer than two seeds a side)"
     return f"{floor}, {why}: there is no minimum detectable difference to give."
 
 
-STEP_TOLERANCE = 0.10  # arms whose steps differ by more than this at a compared point: both counts are named
+STEP_TOLERANCE = 0.10  # arms whose updates differ by more than this at a compared point: both counts are named
 
 
-def twin_metric(metric: str, at: str = "steps") -> str | None:
-    """The metric of the same comparison at equal optimizer steps (`at` "steps": a held-out score's "(equal
-    steps)" row, the first-round tie fraction's over the steps every job took, `equal_steps`) or equal tokens
-    (`at` "tokens": a held-out score's "(equal tokens)" row); None for the others."""
-    if at == "steps" and metric in AT_EQUAL_SAMPLES:
+def twin_metric(metric: str, at: str = "updates") -> str | None:
+    """The metric of the same comparison at equal updates (`at` "updates": a held-out score's "(equal
+    updates)" row, the first-round tie fraction's over the first updates every job took, `equal_updates`) or
+    equal tokens (`at` "tokens": a held-out score's "(equal tokens)" row); None for the others."""
+    if at == "updates" and metric in AT_EQUAL_SAMPLES:
         return AT_EQUAL_SAMPLES[metric]
     return f"{metric} (equal {at})" if metric.startswith("held-out") and not metric.endswith(")") else None
 
@@ -118,7 +116,7 @@ def twin_metric(metric: str, at: str = "steps") -> str | None:
 def is_twin(metric: str) -> bool:
     """Whether a metric is another alignment's view of a comparison made at equal samples (said with it)."""
     return metric in AT_EQUAL_SAMPLES.values() or (metric.startswith("held-out") and metric.endswith(
-        (" (equal steps)", " (equal tokens)")))
+        (" (equal updates)", " (equal tokens)")))
 
 
 def mean_steps(text: object) -> float:
@@ -128,41 +126,55 @@ def mean_steps(text: object) -> float:
 
 
 def steps_differ(a: float, b: float) -> bool:
-    """Whether two arms' optimizer steps differ by more than STEP_TOLERANCE (relative to the larger)."""
+    """Whether two arms' updates differ by more than STEP_TOLERANCE (relative to the larger)."""
     return bool(math.isfinite(a) and math.isfinite(b) and abs(a - b) > STEP_TOLERANCE * max(a, b))
 
 
 def _steps_taken(row: pd.Series, steps: dict[str, float]) -> tuple[float, float]:
-    """Each arm's optimizer steps at a row's compared point: the held-out rows carry them (`steps_a`, `steps_b`),
-    the others are at the end of each job (the mean over the arm's jobs, `steps`)."""
-    if pd.notna(row.get("steps_a")) and pd.notna(row.get("steps_b")):
-        return mean_steps(row["steps_a"]), mean_steps(row["steps_b"])
+    """Each arm's updates (updates taken) at a row's compared point: the held-out rows carry them
+    (`updates_a`, `updates_b`), the others are at the end of each job (the mean over the arm's jobs, `steps`)."""
+    if pd.notna(row.get("updates_a")) and pd.notna(row.get("updates_b")):
+        return float(row["updates_a"]), float(row["updates_b"])
     return steps.get(row["a"], math.nan), steps.get(row["b"], math.nan)
 
 
+def owed(row: pd.Series) -> str:
+    """What the winner of a resolved ordering had more than 10% more of at the compared point (the tests' family's
+    `winner_had_more`, `analysis.measures.attribution`), and a reversal at another alignment; "" where unresolved."""
+    won, more = row.get("winner"), row.get("winner_had_more")
+    if not isinstance(won, str) or not isinstance(more, str):
+        return ""
+    text = (f" {short_label(won)} won with no more of any resource recorded (updates, samples, tokens, FLOPs within "
+            "10%)" if more == "none" else f" {short_label(won)} won with more {more}" if more != "not recorded"
+            else f" {short_label(won)} won; its resources there were not recorded")
+    if isinstance(row.get("reversal"), str):
+        text += f"; the ordering is {row['reversal']}"
+    return text + "."
+
+
 def _at_equal_steps(row: pd.Series, twin: pd.Series, steps: dict[str, float]) -> str:
-    """A row at equal samples whose arms took different numbers of optimizer steps, followed by the same
-    comparison at equal steps, saying which alignment the difference holds at: both step counts named."""
+    """A row at equal samples whose arms took different numbers of updates, followed by the same
+    comparison at equal updates, saying which alignment the difference holds at: both step counts named."""
     a_steps, b_steps = _steps_taken(row, steps)
     where = str(twin["interval"]).removeprefix("seeds, ").removeprefix("prompts and seeds, ")
-    text = (f" At equal samples {short_label(row['a'])} took {a_steps:,.0f} optimizer steps and "
-            f"{short_label(row['b'])} {b_steps:,.0f}; at equal steps ({where}): {cell(twin['mean_a'], 3)} vs "
+    text = (f" At equal samples {short_label(row['a'])} took {a_steps:,.0f} updates and "
+            f"{short_label(row['b'])} {b_steps:,.0f}; at equal updates ({where}): {cell(twin['mean_a'], 3)} vs "
             f"{cell(twin['mean_b'], 3)}, difference {cell(twin['difference'], 3)} [{cell(twin['ci_low'], 3)}, "
             f"{cell(twin['ci_high'], 3)}] ({p_text(twin)}): {verdict(twin)}")
     if detectable(row) and not detectable(twin) and not twin["ci_low"] <= row["difference"] <= twin["ci_high"]:
-        text += (", so the difference holds at equal samples, not at equal steps (whose interval excludes it): it "
-                 "is one of training progress (the arms took different steps), not of the arms at an equal step")
+        text += (", so the difference holds at equal samples, not at equal updates (whose interval excludes it): it "
+                 "is one of training progress (the arms took different updates), not of the arms at equal updates")
     elif detectable(row) and not detectable(twin):
-        text += (f", so it is not established at equal steps ({where}), nor ruled out there: these seeds cannot "
+        text += (f", so it is not established at equal updates ({where}), nor ruled out there: these seeds cannot "
                  "tell a difference of the arms from one of training progress")
     elif detectable(row) and detectable(twin) and (row["difference"] > 0) != (twin["difference"] > 0):
         text += (", the opposite sign: the difference at equal samples comes from training progress (the arms "
-                 "took different steps)")
+                 "took different updates)")
     elif detectable(row) and detectable(twin):
         text += ", so the difference holds at both alignments"
     elif detectable(twin):
-        text += ", a difference at equal steps that equal samples do not show"
-    return text + "."
+        text += ", a difference at equal updates that equal samples do not show"
+    return text + "." + owed(twin)
 
 
 def _waste_by_difficulty(row: pd.Series, by_difficulty: pd.DataFrame | None, names: dict[str, str]) -> str:
@@ -202,8 +214,8 @@ def _by_construction(row: pd.Series) -> str | None:
 @dataclass(frozen=True)
 class Inputs:
     """What the Findings read besides the tests' family: each arm's tie fraction beside its prediction
-    (the ties section's `calibration`), its samples per job (`budgets_per_arm`), its optimizer steps
-    per job (`steps_per_arm`), its wasted_frac and first-round tie fraction per difficulty (the what-trained and
+    (the ties section's `calibration`), its samples per job (`budgets_per_arm`), its updates
+    per job (`updates_per_arm`), its wasted_frac and first-round tie fraction per difficulty (the what-trained and
     ties sections'), and the difficulty names."""
 
     calibration: pd.DataFrame | None = None
@@ -256,8 +268,8 @@ def calibration_text(calibration: pd.DataFrame | None) -> str | None:
             "prediction assumes pass rates constant within a step window)" + (f"; {few}" if few else "") + ".")
 
 
-def _twin(row: pd.Series, twins: pd.DataFrame, at: str = "steps") -> pd.Series | None:
-    """The same comparison at equal optimizer steps (or `at` "tokens": equal tokens), where there is one."""
+def _twin(row: pd.Series, twins: pd.DataFrame, at: str = "updates") -> pd.Series | None:
+    """The same comparison at equal updates (or `at` "tokens": equal tokens), where there is one."""
     twin = twins[(twins["metric"] == twin_metric(row["metric"], at)) & (twins["a"] == row["a"])
                  & (twins["b"] == row["b"])]
     return twin.iloc[0] if len(twin) else None
@@ -273,7 +285,7 @@ def _at_equal_tokens(twin: pd.Series) -> str:
 
 def _other_comparisons(rest: pd.DataFrame, twins: pd.DataFrame, inputs: Inputs) -> str:
     """The comparisons a many-arm study does not rank, counted: the detectable differences listed; those that
-    vanish or flip over the same optimizer steps, and those an arm's rule fixes, counted apart and never listed as
+    vanish or flip over the same updates, and those an arm's rule fixes, counted apart and never listed as
     differences of the arms."""
     rest = rest[~rest["metric"].map(is_twin).astype(bool)]  # another alignment's view: said with its own row
     fixed = rest[[_by_construction(row) is not None for _, row in rest.iterrows()]]
@@ -284,7 +296,7 @@ def _other_comparisons(rest: pd.DataFrame, twins: pd.DataFrame, inputs: Inputs) 
         text = f"{row['metric']}: {short_label(row['b'])} − {short_label(row['a'])} {cell(row['difference'], 3)}"
         twin = _twin(row, twins)
         if twin is not None and (not detectable(twin) or (twin["difference"] > 0) != (row["difference"] > 0)):
-            progress.append(f"{text} (over the same steps {cell(twin['difference'], 3)})")
+            progress.append(f"{text} (over the same updates {cell(twin['difference'], 3)})")
             continue
         if row["metric"] == "tie_frac (first rounds)" and _ties_reversed(row, inputs.ties_by_difficulty, {}):
             text += " (reversed within every difficulty: the arms' mix of difficulties)"
@@ -297,8 +309,8 @@ def _other_comparisons(rest: pd.DataFrame, twins: pd.DataFrame, inputs: Inputs) 
             + ".")
     if progress:
         text += (f" {len(progress)} more {'is' if len(progress) == 1 else 'are'} detectable at equal samples but not "
-                 "at equal steps, where the difference is not established or changes sign (the arms took different "
-                 "steps, so each may be one of training progress rather than of the arms): "
+                 "at equal updates, where the difference is not established or changes sign (the arms took different "
+                 "updates, so each may be one of training progress rather than of the arms): "
                  f"{'; '.join(progress[:MAX_LISTED])}" + ("; …" if len(progress) > MAX_LISTED else "") + ".")
     if len(fixed):
         text += (f" {len(fixed)} {'comparison is' if len(fixed) == 1 else 'comparisons are'} fixed by an arm's own "
@@ -314,13 +326,13 @@ def findings(tests: pd.DataFrame, inputs: Inputs, unit_weight: str, ranked: Sequ
     the place of one sentence per pair, and the other tests are counted), and the coverage-after-RL
     sentence; `first`: lines said before all of them (what limits every comparison: unequal budgets,
     mixed code versions). A training-dynamics comparison at equal samples is followed by the same
-    measure at equal optimizer steps where the arms took different steps. `idle`: no arm trained anything
+    measure at equal updates where the arms took different numbers. `idle`: no arm trained anything
     (`nothing_trained` said so among `first`): those lines alone."""
     lines: list[str] = list(first)
     if idle:  # no arm trained anything: there is no comparison to make, only why
         return "\n".join(["## Findings", "", *(f"- {line}" for line in lines)])
     twinned = tests["metric"].map(is_twin).astype(bool)
-    at_steps = tests["metric"].isin(EQUAL_STEPS.values()) | twinned
+    at_steps = tests["metric"].isin(EQUAL_UPDATES.values()) | twinned
     twins = tests[twinned]
     dynamics = tests[at_steps & ~twinned]
     if ranked:
@@ -340,7 +352,7 @@ def findings(tests: pd.DataFrame, inputs: Inputs, unit_weight: str, ranked: Sequ
             if why is not None:  # measured, but the arm's rule fixed it: no test, no finding
                 lines.append(f"{_difference(row)}: by construction, not a finding ({why}).")
                 continue
-            line = _sentence(row) + ("" if powered else _power(row))
+            line = _sentence(row) + owed(row) + ("" if powered else _power(row))
             powered = True
             if row["metric"] == "wasted_frac":
                 line += _waste_by_difficulty(row, inputs.waste_by_difficulty, inputs.names)
@@ -350,18 +362,19 @@ def findings(tests: pd.DataFrame, inputs: Inputs, unit_weight: str, ranked: Sequ
             if steps_differ(*taken) and twin is not None:
                 line += _at_equal_steps(row, twin, inputs.steps)
             elif steps_differ(*taken):
-                line += (f" At equal samples {short_label(row['a'])} took {taken[0]:,.0f} optimizer steps and "
+                line += (f" At equal samples {short_label(row['a'])} took {taken[0]:,.0f} updates and "
                          f"{short_label(row['b'])} {taken[1]:,.0f}" + (
-                             "; no checkpoint at equal steps was evaluated (`eval.every` gives every job one), so "
-                             "whether the difference is one of the arms or of training progress is not known."
+                             "; no checkpoint at equal updates was evaluated (`eval.every_updates` gives every job "
+                             "one), so whether the difference is one of the arms or of training progress is not "
+                             "known."
                              if row["metric"].startswith("held-out") else "."))
             if (tokens := _twin(row, twins, "tokens")) is not None:
                 line += _at_equal_tokens(tokens)
             lines.append(line)
         if len(dynamics):
             span = str(dynamics["interval"].iloc[0]).removeprefix("seeds, ")
-            lines.append(f"Training dynamics over the same optimizer steps ({span}): " + "; ".join(
-                f"{row['metric'].replace(', equal steps)', ')').removesuffix(' (equal steps)')} "
+            lines.append(f"Training dynamics over the same updates ({span}): " + "; ".join(
+                f"{row['metric'].replace(', equal updates)', ')').removesuffix(' (equal updates)')} "
                 f"{cell(row['mean_a'], 3)} vs {cell(row['mean_b'], 3)}, "
                 f"difference {cell(row['difference'], 3)} [{cell(row['ci_low'], 3)}, {cell(row['ci_high'], 3)}] "
                 f"({p_text(row)}): {verdict(row)}" for _, row in dynamics.iterrows()) + ".")

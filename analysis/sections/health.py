@@ -3,16 +3,22 @@ rollout/train mismatch of the engine that sampled."""
 
 from __future__ import annotations
 
+from analysis.data.arms import short_label
 from analysis.data.load import Tables
 from analysis.measures.health import (
     BAND_JOBS,
+    HEADROOM,
     MISMATCH,
     POINTS,
+    SPIKE,
+    SPIKE_QUANTILE,
+    axis_tops,
     flat_metrics,
     health_curves,
     many_jobs,
     mismatch_by_arm,
     no_kl_jobs,
+    spikes,
 )
 from analysis.render import curves as figures
 from analysis.render.writer import Files
@@ -27,6 +33,9 @@ def section(tables: Tables, ctx: Context) -> Section | None:
     curves = health_curves(tables.steps, list(ctx.arm))
     flat = flat_metrics(curves)
     many = many_jobs(curves)
+    spiked = spikes(tables.steps, list(ctx.arm))
+    spiked = spiked[~spiked["metric"].isin(flat)]
+    tops = axis_tops(tables.steps, spiked, list(ctx.arm))
     return Section(text="\n".join([
         "## Training health", "",
         "From the steps table: reward, KL to the reference, clip fraction, gradient norm (NaN on steps with no "
@@ -37,9 +46,31 @@ def section(tables: Tables, ctx: Context) -> Section | None:
         + (" The clip fraction is left out: it is 0 at every step of every job (with mu = 1 a step's one pass has "
            "ratio exactly 1, so nothing is clipped)." if "clip_frac" in flat else "")
         + _unmeasured_kl(no_kl_jobs(curves), "kl" in flat)
-        + _mismatch(mismatch_by_arm(tables.steps, list(ctx.arm)), drawn=MISMATCH[0] not in flat), "",
-        files.figure("health", figures.health, curves, colours=ctx.colours),
+        + _mismatch(mismatch_by_arm(tables.steps, list(ctx.arm)), drawn=MISMATCH[0] not in flat)
+        + spikes_text(spiked, tops), "",
+        files.figure("health", figures.health, curves, colours=ctx.colours, spikes=spiked, tops=tops),
     ]), files=files)
+
+
+NAMES = {"kl": "KL", "grad_norm": "gradient norm"}
+
+
+def spikes_text(spiked, tops: dict[str, float]) -> str:
+    """The spikes (`measures.health.spikes`) named, job, step and value, and the axes they would have set; "" where
+    there is none."""
+    if spiked.empty:
+        return ""
+    parts = []
+    for metric, rows in spiked.groupby("metric", sort=False):
+        steps = "; ".join(f"job {r.job} ({short_label(r.arm)}) step {r.step:,}: {r.value:.3g}, "
+                          f"{r.value / r.usual:.0f}x its arm's {SPIKE_QUANTILE:.0%} quantile {r.usual:.2g}"
+                          for r in rows.itertuples(index=False))
+        where = (f"; its panel's axis stops at {tops[metric]:.3g} ({HEADROOM:g}x the highest point of any curve "
+                 "without the spikes), a spike past it marked at the edge with its value" if metric in tops else "")
+        parts.append(f"{NAMES.get(str(metric), metric)}: {steps}{where}")
+    return (f" **Spikes** (a step's KL or gradient norm above {SPIKE:g}x its arm's {SPIKE_QUANTILE:.0%} quantile over "
+            "all its jobs' steps: a training blow-up, or the start of one; a KL or gradient-norm spike followed by "
+            "falling reward usually means a learning rate too high for that arm): " + "; ".join(parts) + ".")
 
 
 def _unmeasured_kl(jobs, left_out: bool) -> str:

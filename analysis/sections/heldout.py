@@ -4,12 +4,12 @@ arms compared at every checkpoint they share (the held-out rows of the tests' fa
 from __future__ import annotations
 
 from dataclasses import dataclass
-from statistics import NormalDist
 
 import pandas as pd
 
 from analysis.data.imported import missing_eval
 from analysis.data.load import Tables
+from analysis.data.resources import RESOURCES
 from analysis.data.settings import OtherSetting
 from analysis.measures.comparisons import ARM_TEST, checkpoint_comparisons
 from analysis.measures.scores import prompt_scores, seed_bands, seed_scores, smallest_n
@@ -17,7 +17,7 @@ from analysis.render import scores as figures
 from analysis.render.writer import Files
 from analysis.sections.section import Context, Section
 from analysis.stats.at_k import default_ks
-from analysis.stats.seeds import ALPHA, compare_values
+from analysis.stats.seeds import compare_values
 
 NO_EVAL = "## Held-out results\n\nNo eval tables were found: no pass@k or cons@k."
 
@@ -63,8 +63,9 @@ def section(tables: Tables, ctx: Context) -> HeldOut:
         f"Per job: {files.csv('heldout_by_seed', scores)}; per arm: {files.csv('heldout', bands)}", "",
         "### Arms compared at equal samples", "",
         f"b − a at base, at each aligned point both arms have, at final, and each arm's final against its base; "
-        f"k is 1 and {largest} (cons@1 is pass@1). {ARM_TEST}. A comparison is refused, with the reason, where k, "
-        "the sampling temperature or the token limits differ.", "",
+        f"k is 1 and {largest} (cons@1 is pass@1). {ARM_TEST}. `ci_low`, `ci_high`: that 95% interval, for new "
+        "seeds on these held-out prompts. A comparison is refused, with the reason, where k, the sampling "
+        "temperature or the token limits differ.", "",
         files.table("at_k_comparisons", comparisons,
                     [c for c in comparisons.columns if c not in ("steps_a", "steps_b")]),
         "",
@@ -88,23 +89,19 @@ def left_out(tables: Tables) -> list[str]:
             *(f"- `{s.name}`: step{'s' * (len(s.steps) > 1)} {', '.join(map(str, s.steps))}" for s in other)]
 
 
-def interval_mde(low: float, high: float, alpha: float = ALPHA, power: float = 0.8) -> float:
-    """The minimum detectable difference of an estimate whose (1 − alpha) interval runs low..high, read
-    as a normal one: (z_{1−α/2} + z_power) × its standard error, the width / (2 z_{1−α/2})."""
-    z = NormalDist().inv_cdf(1 - alpha / 2)
-    return float((z + NormalDist().inv_cdf(power)) * (high - low) / (2 * z))
-
-
-ALIGNED = {"steps": " (equal steps)", "tokens": " (equal tokens)"}  # the family rows at the other alignments
+ALIGNED = {"updates": " (equal updates)", "tokens": " (equal tokens)"}  # the family rows at the other alignments
+# each side's resources at the compared point, carried into the tests' family (the ordering's attribution)
+RESOURCE_COLUMNS = tuple(f"{r}_{side}" for r in RESOURCES for side in "ab") + ("a_had_more", "b_had_more")
 
 
 def final_comparisons(comparisons: pd.DataFrame, per_seed: pd.DataFrame) -> pd.DataFrame | None:
     """The tests' family rows: each comparison of two arms at their final checkpoints (equal samples: the end of
-    the budget) and at the study's equal-steps and equal-tokens points (metrics named "... (equal steps)") that
-    was not refused, its seed test redone on each seed's mean (`compare_values`), its estimate and interval
-    kept from the prompts-and-seeds bootstrap, its minimum detectable difference read from that interval
-    (`interval_mde`: the verdict needs it to exclude zero), and each side's steps there (`steps_a`, `steps_b`,
-    as text); None when there is none."""
+    the budget) and at the study's equal-updates and equal-tokens points (metrics named "... (equal updates)") that
+    was not refused, compared over each seed's mean over the held-out prompts (`compare_values`: the exact
+    test, Student's t interval and the minimum detectable difference, inf where these seeds cannot reject; the
+    interval is the comparison's own, one computation), its estimate kept from the comparison, and each side's
+    steps there (`steps_a`, `steps_b`, as text); `interval` "seeds" (", <checkpoint>" at another alignment): for
+    new seeds on these prompts, as the test. None when there is none."""
     aligned = comparisons["alignment"].isin(list(ALIGNED)) if "alignment" in comparisons else False
     final = comparisons[((comparisons["checkpoint"] == "final") | aligned) & comparisons["refused"].isna()]
     key = ["metric", "k", "checkpoint", "a", "b"]
@@ -116,12 +113,11 @@ def final_comparisons(comparisons: pd.DataFrame, per_seed: pd.DataFrame) -> pd.D
         b = seeds.dropna(subset=["seed_b"]).set_index("seed_b")["mean_b"]
         result = compare_values(a, b)
         result |= {key: row[key] for key in ("mean_a", "mean_b", "difference", "ci_low", "ci_high", "prompts")}
-        # the verdict needs this interval to exclude zero: what it can detect follows from its width
-        result["mde"] = interval_mde(row["ci_low"], row["ci_high"])
         # a final row's `alignment` names the budget that ended the jobs; its metric keeps the plain name
         at = "" if row["checkpoint"] == "final" else ALIGNED.get(row.get("alignment"), "")
         name = f"held-out {row['metric'].replace('@k', '@' + str(row['k']))}{at}"
         rows.append({"metric": name, "a": row["a"].rsplit(" @ ", 1)[0], "b": row["b"].rsplit(" @ ", 1)[0], **result,
-                     "interval": "prompts and seeds" + (f", {row['checkpoint']}" if at else ""),
-                     "steps_a": row["steps_a"], "steps_b": row["steps_b"]})
+                     "interval": "seeds" + (f", {row['checkpoint']}" if at else ""),
+                     "steps_a": row["steps_a"], "steps_b": row["steps_b"],
+                     **{column: row[column] for column in RESOURCE_COLUMNS if column in row}})
     return pd.DataFrame(rows) if rows else None

@@ -9,19 +9,20 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from analysis.data.alignment import SAMPLES, equal_steps_point, final_alignment
+from analysis.data.alignment import SAMPLES, equal_updates_point, final_alignment
 from analysis.data.arms import iter_arms, short_label
 from analysis.data.load import Tables
 from analysis.measures.ranking import (
     INFORMATIVE,
     PASS1,
-    PASS1_STEPS,
+    PASS1_UPDATES,
     Ranking,
     informative_by_arm,
-    pass1_at_step,
+    pass1_at_updates,
     pass1_by_arm,
     rank,
 )
+from analysis.measures.reversal import reversal
 from analysis.render import intervals as figures
 from analysis.render.markdown import MAX_LISTED, cell
 from analysis.render.writer import Files
@@ -38,23 +39,25 @@ class Ranked(Section):
 
 def section(tables: Tables, ctx: Context, tests: pd.DataFrame, scores: pd.DataFrame | None,
             per_job: pd.DataFrame | None, fixed: Mapping[str, str] | None = None,
-            prompt_scores: pd.DataFrame | None = None) -> Ranked | None:
+            prompt_scores: pd.DataFrame | None = None, by_difficulty: pd.DataFrame | None = None) -> Ranked | None:
     """The ranking section from the tests' family (with p_holm), the held-out section's per-job
     scores (`seed_scores`; None without eval tables) and the what-trained section's per-job spend
     (`per_job_spend`); None with two arms or fewer, whose one comparison per metric says it all.
     `fixed`: the arms whose wasted fraction their own rule fixes (label -> why: `construction.Fixed.wasted`),
     left out of the informative ranking and named apart. `prompt_scores`: every prompt's scores at every job and
-    step (the held-out section's), for the ranking at the study's equal-steps point where the arms took
-    different numbers of steps (`alignment.equal_steps_point`)."""
+    step (the held-out section's), for the ranking at the study's equal-updates point where the arms took
+    different numbers of updates (`alignment.equal_updates_point`). `by_difficulty`: each arm's wasted fraction and
+    samples per difficulty (the what-trained section's), for the informative ordering's check within every
+    difficulty (`reversal`)."""
     arm = list(ctx.arm)
     if len(list(iter_arms(tables.jobs, arm))) <= 2:
         return None
     rankings: list[Ranking] = []
     if scores is not None:
         rankings.append(rank(PASS1, pass1_by_arm(scores, arm), tests))
-    at_step = equal_steps_point(tables.eval.drop_duplicates(["job", "step"])) if not tables.eval.empty else None
+    at_step = equal_updates_point(tables.eval.drop_duplicates(["job", "step"])) if not tables.eval.empty else None
     if prompt_scores is not None and at_step is not None:
-        rankings.append(rank(PASS1_STEPS, pass1_at_step(prompt_scores, tables.eval, arm, at_step), tests))
+        rankings.append(rank(PASS1_UPDATES, pass1_at_updates(prompt_scores, tables.eval, arm, at_step), tests))
     fixed = dict(fixed or {})
     if not tables.groups.empty:
         by_arm = informative_by_arm(tables.groups, arm, per_job)
@@ -73,11 +76,14 @@ def section(tables: Tables, ctx: Context, tests: pd.DataFrame, scores: pd.DataFr
         "## Ranking", "",
         f"Each arm at the end of its budget (equal {ended}), best first: held-out pass@1 (mean over held-out "
         "prompts and seeds), "
-        + (f"the same at the study's equal-steps point (step {at_step}: every job evaluated there, whatever its "
-           "budget; arms that spend samples on redraws take fewer steps to a budget), " if at_step is not None else "")
-        + "and informative samples per 1,000 drawn (1000 × (1 − wasted_frac), each job's own rate), each with "
+        + (f"the same at the study's equal-updates point ({at_step:,} updates, optimizer steps taken: every job "
+           "evaluated there, whatever its budget; arms that spend samples on redraws take fewer updates to a "
+           "budget), " if at_step is not None else "")
+        + "and informative samples per 1,000 drawn, counted alike for every arm (a tie rule's forced advantages "
+        "and a sampler's cap left out: `wasted_frac (comparable)` under Tests across seeds; each job's own rate), "
+        "each with "
         "Student's t 95% interval over seeds (the trained models; every arm is scored on the same held-out prompts, "
-        "so the pass@1 interval is for these prompts, while the tests' intervals resample prompts too). An "
+        "so the pass@1 interval is for new seeds on these prompts, as the tests' intervals are). An "
         "ordering of two arms is **resolved** when their comparison under Tests across seeds is a detectable "
         "difference: its interval excludes zero and the exact "
         f"test across seeds rejects after Holm's correction over every pair of arms on that measure (α = {ALPHA}). "
@@ -86,11 +92,34 @@ def section(tables: Tables, ctx: Context, tests: pd.DataFrame, scores: pd.DataFr
         f"order of the means that no resolved ordering backs is not a finding. Power: {power(rankings[0])}", "",
         files.figure("ranking", figures.ranking, rankings), ""]
     for r in rankings:
-        name = "ranking_" + {PASS1: "pass1", PASS1_STEPS: "pass1_equal_steps", INFORMATIVE: "informative"}[r.measure]
+        name = "ranking_" + {PASS1: "pass1", PASS1_UPDATES: "pass1_equal_updates",
+                             INFORMATIVE: "informative"}[r.measure]
         text = resolved_text(r)
         apart = f" {left_out}" if r.measure == INFORMATIVE and left_out else ""
         parts += [f"### {r.measure}", "", files.table(name, r.table), "", f"{text[0].upper()}{text[1:]}.{apart}", ""]
+        if r.orderings is not None and len(r.orderings):
+            orderings = within_difficulty(r, by_difficulty) if r.measure == INFORMATIVE else r.orderings
+            parts += ["Each resolved ordering with both arms' resources at the compared point (updates: optimizer "
+                      "steps taken; tokens: generated) and what the winner had more than 10% more of; `reversal`: "
+                      "the same ordering resolved the other way at another alignment"
+                      + (", or reversed within every difficulty (the arms' mix of difficulties)"
+                         if r.measure == INFORMATIVE else "") + ".", "",
+                      files.table(name + "_orderings", orderings), ""]
     return Ranked(text="\n".join(parts).rstrip(), files=files, sentences=sentences)
+
+
+def within_difficulty(r: Ranking, by_difficulty: pd.DataFrame | None) -> pd.DataFrame:
+    """The informative ranking's orderings with a pooled ordering that every difficulty reverses said in its
+    `reversal` (Simpson's paradox: the pooled wasted fraction comes from the arms' mix of difficulties)."""
+    out = r.orderings.copy()
+    if by_difficulty is None or by_difficulty.empty:
+        return out
+    for i, (better, worse) in enumerate(r.resolved):
+        if reversal(by_difficulty, worse, better, "wasted_frac", "samples") is not None:
+            said = out.at[i, "reversal"]
+            out.at[i, "reversal"] = "; ".join(filter(None, [said if isinstance(said, str) else None,
+                                                            "reversed within every difficulty"]))
+    return out
 
 
 def unranked_text(fixed: Mapping[str, str]) -> str:
@@ -139,14 +168,14 @@ def resolved_text(r: Ranking) -> str:
 
 
 def sentence(r: Ranking, digits: int = 3, step: int | None = None, final: str = SAMPLES) -> str:
-    """The ranking in one Findings line: where the arms are compared (the equal-steps point `step`, or the end of
+    """The ranking in one Findings line: where the arms are compared (the equal-updates point `step`, or the end of
     the budget, aligned by `final`), each arm's mean [interval] (possible ranks), then the resolved orderings."""
     arms = "; ".join(f"{short_label(a)} {cell(m, digits)} [{cell(lo, digits)}, {cell(hi, digits)}] "
                      f"({'ranks' if '–' in ranks else 'rank'} {ranks})"
                      for a, m, lo, hi, ranks in r.table[["arm", "mean", "ci_low", "ci_high", "ranks"]].itertuples(
                          index=False))
     text = resolved_text(r)
-    where = f", step {step}, which every job reached" if r.measure == PASS1_STEPS else \
+    where = f", {step:,} updates, which every job reached" if r.measure == PASS1_UPDATES else \
         f" at the end of the budget, equal {final}"
     return (f"Ranking on {r.measure}{where} (mean [95% interval over {r.interval}] "
             f"(possible ranks), best first): {arms}. {text[0].upper()}{text[1:]}.")

@@ -7,6 +7,8 @@ from collections.abc import Sequence
 
 import pandas as pd
 
+from analysis.measures.attribution import COLUMNS as ATTRIBUTION
+from analysis.measures.attribution import attributed
 from analysis.measures.construction import Fixed
 from analysis.render import intervals as figures
 from analysis.render.writer import Files
@@ -15,7 +17,7 @@ from analysis.stats.seeds import ALPHA, SEED_TEST, detectable, with_holm
 
 FAMILY_COLUMNS = ("metric", "a", "b", "paired", "seeds_a", "seeds_b", "mean_a", "mean_b", "difference", "ci_low",
                   "ci_high", "interval", "p_value", "p_holm", "family", "b_higher", "b_lower", "smallest_p", "mde",
-                  "by_construction")
+                  "by_construction", *ATTRIBUTION)
 FOREST_PAIRS = 6  # arm pairs the forest plot shows in full; more: only those with the first arm
 
 
@@ -27,7 +29,7 @@ def family(parts: Sequence[pd.DataFrame | None], fixed: Fixed | None = None) -> 
     if not found:
         return pd.DataFrame(columns=FAMILY_COLUMNS)
     table = pd.concat(found, ignore_index=True)
-    return with_holm((fixed or Fixed()).label(table))
+    return attributed(with_holm((fixed or Fixed()).label(table)))
 
 
 def section(tests: pd.DataFrame) -> Section:
@@ -46,17 +48,20 @@ def section(tests: pd.DataFrame) -> Section:
         "## Tests across seeds", "",
         "The comparisons: every pair of arms at the end of the budget, on held-out pass@1, pass@k and cons@k at "
         "the largest k, on wasted_frac and on the first-round tie fraction; where the arms took different numbers "
-        "of optimizer steps, also the first-round tie fraction, train reward and KL over the steps every job took "
+        "of updates (optimizer steps taken), also the first-round tie fraction, train reward and KL over the first "
+        "updates every job took "
         "(`interval` names them). Differences are b − a. "
-        f"Tests: {SEED_TEST}; the held-out rows' intervals resample prompts as well as seeds (as above), while "
-        "their tests hold the prompts fixed. **Families**: each metric is one family, every pair of arms on it "
+        f"Tests: {SEED_TEST}. A held-out row's per-seed value is that seed's mean over the held-out prompts, so "
+        "its interval and its test are both for new seeds on these prompts (the prompts are held fixed, not "
+        "resampled). **Families**: each metric is one family, every pair of arms on it "
         "(each metric answers its own question), and `p_holm` is Holm's adjustment within it (α = "
         f"{ALPHA}); `family` counts its tests: with two arms a family holds one test and `p_holm` equals `p_value`. "
         "`b_higher` and `b_lower` count the paired seeds where b is above or below a. `smallest_p` is the "
         "smallest p the exact test can give with these seeds (at or above α nothing can be detected, however "
-        "large); `mde` is the minimum detectable difference at 80% power and α: for held-out rows from the width "
-        "of their prompts-and-seeds interval, the one the verdict needs to exclude zero; for the others by the t "
-        "approximation from the spread of per-seed differences (inf: not reachable with these seeds). "
+        "large); `mde` is the minimum detectable difference at 80% power, by the t approximation from the spread "
+        "of per-seed differences, at α where the family holds one test, else at Holm's first bar α / `family` "
+        "(inf: the exact test cannot reject there with these seeds, so no difference of any size is detectable; "
+        "empty: fewer than two seeds a side). "
         "`by_construction` names a quantity an arm's own rule fixes (RL-ZVP's informative share, PODS's cap on the "
         "samples that train, the tie fraction of larger groups): such a row is measured but is no finding, and is "
         "in no family (`p_holm` empty).", "",

@@ -102,7 +102,10 @@ def recipes(tables: Tables, arm: list[str], files: Files) -> list[str]:
             "(`algo.eps_low`, `algo.eps_high`), KL weight "
             "(`algo.beta`), loss aggregation (`algo.loss_agg`), the advantage's std (`algo.std`, `algo.std_eps`), "
             "updates a batch (`algo.mu`), the share of drawn answers that train (PODS's keep) and the sampler's "
-            "filter. `departures`: each key where the arm differs (\"as the paper\": none); `not_settable`: what "
+            "filter. `departures`: each key where the arm differs (none: \"as the paper\" where the recipe is "
+            "verified, that is every value was read in a source, else \"none from the values found\"); `verified`: "
+            "whether `docs/RECIPES.md` verified the recipe (no: its values are what the repository carried or the "
+            "part of it found, and \"paper\" in `departures` is that value); `not_settable`: what "
             "the paper's recipe needs that no config key sets. With one update a batch of fresh samples every "
             "ratio is exactly 1, so a clip departure there changes nothing (marked inert). " + shared, "",
             files.table("recipes", rows, list(RECIPE_COLUMNS)), ""]

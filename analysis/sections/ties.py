@@ -10,8 +10,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from analysis.data.arms import iter_arms, job_arms, unit_keys
+from analysis.data.arms import iter_arms, job_arms, short_label, unit_keys
 from analysis.data.config import ALIASES
+from analysis.data.labels import natural_sorted
 from analysis.data.load import Tables
 from analysis.measures.ties import (
     ASSUMPTION,
@@ -25,7 +26,7 @@ from analysis.measures.ties import (
 )
 from analysis.render import markdown
 from analysis.render import ties as figures
-from analysis.render.canvas import colours_by
+from analysis.render.canvas import arm_rows, colours_by
 from analysis.render.writer import Files
 from analysis.sections.section import Context, Section
 from analysis.stats.seeds import compare_arms_by_seed
@@ -47,6 +48,24 @@ def prediction_text(predicted: int, groups: int, window: int) -> str:
             f"prediction ({predicted} of {groups} first-round groups). A prompt seen at exactly two steps of a "
             "window adds nothing to the mean gap (each of its groups predicts the other), so the check has power "
             "only where prompts recur three times or more per window.")
+
+
+def apart_text(ties: pd.DataFrame, by: list[str], over: str = "") -> str:
+    """The caption's word on predictions left out of a figure because they cover too few of the groups beside them
+    (`render.ties.predicted_apart`), each arm with its counts; "" where there is none. `over`: what a row is,
+    for the figure over training ("windows")."""
+    apart = ties[figures.predicted_apart(ties).to_numpy()]
+    if apart.empty:
+        return ""
+    parts = []
+    for label, rows in arm_rows(apart, by):
+        levels = ", ".join(natural_sorted(rows["difficulty"].astype(str).unique()))
+        counts = f"{int(rows['predictable_groups'].sum()):,} of its {int(rows['groups'].sum()):,}"
+        parts.append(f"{short_label(label)} ({counts} first-round groups{' in those windows' if over else ''} at "
+                     f"difficulty {levels})")
+    return (" No prediction is drawn beside a bar or point most of whose groups no prediction can cover (groups "
+            "of one answer, which never tie): " + "; ".join(parts) + " have two answers or more; the tables give "
+            "the prediction of those groups alone, by `group_size`.")
 
 
 def partial_text(by_step: pd.DataFrame, by: list[str]) -> str:
@@ -115,7 +134,8 @@ def section(tables: Tables, ctx: Context) -> Ties | None:
     too_few = (f" {few} of the {len(by_difficulty)} rows by difficulty have fewer than {MIN_PROMPTS} prompts: no "
                "interval for them (too few prompts to resample)." if few else "")
     answered = all_wrong_split(round0, arm, window)
-    shown_difficulty = with_unanswered(shown_difficulty, round0, shown_by)
+    shown_difficulty = with_predictable(with_unanswered(shown_difficulty, round0, shown_by), round0, shown_by)
+    shown_step = with_predictable(shown_step, round0, shown_by, window)
     redraw_text = (files.table("ties_redraws", tie_fractions(redraws, by)[[*TIE_COLUMNS[:10], *by[2:]]])
                    if len(redraws) else "No redraws: every group is a first round.")
     text = "\n".join([
@@ -133,7 +153,7 @@ def section(tables: Tables, ctx: Context) -> Ties | None:
         + ("; cross-hatched, the all-wrong ties in which no sample gave an answer the task could read (below)"
            if "unanswered_frac" in shown_difficulty else "")
         + ". Pooled over training, a level whose pass rate moves shows its average; the next figure follows it over "
-        "samples drawn.", "",
+        "samples drawn." + apart_text(shown_difficulty, shown_by), "",
         files.figure("ties_by_difficulty", figures.ties_by_difficulty, shown_difficulty, by=shown_by, names=names,
                      colours=colours),
         "",
@@ -146,7 +166,8 @@ def section(tables: Tables, ctx: Context) -> Ties | None:
         "the arm's jobs had drawn by the window's end (`samples_drawn`, mean over jobs), so arms that draw at "
         "different rates line up. Columns: difficulties; rows: all-correct ties, all-wrong ties (learning moves "
         "groups from the second to the first; collapse fills the second) and all ties with the prediction "
-        "(diamonds). Bands: 95% intervals clustered by prompt." + partial_text(shown_step, shown_by), "",
+        "(diamonds). Bands: 95% intervals clustered by prompt." + partial_text(shown_step, shown_by)
+        + apart_text(shown_step, shown_by, over="windows"), "",
         files.figure("ties_over_samples", figures.ties_over_samples, shown_step, by=shown_by, names=names,
                      colours=colours), "",
         # a row per window, difficulty and arm: the figure carries it, the CSV holds it
@@ -154,6 +175,24 @@ def section(tables: Tables, ctx: Context) -> Ties | None:
     ])
     return Ties(text=text, files=files, comparisons=comparisons, calibration=calibration,
                 by_difficulty=arm_tie_fractions(round0, arm), answered=answered)
+
+
+def with_predictable(fractions: pd.DataFrame, round0: pd.DataFrame, by: list[str], window: int | None = None
+                     ) -> pd.DataFrame:
+    """`fractions` (`tie_fractions` by difficulty, or by step window with `window`) with `predictable_groups`: the
+    first-round groups of each row that a prediction can cover at all (two answers or more: a group of one never
+    ties), for the figures to draw a prediction only beside a bar or point made mostly of them
+    (`render.ties.predicted_apart`)."""
+    if fractions.empty:
+        return fractions
+    keys = [*by, "difficulty", *(["step_window"] if window else [])]
+    frame = round0[list(by)].assign(difficulty=round0["difficulty"].astype(str),
+                                    predictable=round0["group_size"].to_numpy() >= 2)
+    if window:
+        frame["step_window"] = round0["step"].to_numpy() // window * window
+    counted = frame.groupby(keys, observed=True)["predictable"].sum().rename("predictable_groups").reset_index()
+    out = fractions.assign(difficulty=fractions["difficulty"].astype(str)).merge(counted, on=keys, how="left")
+    return out.assign(predictable_groups=out["predictable_groups"].fillna(0).astype(np.int64))
 
 
 def with_unanswered(fractions: pd.DataFrame, round0: pd.DataFrame, by: list[str]) -> pd.DataFrame:
@@ -181,7 +220,9 @@ def answered_text(split: pd.DataFrame, window: int, files: Files) -> list[str]:
         "An all-wrong tie where no sample gave an answer the task could read (`unanswered`: a format failure, "
         "cured by a looser answer format, shots or a format reward) is not one where every sample answered wrongly "
         "(`answered`: a capability failure, cured by easier problems or more samples); `mixed` has both. First-"
-        f"round all-wrong ties of each arm in its first {window} steps (`first`) and its last {window} (`last`); "
+        f"round all-wrong ties of each arm in each job's own first {window} steps (`first`) and its own last "
+        f"{window} (`last`: a job that ended early is read at its own end, never at the sweep's); `steps` gives the "
+        "steps a row covers (\"30–37 to 68–75\": its jobs ended at different steps). "
         "`unanswered_share` = unanswered / all_wrong. The CSV adds every step (`all`).", "",
         (f"{markdown.table(shown)}\n\nAs CSV, with every step: {files.csv('all_wrong_answered', split)}"
          if len(shown) <= 24 else f"Per arm, difficulty and phase: {files.csv('all_wrong_answered', split)}"), "",

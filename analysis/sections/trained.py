@@ -10,6 +10,7 @@ import pandas as pd
 from analysis.data.arms import iter_arms
 from analysis.data.labels import natural_sorted
 from analysis.data.load import Tables
+from analysis.measures.informative import COMPARABLE_METRIC, comparable_per_job
 from analysis.measures.spend import across_seeds, budget_curves, counted_how, flags, per_job_spend, spend
 from analysis.render import curves as figures
 from analysis.render.writer import Files
@@ -35,6 +36,7 @@ class Trained(Section):
     unit_weight: str
     counted: pd.DataFrame | None = None
     per_job: pd.DataFrame | None = None
+    comparable: pd.DataFrame | None = None  # each job's informative share counted alike for every arm (`informative`)
 
 
 def unit_weight(jobs: pd.DataFrame) -> str:
@@ -59,7 +61,12 @@ def section(tables: Tables, ctx: Context) -> Trained:
     curves = budget_curves(groups, arm, "samples", BUDGET_POINTS, counted=counted)
     bands = across_seeds(curves, arm)
     per_job = per_job_spend(groups, arm, counted=counted)
-    comparisons = compare_arms_by_seed(per_job, arm, ["wasted_frac"]).assign(interval="seeds")
+    # the informative share counted alike for every arm (a tie rule's forced advantages and a sampler's cap left
+    # out: `measures.informative`): what the ranking orders arms by; as trained, what their rules gave
+    comparable = comparable_per_job(groups, arm)
+    comparisons = pd.concat([compare_arms_by_seed(per_job, arm, ["wasted_frac"]),
+                             compare_arms_by_seed(comparable, arm, ["wasted_frac_comparable"]).assign(
+                                 metric=COMPARABLE_METRIC)], ignore_index=True).assign(interval="seeds")
     counting = ("read from the groups table's `n_informative`, which the trainer takes from the advantages the "
                "update used" if how == "recorded" else
                "**recounted** (these runs predate the `n_informative` column): the used groups of a prompt at one "
@@ -88,4 +95,5 @@ def section(tables: Tables, ctx: Context) -> Trained:
     ])
     labelled = pd.concat([part.assign(arm=label) for label, part in iter_arms(by_difficulty, arm)], ignore_index=True)
     return Trained(text=text, files=files, comparisons=comparisons, unit_weight=weight, counted=counted,
-                   per_job=per_job, by_difficulty=labelled)
+                   per_job=per_job, by_difficulty=labelled,
+                   comparable=comparable.assign(wasted_frac=comparable["wasted_frac_comparable"]))

@@ -35,10 +35,10 @@ def section(reference: pd.DataFrame, name: str, tests: pd.DataFrame) -> Transfer
     files = Files()
     text = "\n".join([
         f"## Transfer from `{name}`", "",
-        f"Every pair of arms that `{name}` (its `tables/tests.csv`) also compared, on held-out pass@1 at equal steps "
-        "(each study at its own equal-steps point) and at the end of the budget (equal samples; the two studies' "
+        f"Every pair of arms that `{name}` (its `tables/tests.csv`) also compared, on held-out pass@1 at equal updates "
+        "(each study at its own equal-updates point) and at the end of the budget (equal samples; the two studies' "
         "budgets need not be equal), as b − a. `there` and `here` are each study's verdict by this report's rule: "
-        "its interval over prompts and seeds excludes zero and the exact test across paired seeds rejects after "
+        "its interval over seeds excludes zero and the exact test across paired seeds rejects after "
         f"Holm's correction (α = {ALPHA}); `none`: no ordering. `verdict`: **reproduced** or **reversed** where both "
         "order the pair, **unresolved** where only the reference does (`leans`: the way this study's estimate "
         "points, with `b_higher` of the paired seeds above; `interval_only`: its interval alone excludes zero, but "
@@ -84,7 +84,7 @@ def sentence(table: pd.DataFrame, measure: str, name: str) -> str | None:
     new = rows[rows["verdict"] == "new here"]
     tail = f" {unordered} pair{'s' if unordered != 1 else ''} `{name}` left unordered" + (
         f", of which this study orders {len(new)}" if len(new) else "") + "." if unordered else ""
-    numbers = " (better − worse there, with this study's 95% interval over prompts and seeds)" \
+    numbers = " (better − worse there, with this study's 95% interval over seeds)" \
         if (ordered["verdict"] == "unresolved").any() else ""
     floor = rows["smallest_p_holm"].min()
     cannot = f" {floor_text(floor)}" if pd.notna(floor) and floor >= ALPHA else ""

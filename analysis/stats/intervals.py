@@ -1,5 +1,12 @@
-"""Intervals: percentile bootstraps as matrix products over resample counts (plain, clustered,
-of ratios, and of differences over prompts and seeds), and Student's t intervals over seeds.
+"""Intervals: percentile bootstraps as matrix products over resample counts (plain, clustered, and of
+ratios) where the units resampled are many (prompts), and Student's t intervals over seeds.
+
+Never a bootstrap over seeds: from S seeds a percentile bootstrap sees (S−1)/S of their variance and
+takes its quantiles from a distribution of a few points: at 4 seeds the bootstrap over prompts and seeds
+the held-out comparisons used covered about 88% of simulated truths where Student's t covers 95%
+(tests/test_interval_coverage.py). An arm difference over seeds is Student's t of the per-seed values
+(`t_difference_ci`; of score matrices, `seed_difference_ci`: each seed's mean over the prompts), the
+quantity the exact test beside it tests.
 
 Every bootstrap draws its resamples as `bootstrap_counts` does: `rng.integers(0, units, (n_boot,
 units))`, one row per resample; the same generator and seed give the same resamples.
@@ -63,7 +70,8 @@ def nan_percentiles(values: np.ndarray, level: float = 0.95) -> tuple[np.ndarray
 def bootstrap_mean_ci(
     values: ArrayLike, n_boot: int = 1000, level: float = 0.95, seed: int = 0
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Percentile bootstrap interval of the column means of `values` (rows = units, e.g. prompts).
+    """Percentile bootstrap interval of the column means of `values` (rows = units, e.g. prompts; never
+    seeds: a few units are no distribution to take quantiles of, `t_mean_ci` is).
 
     Each resample is a row of counts (how often each unit was drawn), so all columns share the
     draws and the means are one matrix product.
@@ -119,51 +127,6 @@ def cluster_ratio_cis(cell: np.ndarray, cluster: np.ndarray, numerators: Sequenc
     return low.reshape(cells, ratios_n), high.reshape(cells, ratios_n)
 
 
-def bootstrap_difference_ci(a: ArrayLike, b: ArrayLike, paired: bool, n_boot: int = 2000, level: float = 0.95,
-                            seed: int = 0) -> tuple[float, float]:
-    """Interval of mean(b) - mean(a) for scores of (prompts, seeds) per arm, rows the same prompts:
-    prompts are resampled (both arms together) and seeds within each arm as well, so the interval
-    covers other prompts and other trained models. `paired`: column s of a and b share a seed
-    (same init and prompt stream), and seeds are resampled as pairs."""
-    a, b = (np.asarray(x, dtype=float).reshape(len(x), -1) for x in (a, b))  # (prompts, seeds)
-    diffs = bootstrap_differences(a[:, :, None], b[:, :, None], paired, n_boot, seed)[:, 0]
-    tail = (1 - level) / 2
-    return float(np.quantile(diffs, tail)), float(np.quantile(diffs, 1 - tail))
-
-
-def bootstrap_differences(a: np.ndarray, b: np.ndarray, paired: bool, n_boot: int = 2000, seed: int = 0) -> np.ndarray:
-    """(n_boot, K) resampled mean(b) - mean(a) of (prompts, seeds, K) scores, every one of the K columns
-    (e.g. pass@k for k = 1..K) under the same resamples of prompts and seeds, drawn as
-    `bootstrap_difference_ci` draws them: its interval is this one's column."""
-    if paired:
-        prompts, seeds = _difference_counts(len(a), a.shape[1], None, n_boot, seed)
-        return _grid_means(b - a, prompts, seeds)
-    prompts, seeds_b, seeds_a = _difference_counts(len(a), b.shape[1], a.shape[1], n_boot, seed)
-    return _grid_means(b, prompts, seeds_b) - _grid_means(a, prompts, seeds_a)
-
-
-@lru_cache(maxsize=16)
-def _difference_counts(prompts: int, seeds: int, other_seeds: int | None, n_boot: int,
-                       seed: int) -> tuple[np.ndarray, ...]:
-    """The resample counts of `bootstrap_differences`, in the order it draws them from one generator
-    seeded `seed`: prompts, then seeds (b's when unpaired), then a's seeds (`other_seeds`, None when paired).
-    A report compares many pairs of arms over the same prompts and seeds: each shape is drawn once
-    (read-only)."""
-    rng = np.random.default_rng(seed)
-    counts = tuple(bootstrap_counts(units, n_boot, rng) for units in (prompts, seeds, other_seeds) if units is not None)
-    for array in counts:
-        array.flags.writeable = False
-    return counts
-
-
-def _grid_means(scores: np.ndarray, prompts: np.ndarray, seeds: np.ndarray) -> np.ndarray:
-    """(n_boot, K) means of (prompts, seeds, K) scores under resample counts of each: (n_boot, prompts),
-    (n_boot, seeds)."""
-    units, width, k = scores.shape
-    over_prompts = (prompts @ scores.reshape(units, width * k)).reshape(len(prompts), width, k)
-    return np.einsum("bsk,bs->bk", over_prompts, seeds) / (units * width)
-
-
 def t_mean_ci(values: ArrayLike, level: float = 0.95) -> tuple[float, float]:
     """Student's t interval of the mean of one value per unit (seeds): NaN below two."""
     x = np.asarray(values, dtype=float)
@@ -175,16 +138,46 @@ def t_mean_ci(values: ArrayLike, level: float = 0.95) -> tuple[float, float]:
 
 def t_difference_ci(a: ArrayLike, b: ArrayLike, paired: bool, level: float = 0.95) -> tuple[float, float]:
     """Student's t interval of mean(b) - mean(a) from one value per seed a side: of the per-seed
-    differences when `paired`, else with unequal variances (Satterthwaite's degrees of freedom).
-    Not a percentile bootstrap: from 8 seeds that sees (S−1)/S of their variance and undercovers
-    (about 89% for a nominal 95%; simulated in tests/test_analysis_stats.py). NaN below two a side."""
+    differences when `paired`, else Welch's (unequal variances, Satterthwaite's degrees of freedom).
+    It covers at its level from 3 seeds on where the per-seed values are about normal; a percentile
+    bootstrap of the same seeds does not (module docstring). NaN below two seeds a side: one seed shows
+    nothing of how seeds vary."""
+    low, high = t_difference_cis(a, b, paired, level)
+    return float(low), float(high)
+
+
+def t_difference_cis(a: ArrayLike, b: ArrayLike, paired: bool, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
+    """`t_difference_ci` of every column at once: `a` (seeds_a, ...) and `b` (seeds_b, ...), one row per
+    seed (row s of both the same seed when `paired`), e.g. (seeds, K) for pass@k at k = 1..K; returns the
+    lows and highs, shaped as a row. NaN below two seeds a side."""
     a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    shape = np.broadcast_shapes(a.shape[1:], b.shape[1:])
     if min(len(a), len(b)) < 2:
-        return float("nan"), float("nan")
+        return np.full(shape, np.nan), np.full(shape, np.nan)
+    quantile = (1 + level) / 2
     if paired:
-        return t_mean_ci(b - a, level)
-    va, vb = a.var(ddof=1) / len(a), b.var(ddof=1) / len(b)
-    centre, se = b.mean() - a.mean(), np.sqrt(va + vb)
-    df = (va + vb) ** 2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1)) if se > 0 else 1.0
-    half = float(stdtrit(df, (1 + level) / 2) * se)
-    return float(centre - half), float(centre + half)
+        if len(a) != len(b):
+            raise ValueError(f"paired seeds must match: {len(a)} vs {len(b)}")
+        d = b - a
+        centre = d.mean(axis=0)
+        half = stdtrit(len(d) - 1, quantile) * d.std(axis=0, ddof=1) / np.sqrt(len(d))
+    else:
+        va, vb = a.var(axis=0, ddof=1) / len(a), b.var(axis=0, ddof=1) / len(b)
+        centre, se = b.mean(axis=0) - a.mean(axis=0), np.sqrt(va + vb)
+        with np.errstate(invalid="ignore", divide="ignore"):  # no spread on either side: no width, df moot
+            df = np.where(se > 0, (va + vb) ** 2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1)), 1.0)
+        half = stdtrit(df, quantile) * se
+    return np.asarray(centre - half, dtype=float), np.asarray(centre + half, dtype=float)
+
+
+def seed_difference_ci(a: ArrayLike, b: ArrayLike, paired: bool,
+                       level: float = 0.95) -> tuple[float, float] | tuple[np.ndarray, np.ndarray]:
+    """Student's t interval of mean(b) - mean(a) for scores of (prompts, seeds) per arm (or (prompts, seeds,
+    K): one interval per column), rows the same prompts: each seed's value is its mean over the prompts, and
+    the interval is `t_difference_ci` of those (paired: column s of a and b share a seed). What it covers: new
+    seeds (trained models) scored on these prompts, the question the exact test across seeds answers; the
+    prompts are held fixed, not resampled. Floats for (prompts, seeds), arrays of K for (prompts, seeds, K);
+    NaN below two seeds a side."""
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    low, high = t_difference_cis(a.mean(axis=0), b.mean(axis=0), paired, level)  # (seeds, ...) each
+    return (float(low), float(high)) if low.ndim == 0 else (low, high)

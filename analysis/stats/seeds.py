@@ -1,7 +1,8 @@
 """Arms compared across seeds: one value per job (a seed), b minus a, paired by seed when both
 arms ran the same seeds (same initialisation and prompt stream), with an exact test instead of a
-normal approximation, Student's t interval, the minimum detectable effect, and Holm's correction
-over a declared family of comparisons."""
+normal approximation, Student's t interval of the same per-seed values (never a bootstrap over seeds:
+`analysis.stats.intervals`), the minimum detectable effect where the test can reject at all, and Holm's
+correction over a declared family of comparisons."""
 
 from __future__ import annotations
 
@@ -12,10 +13,12 @@ import pandas as pd
 
 from analysis.data.arms import arm_pairs
 from analysis.stats.intervals import t_difference_ci
-from analysis.stats.tests import holm, min_detectable_effect, seed_test, smallest_p
+from analysis.stats.tests import holm, holm_detectable_effect, min_detectable_effect, seed_test, smallest_p
 
 SEED_TEST = ("exact sign-flip test over paired seeds (else exact permutation test over seeds); interval: "
-             "Student's t over seeds (of the per-seed differences when paired, else with unequal variances)")
+             "Student's t over the same per-seed values (of the per-seed differences when paired, else with unequal "
+             "variances), so interval and test answer one question: would new seeds differ? "
+             "With one seed on a side there is neither (one seed shows nothing of how seeds vary)")
 ALPHA = 0.05
 COLUMNS = ("metric", "a", "b", "paired", "seeds_a", "seeds_b", "mean_a", "mean_b", "difference", "ci_low", "ci_high",
            "p_value", "smallest_p", "mde", "b_higher", "b_lower")
@@ -28,7 +31,10 @@ def seed_values(frame: pd.DataFrame, value: str) -> pd.Series:
 
 
 def compare_values(a: pd.Series, b: pd.Series, level: float = 0.95) -> dict:
-    """b minus a from one value per seed each (indexed by seed): the COLUMNS fields but names.
+    """b minus a from one value per seed each (indexed by seed): the COLUMNS fields but names. The
+    interval is Student's t of these values (`t_difference_ci`; NaN below two seeds a side), the test the
+    exact one over them (`seed_test`), `mde` the t approximation's minimum detectable difference at ALPHA
+    (inf where the exact test cannot reject at ALPHA with these seeds: `smallest_p` at or above it).
     `b_higher`, `b_lower`: the paired seeds where b's value is above, below a's (NaN when unpaired)."""
     a, b = a.dropna(), b.dropna()
     paired = sorted(a.index) == sorted(b.index) and len(a) > 0
@@ -74,7 +80,9 @@ def with_holm(table: pd.DataFrame) -> pd.DataFrame:
     `p_value`. Each metric is one family (its comparisons answer one question: which arm scores higher
     on it; with two arms it holds one test, and p_holm is p); a table without `metric`, one. A row with a
     `by_construction` reason (a quantity an arm's rule fixes: `analysis.measures.construction`) is in no family:
-    its p_holm is null and it is not counted."""
+    its p_holm is null and it is not counted. Where a family holds m > 1 tests, `mde` moves to Holm's first bar,
+    ALPHA / m (`holm_detectable_effect`: inf where the exact test cannot go below it with these seeds), the
+    bar a difference must clear before any of the family can be called detectable."""
     out = table.copy()
     p = out["p_value"].to_numpy(float)
     if "by_construction" in out:
@@ -84,6 +92,11 @@ def with_holm(table: pd.DataFrame) -> pd.DataFrame:
     for rows in families:
         adjusted[rows] = holm(p[rows])
         size[rows] = int((~np.isnan(p[rows])).sum())
+    if "mde" in out and size.max(initial=0) > 1:
+        tested = ~np.isnan(p)
+        out["mde"] = [holm_detectable_effect(row.mde, row.seeds_a, row.seeds_b, bool(row.paired), m, ALPHA)
+                      if on and m > 1 else row.mde
+                      for row, on, m in zip(out[["mde", "seeds_a", "seeds_b", "paired"]].itertuples(), tested, size)]
     at = out.columns.get_loc("p_value") + 1
     out.insert(at, "p_holm", adjusted)
     out.insert(at + 1, "family", size)

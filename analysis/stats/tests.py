@@ -32,7 +32,7 @@ def seed_test(a: ArrayLike, b: ArrayLike, paired: bool) -> float:
 
 
 def smallest_p(seeds_a: int, seeds_b: int, paired: bool) -> float:
-    """The smallest p-value `seed_test` can return with these seed counts: below alpha or no effect,
+    """The smallest p-value `seed_test` can return with these seed counts: at or above alpha no effect,
     however large, can be detected."""
     return 2 / 2**seeds_a if paired else 2 / float(comb(seeds_a + seeds_b, seeds_b))
 
@@ -41,12 +41,37 @@ def min_detectable_effect(sd: float, seeds_a: int, seeds_b: int, paired: bool, a
                           power: float = 0.8) -> float:
     """The difference a test across seeds detects with `power` at level `alpha`, given the spread
     `sd` of per-seed differences (paired) or of per-seed values (unpaired), by the t approximation;
-    inf where the exact test cannot reach alpha at all (too few seeds)."""
-    if smallest_p(seeds_a, seeds_b, paired) > alpha or not np.isfinite(sd):
+    inf where the exact test cannot reject at `alpha` at all (its smallest p is at or above it: 4 paired
+    seeds can give no p below 0.125, whatever the difference)."""
+    if smallest_p(seeds_a, seeds_b, paired) >= alpha or not np.isfinite(sd):
         return float("inf")
+    return float(_mde_factor(seeds_a, seeds_b, paired, alpha, power) * _mde_scale(sd, seeds_a, seeds_b, paired))
+
+
+def holm_detectable_effect(mde: float, seeds_a: int, seeds_b: int, paired: bool, family: int,
+                           alpha: float = 0.05, power: float = 0.8) -> float:
+    """`min_detectable_effect` (`mde`, computed at `alpha`) moved to Holm's first bar over a family of
+    `family` tests, alpha / family: no test of the family can reject unless the smallest p clears that
+    bar, so a difference is detectable only where it can. inf where the exact test cannot go below the
+    bar with these seeds (2 / 2^S >= alpha / family); `mde` itself where the family holds one test."""
+    if family <= 1 or not np.isfinite(mde):
+        return float(mde)
+    bar = alpha / family
+    if smallest_p(seeds_a, seeds_b, paired) >= bar:
+        return float("inf")
+    return float(mde * _mde_factor(seeds_a, seeds_b, paired, bar, power)
+                 / _mde_factor(seeds_a, seeds_b, paired, alpha, power))
+
+
+def _mde_factor(seeds_a: int, seeds_b: int, paired: bool, alpha: float, power: float) -> float:
+    """t_{1-alpha/2} + t_{power} at the test's degrees of freedom."""
     df = seeds_a - 1 if paired else seeds_a + seeds_b - 2
-    scale = sd / np.sqrt(seeds_a) if paired else sd * np.sqrt(1 / seeds_a + 1 / seeds_b)
-    return float((stdtrit(df, 1 - alpha / 2) + stdtrit(df, power)) * scale)
+    return float(stdtrit(df, 1 - alpha / 2) + stdtrit(df, power))
+
+
+def _mde_scale(sd: float, seeds_a: int, seeds_b: int, paired: bool) -> float:
+    """The standard error of the difference from the spread `sd`."""
+    return sd / np.sqrt(seeds_a) if paired else sd * np.sqrt(1 / seeds_a + 1 / seeds_b)
 
 
 def holm(p_values: ArrayLike) -> np.ndarray:

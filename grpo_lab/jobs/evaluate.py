@@ -25,7 +25,14 @@ from grpo_lab.model.load import amp
 from grpo_lab.model.lora import add_adapters
 from grpo_lab.rollout.engines import build_engine, check_engine
 from grpo_lab.rollout.evaluation import BASE_REPLIES, evaluate
-from grpo_lab.run.checkpoints import check_checkpoint, checkpoint_dir, checkpoint_steps, checkpoint_totals, load_weights
+from grpo_lab.run.checkpoints import (
+    TOTALS,
+    check_checkpoint,
+    checkpoint_dir,
+    checkpoint_steps,
+    checkpoint_totals,
+    load_weights,
+)
 from grpo_lab.run.evaluations import EvalSetting, existing_rows, record_evaluation, setting_tag
 from grpo_lab.run.guards import RunLock
 from grpo_lab.run.record import git_state
@@ -152,9 +159,9 @@ def evaluate_checkpoints(cfg, run_dir: Path, *, n: int | None = None, temperatur
 
 def _write_rows(run_dir: Path, plan: Plan, step: int, rows: list[dict], run_id: str, git) -> None:
     """One checkpoint's rows as its eval part, recorded in evaluations.jsonl."""
-    for row in rows:  # what the run had drawn there (0 at the base model; null: not recorded)
-        row["samples_total"] = 0 if step == 0 else plan.drawn[step].get("samples_total")
-        row["tokens_total"] = 0 if step == 0 else plan.drawn[step].get("tokens_total")
+    for row in rows:  # what the run had drawn, taken and spent there (0 at the base model; null: not recorded)
+        for key in TOTALS:
+            row[key] = 0 if step == 0 else plan.drawn[step].get(key)
     path = write_part(run_dir, "eval", step, rows, plan.tag)
     record_evaluation(run_dir, process="evaluate", step=step, setting=plan.setting, part=path, rows=len(rows),
                       run_id=run_id, git=git, replaced=step in plan.replaces)

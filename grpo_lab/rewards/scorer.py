@@ -13,6 +13,7 @@ import sys
 import time
 from collections import deque
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from grpo_lab.rewards.rules import (
     RewardWeights,
@@ -23,6 +24,9 @@ from grpo_lab.rewards.rules import (
     latex_equal,
     latex_formatted,
 )
+
+if TYPE_CHECKING:
+    from grpo_lab.records import Problem, Rollout
 
 
 class _AnswerTimeout(BaseException):
@@ -202,3 +206,19 @@ def score_all(completions: list[str], finished: list[bool], golds: list[str], ki
             atexit.register(_shared.close)
         scorer = _shared
     return scorer.score_all(completions, finished, golds, kind, weights, answer_format)
+
+
+def score_rollout(ro: Rollout, problems: list[Problem], kind: str, weights: RewardWeights, scorer: Scorer,
+                  answer_format: str = "bare"):
+    """Rewards, correctness and whether an answer was read as (B, G) arrays, and how many answers' checks ran
+    out of time."""
+    import numpy as np  # here: the scoring workers import this module and need no numpy
+
+    g = ro.group_size
+    assert isinstance(g, int), "score_rollout takes a sampled rollout (one G), not a training batch"
+    golds = [p.answer for p in problems for _ in range(g)]
+    scored = scorer.score_all(ro.texts, (~ro.truncated).tolist(), golds, kind, weights, answer_format)
+    rewards = np.array([s.reward for s in scored], dtype=np.float32).reshape(-1, g)
+    correct = np.array([s.correct for s in scored], dtype=bool).reshape(-1, g)
+    answered = np.array([s.answer is not None for s in scored], dtype=bool).reshape(-1, g)
+    return rewards, correct, answered, sum(s.timed_out for s in scored)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import errno
 import json
 import logging
+import math
 import os
 import pickle
 import random
@@ -34,6 +35,9 @@ from grpo_lab.run.sharded import OPTIM, check_metadata, drop_optimizer, load_sha
 log = logging.getLogger(__name__)
 
 _STEP = re.compile(r"step-(\d{6})$")
+# the run's totals at a checkpoint kept in counters.json (grpo_lab/train/costs.py: COUNTERS): samples drawn, tokens
+# generated, optimizer steps taken, the FLOP estimate
+TOTALS = ("samples_total", "tokens_total", "updates", "flops_total")
 
 
 def checkpoint_dir(run_dir: Path, step: int) -> Path:
@@ -93,8 +97,10 @@ def save_checkpoint(run_dir: Path, step: int, model, optimizer, generator: torch
         raise failed from e
     if not main:
         return final
-    # the run's totals at this step, readable without torch and kept when state.pt is pruned away
-    totals = {k: counters[k] for k in ("samples_total", "tokens_total") if k in counters}
+    # the run's totals at this step, readable without torch and kept when state.pt is pruned away (a total not
+    # known, NaN: flops_total resumed from a checkpoint written before it, is null)
+    totals = {k: None if isinstance(counters[k], float) and math.isnan(counters[k]) else counters[k]
+              for k in TOTALS if k in counters}
     (tmp / "counters.json").write_text(json.dumps(totals))
     if final.exists():  # set aside, not deleted in place: a kill mid-delete must not leave half a checkpoint
         old = final.with_name(f".{final.name}.{os.getpid()}.old.tmp")
@@ -187,7 +193,7 @@ def load_weights(path: Path, model) -> None:
 
 
 def checkpoint_totals(path: Path) -> dict:
-    """samples_total and tokens_total at a checkpoint, full or weights-only ({} if not recorded, or where the
+    """The run's TOTALS at a checkpoint, full or weights-only (a total absent where not recorded; {} where the
     only record is a state.pt that is refused unread: an older version's, or a planted payload; its weights still
     evaluate, and the analysis counts the samples from the groups table)."""
     if (path / "counters.json").exists():

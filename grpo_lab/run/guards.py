@@ -10,6 +10,7 @@ run.json and checkpoints). The lock itself: grpo_lab/run/lock.py.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
 import logging
@@ -23,8 +24,9 @@ from grpo_lab.errors import InputError
 from grpo_lab.run.lock import LOCK_NAME, RunDirBusy, RunDirUnwritable, RunLock
 from grpo_lab.run.owned import ForeignFile, delete_run, temporaries
 
-__all__ = ["LOCK_NAME", "MAY_DIFFER", "ConfigMismatch", "ForeignFile", "RunDirBusy", "RunDirUnwritable", "RunLock",
-           "config_diff", "check_resume", "flat_config", "prepare", "saved_config"]
+__all__ = ["ABSENT_MEANS", "LOCK_NAME", "MAY_DIFFER", "ConfigMismatch", "ForeignFile", "RunDirBusy",
+           "RunDirUnwritable", "RunLock", "as_it_ran", "config_diff", "check_resume", "flat_config", "prepare",
+           "saved_config"]
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +45,7 @@ MAY_DIFFER: dict[str, str] = {
     "eval.every": "how often the held-out pool is evaluated; evaluation has its own RNG and never moves training",
     "eval.every_samples": "as eval.every, counted in samples drawn",
     "eval.every_tokens": "as eval.every, counted in tokens generated",
+    "eval.every_updates": "as eval.every, counted in optimizer steps taken",
     "checkpoint.keep_last": "which checkpoints are kept on disk, not what any step computes",
     "checkpoint.keep_steps": "as checkpoint.keep_last",
     "checkpoint.keep_eval": "as checkpoint.keep_last",
@@ -54,6 +57,12 @@ MAY_DIFFER: dict[str, str] = {
 }
 # Key prefixes that may differ, for whole groups that only report (tracking/logging backends).
 MAY_DIFFER_PREFIXES: tuple[str, ...] = ("logger.", "logging.", "tracking.")
+# Keys added after runs were started whose absence from a saved config.json means another value than today's
+# default: the value those runs computed with. Such a run resumes as it ran, whatever this start's value (one run
+# never mixes two behaviours): prepare() sets that value and writes it into the run's config.json.
+ABSENT_MEANS: dict[str, Any] = {
+    "algo.tied_batch": "skip",  # before the key, a batch whose every advantage was 0 took no optimizer step
+}
 
 
 class ConfigMismatch(InputError):
@@ -81,12 +90,13 @@ def may_differ(key: str) -> bool:
 
 def config_diff(saved: dict[str, Any], new: dict[str, Any]) -> list[tuple[str, Any, Any]]:
     """(key, saved value, new value) for every key that changes results and differs. A key absent on
-    one side (a newer or older version of grpo-lab) differs unless the other side has its default."""
+    one side (a newer or older version of grpo-lab) differs unless the other side has its default; a key of
+    ABSENT_MEANS absent from the saved config never differs: the run resumes with the value it ran with."""
     defaults = flat_config(TrainConfig())
     missing = object()
     diffs = []
     for key in sorted(set(saved) | set(new)):
-        if may_differ(key):
+        if may_differ(key) or (key in ABSENT_MEANS and key not in saved):
             continue
         a, b = saved.get(key, missing), new.get(key, missing)
         a = defaults.get(key, missing) if a is missing else a
@@ -131,11 +141,31 @@ def check_resume(run_dir: str | Path, cfg: TrainConfig) -> None:
                              "out_dir, or resume=never to delete that run and start over")
 
 
-def prepare(run_dir: str | Path, cfg: TrainConfig) -> None:
+def as_it_ran(run_dir: str | Path, cfg: TrainConfig) -> TrainConfig:
+    """`cfg`, with each key of ABSENT_MEANS that the run's saved config.json lacks (a run started before the key
+    existed) set to the value the run computed with; `cfg` itself where nothing is missing."""
+    saved = saved_config(run_dir)
+    missing = {k: v for k, v in ABSENT_MEANS.items() if saved is not None and k not in saved}
+    if not missing:
+        return cfg
+    cfg = copy.deepcopy(cfg)
+    for key, value in missing.items():
+        *path, name = key.split(".")
+        node = cfg
+        for part in path:
+            node = getattr(node, part)
+        if getattr(node, name) != value:
+            log.info("%s was started before %s existed: it resumes as it ran, %s=%s", run_dir, key, key, value)
+        setattr(node, name, value)
+    return cfg
+
+
+def prepare(run_dir: str | Path, cfg: TrainConfig) -> TrainConfig:
     """Before a (re)start, holding the lock: refuse a config that differs from the saved one (before anything
     changes), or with resume=never delete the run's own files (refusing, before any deletion, a folder holding
     others), else read the checkpoint it resumes from (`check_resumable`); record a last start that ended
-    unrecorded as killed, remove temporaries a killed start left, and save config.json."""
+    unrecorded as killed, remove temporaries a killed start left, and save config.json. Returns the config the
+    run goes on with: `cfg`, or `as_it_ran` for a run started before a key of ABSENT_MEANS existed."""
     run_dir = Path(run_dir)
     check_resume(run_dir, cfg)
     if cfg.resume == "never":  # only the files a run writes, by name; anything else refuses (grpo_lab/run/owned.py)
@@ -144,10 +174,12 @@ def prepare(run_dir: str | Path, cfg: TrainConfig) -> None:
         if not (run_dir / CONFIG_NAME).exists() and has_run(run_dir):
             log.warning("%s has no %s (made by an older version): resuming without a config check", run_dir,
                         CONFIG_NAME)
+        cfg = as_it_ran(run_dir, cfg)
         check_resumable(run_dir, cfg)
     note_unfinished(run_dir)
     clean_temporaries(run_dir)
     _write_json(run_dir / CONFIG_NAME, flat_config(cfg))
+    return cfg
 
 
 def check_resumable(run_dir: Path, cfg: TrainConfig) -> None:

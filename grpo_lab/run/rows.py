@@ -9,12 +9,14 @@ from grpo_lab.records import Group, Trained
 
 
 def group_rows(run_id: str, step: int, groups: list[Group], counters: dict,
-               trained: dict[int, Trained] | None = None, entropy: bool = False) -> list[dict]:
+               trained: dict[int, Trained] | None = None, entropy: bool = False, stepped: bool = True) -> list[dict]:
     """One groups-table row per group this step drew or replayed; advances `counters` (samples, tokens) in place
     for the drawn ones only: a replayed group was drawn (and counted) at its `source_step`.
     `trained` (from `unit_columns`) gives each training group's unit and advantages; `entropy`: the rule keeps
-    token entropies (NaN for samples that did not train; the columns are null otherwise)."""
-    trained = trained or {}
+    token entropies (NaN for samples that did not train; the columns are null otherwise). `stepped` false: the
+    step took no optimizer step (algo.tied_batch=skip), so no sample took a gradient and no group is recorded as
+    trained (used false, n_trained 0, unit null, advantages NaN), whatever the sampler chose."""
+    trained = trained if stepped and trained else {}
     rows = []
     for grp in groups:
         g = len(grp.rewards)
@@ -33,9 +35,10 @@ def group_rows(run_id: str, step: int, groups: list[Group], counters: dict,
             round=grp.round, group_size=g, rewards=grp.rewards.tolist(), correct=grp.correct.tolist(),
             reward_mean=float(grp.rewards.mean(dtype=np.float64)), reward_std=float(grp.rewards.std(dtype=np.float64)),
             n_correct=n_correct, n_answered=None if grp.answered is None else int(grp.answered.sum()),
-            tie=grp.tie, tie_kind=kind, used=grp.used, tokens=tokens, **counters,
+            tie=grp.tie, tie_kind=kind, used=grp.used and stepped, tokens=tokens,
+            samples_total=counters["samples_total"], tokens_total=counters["tokens_total"],
             unit=None if done is None else done.unit, n_informative=0 if done is None else done.n_informative,
-            n_trained=grp.n_trained, rank=grp.rank,
+            n_trained=grp.n_trained if stepped else 0, rank=grp.rank,
             truncated=grp.truncated if grp.samples is None else int(grp.samples.truncated.sum()),
             advantages=(np.full(g, np.nan) if done is None else done.advantages).tolist(),
             entropy_mean=None if h is None else h[:, 0].tolist(),

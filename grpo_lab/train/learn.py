@@ -26,15 +26,20 @@ from grpo_lab.train.update import TrainingRows, masked, update
 
 LOSSES = ("loss", "pg_loss", "kl", "clip_frac", "grad_norm")
 NO_UPDATE = dict.fromkeys(LOSSES + MISMATCH, float("nan"))  # no sample entered an update: nothing measured
+NO_WORK = dict(positions=0, passes=0, backward=False)
 
 
 @dataclass
 class Learned:
-    losses: dict  # the steps table's loss and rollout-mismatch columns and `informative` (NaN: no update)
+    # the steps table's loss and rollout-mismatch columns (NaN: no update), `informative` and `opt_steps`
+    losses: dict
     trained: dict[int, Trained] = field(default_factory=dict)  # per group (by id) that trained: unit, advantages
     # per group of this rank whose every sample trained: its samples' log-probs under the policy that drew them (the
     # update's first pass), (G, T) like its rollout's old_logp. What a replayed group's ratio divides by
     behaviour: dict[int, torch.Tensor] = field(default_factory=dict)
+    # what the update ran, over every rank: the training rows' positions (completion tokens, each prompt once a pass
+    # prefills it), the policy passes, whether they ran a backward (grpo_lab/train/costs.py counts the cost)
+    work: dict = field(default_factory=lambda: dict(NO_WORK))
 
 
 def learn(model, ref, optimizer, draw: Draw, cfg: TrainConfig, pad_id: int, device, amp,
@@ -42,7 +47,7 @@ def learn(model, ref, optimizer, draw: Draw, cfg: TrainConfig, pad_id: int, devi
     """One update on `draw.units` (the same on every rank: samplers decide from global rounds); `amp` is the
     context every model pass runs in; `par` the data-parallel strategy (default: a full copy per rank)."""
     if not draw.units:
-        return Learned(dict(NO_UPDATE, informative=0))
+        return Learned(dict(NO_UPDATE, informative=0, opt_steps=0))
     a = cfg.algo
     units = [[_on_device(g, device) for g in u] for u in draw.units]  # a replayed group's samples wait on the CPU
     groups = [g for u in units for g in u]
@@ -56,6 +61,8 @@ def learn(model, ref, optimizer, draw: Draw, cfg: TrainConfig, pad_id: int, devi
     if a.mask_truncated:
         pieces = [[masked(ro) for ro in unit] for unit in pieces]
     micro = micro_batches(pieces, pad_id, a.micro_batch_groups, a.micro_batch_tokens)
+    rollouts = [ro for unit in pieces for ro in unit]  # each prefills its prompt once a pass
+    positions = int(torch.stack([ro.prompt_mask.sum() + ro.lengths.sum() for ro in rollouts]).sum()) if rollouts else 0
     sizes = [n for u in units if (n := sum(g.n_trained for g in u))]  # samples that train, per unit
     weight = sequence_weights(sizes, cfg.sampler.group_size, a.unit_weight).to(device)  # (N,)
     take = torch.from_numpy(rows[mine]).to(device)  # this rank's rows, in the micro-batches' order (units, groups)
@@ -65,19 +72,24 @@ def learn(model, ref, optimizer, draw: Draw, cfg: TrainConfig, pad_id: int, devi
                              behaviour=reused if adv.replayed.any() else None)
     with amp:
         out = update(model, ref, optimizer, micro, rank_rows, cfg, par, pad_id)
-    used = _gather(rows, owner, out["advantages"].float().cpu().numpy(), len(trains))  # (P,) NaN: not trained
+    used, positions = _gather(rows, owner, out["advantages"].float().cpu().numpy(), len(trains),
+                              positions)  # (P,) NaN: not trained; every rank's positions
     entropy = None if out["entropy"] is None else _gather(rows, owner, out["entropy"].float().cpu().numpy(),
-                                                          len(trains))  # (P, 2)
-    losses = {**{k: out[k] for k in (*LOSSES, "informative")}, **out["mismatch"]}
-    return Learned(losses, unit_columns(units, used, entropy), _behaviour(groups, trains, owner, out["behaviour"]))
+                                                          len(trains))[0]  # (P, 2)
+    losses = {**{k: out[k] for k in (*LOSSES, "informative", "opt_steps")}, **out["mismatch"]}
+    return Learned(losses, unit_columns(units, used, entropy), _behaviour(groups, trains, owner, out["behaviour"]),
+                   dict(positions=positions, passes=out["passes"], backward=out["backward"]))
 
 
-def _gather(rows: np.ndarray, owner: np.ndarray, mine: np.ndarray, pooled: int) -> np.ndarray:
-    """Every rank's per-row values (its training rows, in order) as one (P, ...) array, NaN where no row trained."""
+def _gather(rows: np.ndarray, owner: np.ndarray, mine: np.ndarray, pooled: int, count: int = 0) -> tuple:
+    """Every rank's per-row values (its training rows, in order) as one (P, ...) array, NaN where no row trained,
+    and the sum over ranks of `count` (in the same gather)."""
     out = np.full((pooled, *mine.shape[1:]), np.nan, np.float32)
-    for r, values in enumerate(distributed.gather_objects(mine)):
+    total = 0
+    for r, (values, n) in enumerate(distributed.gather_objects((mine, count))):
         out[rows[owner[rows] == r]] = values
-    return out
+        total += n
+    return out, total
 
 
 def _behaviour(groups: list[Group], trains: np.ndarray, owner: np.ndarray, first: torch.Tensor) -> dict:

@@ -26,7 +26,7 @@ from grpo_lab.model.logprobs import completion_logprobs, enable_checkpointing
 from grpo_lab.model.lora import add_adapters, trainable
 from grpo_lab.model.sharding import local
 from grpo_lab.rewards.rules import RewardWeights
-from grpo_lab.rewards.scorer import Scorer
+from grpo_lab.rewards.scorer import Scorer, score_rollout
 from grpo_lab.rollout.engines import build_engine
 from grpo_lab.rollout.evaluation import BASE_REPLIES, evaluate
 from grpo_lab.rollout.generate import Rollout, split_groups
@@ -51,6 +51,7 @@ from grpo_lab.run.tracking import Tracker, build_tracker, eval_metrics, step_met
 from grpo_lab.samplers import Draw, Group, PromptStream, build_sampler
 from grpo_lab.tasks import Problem
 from grpo_lab.train.cannot_learn import base_warning, first_step_warning
+from grpo_lab.train.costs import COUNTERS, flop_params, restore_counters, row_updates, step_costs
 from grpo_lab.train.learn import learn
 from grpo_lab.train.parallel import build_parallel
 
@@ -63,20 +64,6 @@ class SamplerExhausted(RuntimeError):
 
 class Diverged(RuntimeError):
     """The policy's weights are no longer finite: the run fails rather than save them (run.json: failed)."""
-
-
-def score_rollout(ro: Rollout, problems: list[Problem], kind: str, weights: RewardWeights, scorer: Scorer,
-                  answer_format: str = "bare"):
-    """Rewards, correctness and whether an answer was read as (B, G) arrays, and how many answers' checks ran
-    out of time."""
-    g = ro.group_size
-    assert isinstance(g, int), "score_rollout takes a sampled rollout (one G), not a training batch"
-    golds = [p.answer for p in problems for _ in range(g)]
-    scored = scorer.score_all(ro.texts, (~ro.truncated).tolist(), golds, kind, weights, answer_format)
-    rewards = np.array([s.reward for s in scored], dtype=np.float32).reshape(-1, g)
-    correct = np.array([s.correct for s in scored], dtype=bool).reshape(-1, g)
-    answered = np.array([s.answer is not None for s in scored], dtype=bool).reshape(-1, g)
-    return rewards, correct, answered, sum(s.timed_out for s in scored)
 
 
 class Trainer:
@@ -102,8 +89,9 @@ class Trainer:
             enable_checkpointing(self.model)
         with self.amp():
             self.par = build_parallel(cfg.dist.strategy, self.device, autocast_dtype(self.device))
+        self.flop_params = flop_params(self.model)  # N of the steps table's FLOP estimate (grpo_lab/train/costs.py)
         self.model, self.ref = self.par.prepare(self.model, self.ref)  # fsdp: both sharded, each its own shards
-        record.update(strategy=self.par.name)
+        record.update(strategy=self.par.name, flop_params=self.flop_params)
         self.saved = self.model if self.peft is None else self.peft  # what checkpoints hold: LoRA, the adapters only
         self.model.train()
         self.optimizer = torch.optim.AdamW(trainable(self.model), lr=cfg.algo.lr, weight_decay=cfg.algo.weight_decay,
@@ -114,7 +102,7 @@ class Trainer:
         self.scorer = Scorer(r.workers, r.answer_timeout_s, r.step_budget_s)  # closed by train()
         self.score_timeouts = 0  # this step's answers whose check ran out of time
         self.sampler = build_sampler(cfg.sampler, PromptStream(task.train, cfg.seed))
-        self.counters = {"samples_total": 0, "tokens_total": 0}
+        self.counters = dict(COUNTERS)  # samples_total, tokens_total, updates, flops_total
         self.last_step = 0
         ckpt = distributed.broadcast_object(latest_checkpoint(self.run_dir))  # rank 0's view: one choice for all
         if ckpt is None and checkpoint_steps(self.run_dir, resumable=False):
@@ -123,7 +111,7 @@ class Trainer:
         if ckpt is not None:
             self.last_step, state = load_checkpoint(ckpt, self.saved, self.optimizer, self.generator,
                                                     distributed.rank(), distributed.world())
-            self.counters = {k: state[k] for k in self.counters}
+            self.counters = restore_counters(state, self.run_dir, self.last_step, cfg.algo.mu)
             self.sampler.load_state_dict(state["ranks_sampler"][distributed.rank()] if state.get("ranks_sampler")
                                          else state["sampler"])
             log.info("resuming %s from step %d", self.run_dir, self.last_step)
@@ -160,9 +148,8 @@ class Trainer:
             order = {p.prompt_id: i for i, p in enumerate(self.task.held_out)}
             rows = sorted((r for part in distributed.gather_objects(rows) for r in part),
                           key=lambda r: order[r["prompt_id"]])  # stable: each prompt's samples stay in order
-            for row in rows:  # so checkpoints align by samples (or tokens) drawn, not only by step
-                row["samples_total"] = self.counters["samples_total"]
-                row["tokens_total"] = self.counters["tokens_total"]
+            for row in rows:  # so checkpoints align by samples, tokens, updates or FLOPs, not only by step
+                row.update({k: None if v != v else v for k, v in self.counters.items()})  # NaN: not known
             self._write("eval", step, rows)
             if step == 0 and (said := base_warning(rows, self.task.answer_kind, self.task.answer_format)):
                 log.warning("%s", said)  # a run that cannot learn says so before it spends its budget
@@ -190,22 +177,23 @@ class Trainer:
                                                                  self.scorer, self.task.answer_format)
             # population std in float64, as eq. 3; one answer ties with nothing (SPO's groups of one)
             ties = (rewards.astype(np.float64).std(axis=1) <= cfg.algo.std_eps) & (rewards.shape[1] > 1)
+            prompts = ro.prompt_mask.sum(1).tolist()  # each prompt's tokens, prefilled once for its group
             groups = [Group(p, rnd, chunk, rewards[i], correct[i], bool(ties[i]), rank=rank,
                             tokens=int(chunk.lengths.sum()), truncated=int(chunk.truncated.sum()),
-                            answered=answered[i])
+                            answered=answered[i], prompt_tokens=int(prompts[i]))
                       for i, (p, chunk) in enumerate(zip(mine, split_groups(ro)))]
         if world == 1:
             self.score_timeouts += timeouts
             return groups
-        scores = distributed.gather_objects(([(g.rewards, g.correct, g.tie, g.tokens, g.truncated, g.answered)
-                                              for g in groups], timeouts))
+        scores = distributed.gather_objects(([(g.rewards, g.correct, g.tie, g.tokens, g.truncated, g.answered,
+                                               g.prompt_tokens) for g in groups], timeouts))
         self.score_timeouts += sum(t for _, t in scores)
         out, taken = [], [0] * world
         for p, r in zip(problems, owner):  # in the problems' order: each rank's groups come in its own order
             k, taken[r] = taken[r], taken[r] + 1
-            rewards, correct, tie, tokens, truncated, answered = scores[r][0][k]
+            rewards, correct, tie, tokens, truncated, answered, prompt = scores[r][0][k]
             out.append(groups[k] if r == rank else Group(p, rnd, None, rewards, correct, tie, rank=r, tokens=tokens,
-                                                         truncated=truncated, answered=answered))
+                                                         truncated=truncated, answered=answered, prompt_tokens=prompt))
         return out
 
     def _policy_logprobs(self, ro: Rollout) -> torch.Tensor:
@@ -217,7 +205,7 @@ class Trainer:
         """Draw, score and learn from one batch; write its groups and steps parts. Returns the step row."""
         cfg = self.cfg
         step = self.last_step + 1
-        t0 = time.perf_counter()
+        t0, cpu0 = time.perf_counter(), time.process_time()
         self.score_timeouts = 0
         with self.amp(), self.par.rollout(self.model):  # fsdp: the weights gathered once for the whole draw
             draw: Draw = self.sampler.draw(self._draw_round, cfg.prompts_per_step)
@@ -225,7 +213,7 @@ class Trainer:
         learned = learn(self.model, self.ref, self.optimizer, draw, cfg, self.tokenizer.pad_token_id, self.device,
                         self.amp(), self.par)
         self.optimizer.zero_grad(set_to_none=True)  # the gradients are spent: not held through the next rollout
-        if learned.losses["informative"]:  # an optimizer step was taken: the engine samples from the new policy
+        if learned.losses["opt_steps"]:  # the weights changed: the engine samples from the new policy
             self.engine.sync(self.model)
         self.sampler.observe(step, draw, learned.trained, learned.behaviour)  # e.g. the replay buffer's offers
         self.sampler.after_update(step, draw, self._policy_logprobs)  # e.g. SPO's trackers
@@ -233,8 +221,13 @@ class Trainer:
 
         run_id = self.record.run_id
         groups = group_rows(run_id, step, draw.groups, self.counters, learned.trained,
-                            entropy=advantage_rule(cfg.algo.advantage).token_level)
+                            entropy=advantage_rule(cfg.algo.advantage).token_level,
+                            stepped=bool(learned.losses["opt_steps"]))  # no step taken: nothing trained
         drawn = [g for g in draw.groups if not g.reused]  # what this step sampled (replays were drawn before)
+        cost = step_costs(self.flop_params, sum(g.prompt_tokens for g in drawn), sum(g.tokens for g in drawn),
+                          learned.work, cfg.algo.beta)
+        self.counters["updates"] += learned.losses["opt_steps"]
+        self.counters["flops_total"] += cost["flops"]
         correct = np.concatenate([g.correct for g in drawn]) if drawn else np.zeros(0, bool)
         rewards = np.concatenate([g.rewards for g in drawn]) if drawn else np.zeros(0)
         fresh = [r for r in groups if not r["reused"]]
@@ -245,7 +238,8 @@ class Trainer:
                    score_timeouts=self.score_timeouts, truncated=sum(r["truncated"] for r in fresh),
                    trained=sum(r["n_trained"] for r in groups),
                    reused=sum(r["n_trained"] for r in groups if r["reused"]),
-                   informative_tied=sum(r["n_informative"] for r in groups if r["tie"]))
+                   informative_tied=sum(r["n_informative"] for r in groups if r["tie"]), **cost,
+                   cpu_s=time.process_time() - cpu0)
         self._write("groups", step, groups)
         self._write("steps", step, [row])
         # the first step keeps a group of each difficulty whatever log_completions says: a run that trains nothing
@@ -285,12 +279,12 @@ class Trainer:
 
     def eval_due(self, step: int, before: dict) -> bool:
         """Whether `step` is evaluated: the last step (max_steps or the budget), every eval.every steps, or
-        when its draw crossed a multiple of eval.every_samples or eval.every_tokens (`before`: samples_total and
-        tokens_total before it): the union of the three schedules, so one sweep aligns arms all three ways."""
+        when it crossed a multiple of eval.every_samples, eval.every_tokens or eval.every_updates (`before`: the
+        counters before it): the union of the schedules, so one sweep aligns arms all four ways."""
         c = self.cfg
         crossed = any(every and before[key] // every < self.counters[key] // every
-                      for key, every in (("samples_total", c.eval.every_samples),
-                                         ("tokens_total", c.eval.every_tokens)))
+                      for key, every in (("samples_total", c.eval.every_samples), ("tokens_total", c.eval.every_tokens),
+                                         ("updates", c.eval.every_updates)))
         return step == c.max_steps or self.budget_spent() or bool(c.eval.every and step % c.eval.every == 0) or crossed
 
     def budget_spent(self) -> bool:
@@ -308,6 +302,7 @@ class Trainer:
         elif not (self.run_dir / "eval" / f"part-{self.last_step:06d}.parquet").exists():
             rows = read_table(self.run_dir, "steps").to_pylist()[-2:]  # the restored step's row and the one before
             before = {key: rows[-2][key] if len(rows) > 1 else 0 for key in ("samples_total", "tokens_total")}
+            before["updates"] = self.counters["updates"] - (row_updates(rows[-1], cfg.algo.mu) if rows else 0)
             if self.eval_due(self.last_step, before if rows else dict(self.counters)):
                 self.evaluate(self.last_step)
         while self.last_step < cfg.max_steps and not self.budget_spent():
@@ -369,10 +364,10 @@ def train(cfg: TrainConfig, on_start: Callable[[Path], None] | None = None) -> P
         if distributed.is_main():  # one writer: rank 0 holds the lock and checks the directory
             try:
                 held.enter_context(RunLock(run_dir))
-                prepare(run_dir, cfg)
+                cfg = prepare(run_dir, cfg)  # a run started before a key existed goes on as it ran
             except InputError as e:
                 error = e
-        error = distributed.broadcast_object(error)  # every rank stops with rank 0's one-line reason
+        error, cfg = distributed.broadcast_object((error, cfg))  # every rank stops with rank 0's one-line reason
         if error is not None:
             raise error
         if on_start is not None:

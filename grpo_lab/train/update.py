@@ -51,8 +51,13 @@ def update(model, ref, optimizer, micro: list[MicroBatch], rows: TrainingRows, c
     (over ranks); and per row of this rank: `advantages` (what the update used: the sample's advantage, the
     mean over its tokens for RL-ZVP's shaped ones), `entropy` ((n, 2) mean and max over its tokens; RL-ZVP
     only, else None) and `behaviour` (its log-probs in the first pass, (n, T), zero at padding: the policy that
-    sampled a fresh sample). With no informative sample the policy gradient is exactly zero: no optimizer step
-    is taken (Adam would turn the KL term's near-zero gradient into a full-size step).
+    sampled a fresh sample); `opt_steps`, the optimizer steps taken; `passes`, the policy passes run and
+    `backward`, whether they ran a backward (what the steps table's cost columns count).
+
+    A batch whose every advantage is 0 (all tied) still takes its mu optimizer steps under algo.tied_batch=step
+    (DeepSeekMath's objective, TRL, verl): on the beta x k3 KL's gradient, or with beta = 0 on a gradient exactly
+    0, where AdamW still moves the weights by its moments and weight decay. Under `skip` it runs one pass without
+    gradients and takes none, AdamW's state untouched.
 
     The ratio's denominator is the first pass's log-probs (the policy before this step's first update is the
     one that sampled; its own log-probs from this same pass make the first ratio exactly 1, where the sampler's
@@ -79,7 +84,10 @@ def update(model, ref, optimizer, micro: list[MicroBatch], rows: TrainingRows, c
     signal = rows.advantages != 0
     if shaped:
         signal = signal | (rows.direction != 0)
-    can_learn = int(distributed.global_sum(int(signal.sum()))) > 0  # rows that may carry a gradient
+    counts = distributed.global_sum(torch.tensor([int(signal.sum()), rows.weight.shape[0]]))  # over ranks
+    can_learn = bool(counts[0] > 0)  # rows that may carry a gradient
+    always = a.tied_batch == "step" and bool(counts[1] > 0)  # a batch with training rows takes its mu steps
+    grad = can_learn or always  # the passes run with gradients and backward
     n_real, n_rows = len(micro), rows.weight.shape[0]
     micro, rows = par.pad(micro, rows, pad_id)  # fsdp: the same passes on every rank
     ref_logp = [None] * len(micro)
@@ -91,12 +99,13 @@ def update(model, ref, optimizer, micro: list[MicroBatch], rows: TrainingRows, c
     old_logp, first, used = [None] * len(micro), [None] * len(micro), [None] * len(micro)
     entropy, weights = [None] * len(micro), [None] * len(micro)
     mismatch = torch.zeros(10, dtype=torch.float64, device=device)  # mismatch_sums of the fresh samples, max |d| last
-    for _ in range(a.mu if can_learn else 1):
+    opt_steps = 0
+    for _ in range(a.mu if grad else 1):
         optimizer.zero_grad(set_to_none=True)
         sums = np.zeros(4)
         for k, mb in enumerate(micro):
             mask = mb.rollout.completion_mask
-            with torch.set_grad_enabled(can_learn):
+            with torch.set_grad_enabled(grad):
                 if first[k] is None:  # the first pass: the denominators, and RL-ZVP's entropies
                     logp, ent = completion_logprobs(model, mb.rollout, temp, entropy=True, **policy) if shaped \
                         else (completion_logprobs(model, mb.rollout, temp, **policy), None)
@@ -116,7 +125,7 @@ def update(model, ref, optimizer, micro: list[MicroBatch], rows: TrainingRows, c
                                      eps_low=a.eps_low, eps_high=a.eps_high, agg=a.loss_agg,
                                      max_len=cfg.rollout.max_new_tokens, seq_weight=rows.weight[mb.rows], norm=norm,
                                      is_weight=weights[k])
-                if can_learn:
+                if grad:  # (every pass's log-probs carry a graph: a zero advantage backs up zeros)
                     loss.backward()  # gradients accumulate: each micro-batch's loss is its share of the batch's
             sums += (st.loss, st.pg_loss, st.kl, st.clip_frac)
         sums = distributed.all_reduce_(torch.from_numpy(sums)).numpy()  # every rank's share of the batch's
@@ -125,13 +134,14 @@ def update(model, ref, optimizer, micro: list[MicroBatch], rows: TrainingRows, c
                 else rows.advantages
             informative = int(distributed.global_sum(int((per_row != 0).sum())))
         grad_norm = float("nan")  # no gradient taken
-        if can_learn and informative:
+        if grad and (informative or always):
             par.reduce([p for p in model.parameters() if p.requires_grad])  # ddp: summed over ranks
             grad_norm = par.clip(list(model.parameters()), a.max_grad_norm)
             optimizer.step()
+            opt_steps += 1
         stats.append((*sums, grad_norm))
-        if not informative:
-            break  # a shaped tied unit whose every token came to 0 (one-token answers): nothing to learn
+        if not (informative or always):
+            break  # skip: a shaped tied unit whose every token came to 0 (one-token answers): nothing to learn
     par.after_passes(model)  # fsdp: a pass without backward leaves the root gathered
     top = distributed.max_over_ranks(float(mismatch[9]))  # the step's one read of the figures on the host
     mismatch = distributed.all_reduce_(mismatch).cpu()
@@ -143,8 +153,8 @@ def update(model, ref, optimizer, micro: list[MicroBatch], rows: TrainingRows, c
     if shaped:  # a rank with no rows still answers (n, 2): every rank then takes part in the same gathers
         entropy = torch.cat(entropy) if entropy else torch.zeros(0, 2, device=device)
     return dict(loss=loss, pg_loss=pg, kl=kl, clip_frac=clip, grad_norm=gn, informative=informative,
-                advantages=per_row.detach(), behaviour=behaviour, entropy=entropy if shaped else None,
-                mismatch=mismatch_stats(mismatch, top))
+                opt_steps=opt_steps, passes=len(stats), backward=grad, advantages=per_row.detach(),
+                behaviour=behaviour, entropy=entropy if shaped else None, mismatch=mismatch_stats(mismatch, top))
 
 
 def _rollout_correction(train_logp: torch.Tensor, mb: MicroBatch, rows: TrainingRows, mode: str, cap: float):
