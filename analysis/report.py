@@ -228,7 +228,7 @@ def _build(sources: Sequence[Path], out: Path, building: Path, command: str | No
     family = tests.family([held.comparisons, what_trained.comparisons, tied.comparisons if tied else None, dynamics],
                           fixed)
     ranked = ranking.section(tables, ctx, family, held.scores, what_trained.comparable, fixed.unranked_comparable(),
-                             held.prompt_scores, what_trained.by_difficulty)
+                             held.prompt_scores, what_trained.by_difficulty, fixed.unranked())
     carried = transfer.section(reference[1], reference[0], family) if reference else None
     budgets = budgets_per_arm(tables.groups, arm) if not tables.groups.empty else None
     idle = failures.nothing_trained(tables.groups, arm, tied.answered if tied else None)

@@ -153,7 +153,7 @@ class EvalConfig:
     # different rates are then evaluated at equal budgets, which is how the report aligns checkpoints
     every_samples: int = 0
     # and each time tokens generated cross a multiple of this (0: off): arms whose answers differ in length are
-    # then evaluated at equal tokens too (the report's third alignment, beside equal samples and equal steps)
+    # then evaluated at equal tokens too (the report's third alignment, beside equal samples and equal updates)
     every_tokens: int = 0
     # and each time optimizer steps taken cross a multiple of this (0: off): arms whose steps differ (algo.mu,
     # algo.tied_batch=skip, samplers that train nothing some steps) are then evaluated at equal updates too

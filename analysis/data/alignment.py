@@ -18,7 +18,7 @@ import pandas as pd
 
 SAMPLES, UPDATES, TOKENS = "samples", "updates", "tokens"
 STEPS = "steps"  # a final checkpoint where every job ran the same loop steps (and so drew equal samples)
-EVERY_TOKENS = "eval.every_tokens"
+EVERY_TOKENS, EVERY_UPDATES = "eval.every_tokens", "eval.every_updates"
 
 
 def with_tokens(eval: pd.DataFrame) -> pd.DataFrame:
@@ -29,16 +29,30 @@ def with_tokens(eval: pd.DataFrame) -> pd.DataFrame:
     return eval.assign(tokens_total=np.where(eval["step"].to_numpy() == 0, 0.0, tokens))
 
 
+def update_points(steps: pd.DataFrame) -> pd.Series:
+    """Each row's updates, rounded down to a multiple of its job's `eval.every_updates` where it has that schedule
+    (the trainer evaluates on crossing one: with mu updates a step a multiple may be passed, not hit), else the
+    updates themselves (`eval.every` in loop steps: a count the jobs share where each step took its update)."""
+    updates = steps["updates"].to_numpy(float) if "updates" in steps else np.full(len(steps), np.nan)
+    every = (pd.to_numeric(steps[EVERY_UPDATES], errors="coerce").to_numpy(float) if EVERY_UPDATES in steps
+             else np.full(len(steps), np.nan))
+    scheduled = np.isfinite(every) & (every > 0)
+    return pd.Series(np.where(scheduled, np.floor(updates / np.where(scheduled, every, 1)) * every, updates),
+                     index=steps.index)
+
+
 def equal_updates_point(steps: pd.DataFrame) -> int | None:
-    """The updates of the study's equal-updates comparisons: the largest number of updates above 0 that every job
-    was evaluated at, where the jobs' last evaluated checkpoints differ in updates (else equal samples are equal
-    updates: None); None where no count but the base model's is shared, or a job's updates are not known.
-    `steps`: one row per job and evaluated step, with `updates` (`resources.attach_updates`)."""
+    """The updates of the study's equal-updates comparisons: the largest count above 0 (a multiple of
+    `eval.every_updates` where the jobs have that schedule, `update_points`) that every job was evaluated at or
+    just past, where the jobs' last evaluated checkpoints differ in updates (else equal samples are equal updates:
+    None); None where no count but the base model's is shared, or a job's updates are not known. `steps`: one row
+    per job and evaluated step, with `updates` (`resources.attach_updates`)."""
     if steps.empty or "updates" not in steps or steps["updates"].isna().any():
         return None
-    evaluated = steps.groupby("job", observed=True)["updates"].agg(lambda s: frozenset(int(v) for v in s))
-    if evaluated.empty or len({max(s) for s in evaluated}) <= 1:
+    if steps.groupby("job", observed=True)["updates"].max().nunique() <= 1:
         return None
+    points = update_points(steps)
+    evaluated = points.groupby(steps["job"].astype(str).to_numpy()).agg(lambda p: frozenset(int(v) for v in p))
     shared = frozenset.intersection(*evaluated) - {0}
     return max(shared) if shared else None
 
@@ -87,6 +101,6 @@ def at_point(rows: pd.DataFrame, alignment: str, point: object) -> pd.DataFrame:
     if alignment == SAMPLES:
         return rows[rows["checkpoint"] == point]
     if alignment == UPDATES:
-        return rows[rows["updates"] == point].sort_values("step").drop_duplicates("job")
+        return rows[update_points(rows) == point].sort_values("step").drop_duplicates("job")
     at = rows[token_points(rows) == point]
     return at.sort_values("step").drop_duplicates("job")

@@ -73,10 +73,25 @@ def job_config(run_dir: Path) -> dict[str, Any]:
     return with_aliases(flat_config(run_dir), run_dir)
 
 
+# keys a run made before they existed ran with a value of their own (grpo_lab/run/guards.py's ABSENT_MEANS): the
+# trainer's config.json holds the value a run went on with (a relaunch of an old run rewrites Hydra's record with
+# today's default, which it did not run with), and a config that lacks the key ran with this value
+AS_IT_RAN = {"algo.tied_batch": "skip"}
+
+
 def flat_config(run_dir: Path) -> dict[str, Any]:
-    """The job's flattened config as it was written (no aliases); {} when the job left no config."""
+    """The job's flattened config as it was written (no aliases), each key of AS_IT_RAN as the run ran with it;
+    {} when the job left no config."""
     config_path = config_source(run_dir)
-    return flatten(read_config(config_path)) if config_path is not None else {}
+    if config_path is None:
+        return {}
+    flat = flatten(read_config(config_path))
+    trainer = run_dir / "config.json"
+    ran = read_config(trainer) if config_path.name != "config.json" and trainer.is_file() else flat
+    for key, value in AS_IT_RAN.items():
+        if not (run_dir / ".grpo-lab-ingest").exists():  # a grpo-lab run's config, not another tool's ingested run
+            flat[key] = ran.get(key, flat.get(key, value) if ran is flat else value)
+    return flat
 
 
 def with_aliases(flat: dict[str, Any], run_dir: Path) -> dict[str, Any]:

@@ -39,6 +39,9 @@ def step_updates(steps: pd.DataFrame) -> pd.DataFrame:
         if "opt_steps" in frame:  # parts of both kinds in one job: the recorded count where there is one
             taken = np.where(frame["opt_steps"].notna(), frame["opt_steps"].to_numpy(float), taken)
     updates = pd.Series(taken, index=frame.index).groupby(frame["job"].to_numpy()).cumsum().to_numpy()
+    if "updates" in frame:  # the run's own count where it recorded one: right even where a part was left out
+        recorded = frame["updates"].to_numpy(float)
+        updates = np.where(np.isnan(recorded), updates, recorded)
     flops = frame["flops_total"].to_numpy(float) if "flops_total" in frame else np.full(len(frame), np.nan)
     return pd.DataFrame({"job": frame["job"].to_numpy(), "step": frame["step"].astype("int64").to_numpy(),
                          "updates": updates, "flops_total": flops})

@@ -79,7 +79,12 @@ def attributed(tests: pd.DataFrame) -> pd.DataFrame:
 def _reversals(tests: pd.DataFrame) -> list[str | None]:
     """Per row: where the same pair's ordering on the same measure is resolved the other way at another
     alignment, "reversed at equal <alignment>" (each alignment that disagrees); None elsewhere."""
-    keys = [(*base_metric(str(m)), a, b) for m, a, b in zip(tests["metric"], tests["a"], tests["b"])]
+    aligned = tests["alignment"] if "alignment" in tests else pd.Series([None] * len(tests), index=tests.index)
+    keys = []
+    for m, a, b, at in zip(tests["metric"], tests["a"], tests["b"], aligned):
+        base, where = base_metric(str(m))
+        # a final checkpoint is at what ended the jobs: equal samples, or updates, steps or tokens (the row says)
+        keys.append((base, at if where == "samples" and isinstance(at, str) else where, a, b))
     won = {}
     for (base, at, a, b), w in zip(keys, tests["winner"]):
         if isinstance(w, str):

@@ -23,7 +23,9 @@ from analysis.stats.intervals import t_mean_ci
 
 FRACTIONS = (0.5, 0.75, 0.9)  # of the best arm's final gain over the base model
 CURVE_COLUMNS = ("job", "step", "checkpoint", "pass1", *RESOURCES)
-TARGET_COLUMNS = ("arm", "target", "pass1_target", "resource", "seeds", "reached", "mean", "ci_low", "ci_high")
+# reached: the jobs (seeds) that reached the target; recorded: of them, those whose runs recorded the resource
+TARGET_COLUMNS = ("arm", "target", "pass1_target", "resource", "seeds", "reached", "recorded", "mean", "ci_low",
+                  "ci_high")
 
 
 def job_curves(eval: pd.DataFrame, prompt_scores: pd.DataFrame, arm: Sequence[str]) -> pd.DataFrame:
@@ -75,10 +77,10 @@ def resource_to_target(curves: pd.DataFrame, arm: Sequence[str], goals: dict[str
             for resource in RESOURCES:
                 values = got[resource].to_numpy(float)
                 whole = len(got) == len(jobs) and np.isfinite(values).all()
-                low, high = t_mean_ci(values) if whole else (np.nan, np.nan)
+                low, high = t_mean_ci(values) if whole else (np.nan, np.nan)  # NaN for one seed
                 rows.append({"arm": label, "target": name, "pass1_target": target, "resource": resource,
-                             "seeds": len(jobs), "reached": len(got), "mean": values.mean() if whole else np.nan,
-                             "ci_low": low, "ci_high": high})
+                             "seeds": len(jobs), "reached": len(got), "recorded": int(np.isfinite(values).sum()),
+                             "mean": values.mean() if whole else np.nan, "ci_low": low, "ci_high": high})
     return pd.DataFrame(rows, columns=list(TARGET_COLUMNS))
 
 

@@ -96,16 +96,19 @@ def health_bands(curves: pd.DataFrame, points: int = GRID) -> pd.DataFrame:
 
 def spikes(steps: pd.DataFrame, arm: Sequence[str]) -> pd.DataFrame:
     """The steps whose KL or gradient norm (SPIKE_METRICS) is above SPIKE times its arm's SPIKE_QUANTILE of that
-    metric over all its jobs' steps (steps with no value left out). Columns: arm, job, step, samples_total, metric,
-    value, usual (the arm's quantile), largest in each metric first."""
+    metric over all its jobs' steps (steps with no value, or a value of 0, left out). Columns: arm, job, step,
+    samples_total, metric, value, usual (the arm's quantile), largest in each metric first."""
     columns = ["arm", "job", "step", "samples_total", "metric", "value", "usual"]
     out = []
     for label, rows in iter_arms(steps, list(arm)) if arm else [("all", steps)]:
         for metric in (m for m in SPIKE_METRICS if m in rows):
             values = rows[metric].astype(float)
-            if values.notna().sum() < 2:
+            # the usual level from steps that measured something: a step without an update (or an all-tied batch
+            # at beta 0) has a grad norm of exactly 0, and a quantile of zeros would make every real step a spike
+            measured = values[values > 0]
+            if len(measured) < 2:
                 continue
-            usual = float(values.quantile(SPIKE_QUANTILE))
+            usual = float(measured.quantile(SPIKE_QUANTILE))
             high = rows[(values > SPIKE * usual).to_numpy() & (values > 0).to_numpy()]
             out += [(label, str(r.job), int(r.step), r.samples_total, metric, float(getattr(r, metric)), usual)
                     for r in high.itertuples(index=False)]

@@ -111,7 +111,10 @@ def rank(measure: str, by_arm: pd.DataFrame, tests: pd.DataFrame) -> Ranking:
     tests table (with p_holm) resolves for the measure, among the arms of `by_arm` (rows fixed by an arm's rule,
     `by_construction`, resolve nothing and are not counted)."""
     ranked = tests["a"].isin(by_arm["arm"]) & tests["b"].isin(by_arm["arm"])
-    rows = tests[(tests["metric"] == TEST_METRIC[measure]) & ranked]
+    metric = TEST_METRIC[measure]
+    if measure == INFORMATIVE and not (tests["metric"] == metric).any():  # no arm has a rule: the two counts agree
+        metric = "wasted_frac"
+    rows = tests[(tests["metric"] == metric) & ranked]
     if "by_construction" in rows:
         rows = rows[rows["by_construction"].isna()]
     resolved, orderings = [], []

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from matplotlib.artist import Artist
-from matplotlib.ticker import EngFormatter
+from matplotlib.ticker import EngFormatter, MaxNLocator
 
 from analysis.data.arms import short_label
 from analysis.data.resources import RESOURCES
@@ -39,8 +39,11 @@ def cost(curves: pd.DataFrame, path: Path, goals: Mapping[str, float], colours: 
                                              markerfacecolor="none" if i % 2 else None)
         for value in goals.values():
             ax.axhline(value, color="#555555", linestyle="--", linewidth=0.8)
-        ax.set(xlabel=RESOURCES[resource][1], ylabel="held-out pass@1", title=f"against {RESOURCES[resource][1]}")
+        ax.set(xlabel=RESOURCES[resource][1], title=f"against {RESOURCES[resource][1]}")
+        if ax is axes[0]:  # one y label for the row: every panel has the same y
+            ax.set_ylabel("held-out pass@1")
         ax.xaxis.set_major_formatter(EngFormatter(sep=""))
+        ax.yaxis.set_major_locator(MaxNLocator(nbins=6, steps=[1, 2, 5, 10]))  # no 0.025 steps: narrow labels
         ax.grid(alpha=0.3)
     legend_below(fig, entries)
     return save(fig, path)

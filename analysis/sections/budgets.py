@@ -60,9 +60,10 @@ def budget_text(budgets: pd.DataFrame | None) -> str:
 
 
 def skipped_updates_line(steps: pd.DataFrame, arm: list[str]) -> str | None:
-    """The Findings' first line where some loop steps took no update (all-tied batches under
-    `algo.tied_batch=skip`, and every run made before that key), per arm: steps without an update of all steps;
-    None where every step took its update (or there is no steps table)."""
+    """The Findings' first line where some loop steps took no update, per arm (steps without an update of all
+    steps) and why: under `algo.tied_batch=skip` (and in every run made before that key, whose default it was) an
+    all-tied batch takes none; under either value a step whose sampler left nothing to train takes none. None where
+    every step took its update (or there is no steps table)."""
     from analysis.data.arms import iter_arms
     from analysis.data.resources import step_updates
 
@@ -70,14 +71,21 @@ def skipped_updates_line(steps: pd.DataFrame, arm: list[str]) -> str | None:
     if at.empty:
         return None
     taken = at.groupby("job")["updates"].diff().fillna(at["updates"])  # each step's optimizer steps
+    keys = [k for k in dict.fromkeys([*arm, "algo.tied_batch"]) if k in steps]
     at = at.assign(skipped=(taken.to_numpy() == 0)).merge(
-        steps.assign(job=steps["job"].astype(str))[["job", "step", *arm]].drop_duplicates(["job", "step"]),
+        steps.assign(job=steps["job"].astype(str))[["job", "step", *keys]].drop_duplicates(["job", "step"]),
         on=["job", "step"])
-    parts = [f"{short_label(label)} {int(part['skipped'].sum()):,} of {len(part):,}"
-             for label, part in iter_arms(at, arm) if part["skipped"].any()]
+    parts, skipping = [], False
+    for label, part in iter_arms(at, arm):
+        if part["skipped"].any():
+            parts.append(f"{short_label(label)} {int(part['skipped'].sum()):,} of {len(part):,}")
+            skipped = part[part["skipped"].to_numpy()]
+            skipping |= "algo.tied_batch" not in part or bool(skipped["algo.tied_batch"].astype(str).ne("step").any())
     if not parts:
         return None
-    return (f"**Steps without an update**: {'; '.join(parts)} loop steps took no optimizer step (every advantage of "
-            "the batch was 0 and the run skipped its update: `algo.tied_batch=skip`, or a run made before that key, "
-            "whose default it was). Updates count optimizer steps taken: every alignment and count of updates below "
-            "leaves those steps out.")
+    why = ("a batch whose every advantage was 0 skipped its update (`algo.tied_batch=skip`, or a run made before "
+           "that key, whose default it was), or the sampler left nothing to train" if skipping else
+           "the sampler left nothing to train at those steps (every batch with samples to train took its update, "
+           "`algo.tied_batch=step`)")
+    return (f"**Steps without an update**: {'; '.join(parts)} loop steps took no optimizer step: {why}. Updates "
+            "count optimizer steps taken: every alignment and count of updates below leaves those steps out.")

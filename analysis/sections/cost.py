@@ -3,6 +3,7 @@ reach targets set from the data (`analysis.measures.cost`)."""
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from analysis.data.load import Tables
@@ -56,8 +57,30 @@ def _wide(table: pd.DataFrame, resources: list[str]) -> pd.DataFrame:
     for (arm, target), part in table.groupby(["arm", "target"], sort=False):
         row = {"arm": arm, "target": target, "pass1": part["pass1_target"].iloc[0]}
         for _, r in part.set_index("resource").loc[resources].iterrows():
-            row[RESOURCES[r.name][1]] = (f"{r['mean']:,.4g} [{r['ci_low']:,.4g}, {r['ci_high']:,.4g}]"
-                                         if pd.notna(r["mean"]) else f"{int(r['reached'])} of {int(r['seeds'])} "
-                                         "reached")
+            row[RESOURCES[r.name][1]] = _cell(r)
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def _cell(r: pd.Series) -> str:
+    """A resource-to-target cell: "mean [low, high]"; "mean (one seed)"; "k of n reached"; or, where every seed
+    reached the target but some run did not record the resource, how many did."""
+    if pd.notna(r["mean"]):
+        return f"{amount(r['mean'])} (one seed)" if pd.isna(r["ci_low"]) else \
+            f"{amount(r['mean'])} [{amount(r['ci_low'])}, {amount(r['ci_high'])}]"
+    if r["reached"] < r["seeds"]:
+        return f"{int(r['reached'])} of {int(r['seeds'])} reached"
+    return f"all {int(r['seeds'])} reached; recorded by {int(r['recorded'])}"
+
+
+def amount(value: float) -> str:
+    """A resource in three significant digits, thousands and up with an SI prefix: 26.5, 3,390, 11.6k, 93.7G."""
+    if not np.isfinite(value):
+        return "–"
+    if abs(value) < 10_000:
+        return f"{value:,.3g}" if abs(value) < 1000 else f"{value:,.0f}"
+    exponent = min(int(np.log10(abs(value)) // 3), len(PREFIXES))
+    return f"{value / 1000 ** exponent:.3g}{PREFIXES[exponent - 1]}"
+
+
+PREFIXES = ("k", "M", "G", "T", "P", "E")

@@ -14,6 +14,7 @@ import pandas as pd
 from analysis.data.arms import short_label
 from analysis.measures.equal_updates import AT_EQUAL_SAMPLES
 from analysis.measures.equal_updates import METRICS as EQUAL_UPDATES
+from analysis.measures.informative import COMPARABLE_METRIC
 from analysis.measures.ranking import RANKED_METRICS
 from analysis.measures.reversal import reversal
 from analysis.measures.ties import MIN_PROMPTS
@@ -337,7 +338,10 @@ def findings(tests: pd.DataFrame, inputs: Inputs, unit_weight: str, ranked: Sequ
     dynamics = tests[at_steps & ~twinned]
     if ranked:
         lines += ranked
-        rest = tests[~tests["metric"].isin(RANKED_METRICS)]
+        ranked_metrics = set(RANKED_METRICS)
+        if not tests["metric"].isin([COMPARABLE_METRIC]).any():  # no arm has a rule: the ranking read wasted_frac
+            ranked_metrics.add("wasted_frac")
+        rest = tests[~tests["metric"].isin(ranked_metrics)]
         if len(rest):
             lines.append(_other_comparisons(rest, twins, inputs))
     elif len(tests):

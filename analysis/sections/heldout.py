@@ -118,6 +118,6 @@ def final_comparisons(comparisons: pd.DataFrame, per_seed: pd.DataFrame) -> pd.D
         name = f"held-out {row['metric'].replace('@k', '@' + str(row['k']))}{at}"
         rows.append({"metric": name, "a": row["a"].rsplit(" @ ", 1)[0], "b": row["b"].rsplit(" @ ", 1)[0], **result,
                      "interval": "seeds" + (f", {row['checkpoint']}" if at else ""),
-                     "steps_a": row["steps_a"], "steps_b": row["steps_b"],
+                     "steps_a": row["steps_a"], "steps_b": row["steps_b"], "alignment": row.get("alignment"),
                      **{column: row[column] for column in RESOURCE_COLUMNS if column in row}})
     return pd.DataFrame(rows) if rows else None

@@ -39,7 +39,8 @@ class Ranked(Section):
 
 def section(tables: Tables, ctx: Context, tests: pd.DataFrame, scores: pd.DataFrame | None,
             per_job: pd.DataFrame | None, fixed: Mapping[str, str] | None = None,
-            prompt_scores: pd.DataFrame | None = None, by_difficulty: pd.DataFrame | None = None) -> Ranked | None:
+            prompt_scores: pd.DataFrame | None = None, by_difficulty: pd.DataFrame | None = None,
+            rules: Mapping[str, str] | None = None) -> Ranked | None:
     """The ranking section from the tests' family (with p_holm), the held-out section's per-job
     scores (`seed_scores`; None without eval tables) and the what-trained section's per-job spend
     (`per_job_spend`); None with two arms or fewer, whose one comparison per metric says it all.
@@ -67,7 +68,13 @@ def section(tables: Tables, ctx: Context, tests: pd.DataFrame, scores: pd.DataFr
     # what the arms' last checkpoints share: the budget's samples, or one step where every job ran the same steps
     ended = final_alignment(tables.eval.drop_duplicates(["job", "step"])) if not tables.eval.empty else SAMPLES
     sentences = [sentence(r, step=at_step, final=ended) for r in rankings]
-    left_out = unranked_text(fixed)
+    first = rankings[0]
+    if at_step is None and first.measure == PASS1 and first.orderings is not None and \
+            first.orderings["winner_had_more"].fillna("").str.contains("updates").any():
+        sentences[0] += (" No checkpoint at equal updates was evaluated (`eval.every_updates` gives every job one), "
+                         "so whether these orderings are of the arms or of their training progress is not known.")
+    left_out = " ".join(filter(None, [counted_text({a: w for a, w in (rules or {}).items() if a not in (fixed or {})}),
+                                      unranked_text(fixed)]))
     if left_out and rankings[-1].measure == INFORMATIVE:
         sentences[-1] += f" {left_out}"
     sentences[0] += f" Power: {power(rankings[0])}"
@@ -120,6 +127,15 @@ def within_difficulty(r: Ranking, by_difficulty: pd.DataFrame | None) -> pd.Data
             out.at[i, "reversal"] = "; ".join(filter(None, [said if isinstance(said, str) else None,
                                                             "reversed within every difficulty"]))
     return out
+
+
+def counted_text(rules: Mapping[str, str]) -> str:
+    """The arms ranked on informative samples counted alike although their rule fixes the share as trained, with
+    the rule and both counts; "" if none."""
+    if not rules:
+        return ""
+    return ("Ranked on the share counted alike for every arm, their own rule fixing the share as trained: " +
+            "; ".join(f"{short_label(a)} ({why})" for a, why in rules.items()) + ".")
 
 
 def unranked_text(fixed: Mapping[str, str]) -> str:
@@ -177,5 +193,32 @@ def sentence(r: Ranking, digits: int = 3, step: int | None = None, final: str = 
     text = resolved_text(r)
     where = f", {step:,} updates, which every job reached" if r.measure == PASS1_UPDATES else \
         f" at the end of the budget, equal {final}"
+    owed = attribution_text(r)
     return (f"Ranking on {r.measure}{where} (mean [95% interval over {r.interval}] "
-            f"(possible ranks), best first): {arms}. {text[0].upper()}{text[1:]}.")
+            f"(possible ranks), best first): {arms}. {text[0].upper()}{text[1:]}." + (f" {owed}" if owed else ""))
+
+
+def attribution_text(r: Ranking) -> str:
+    """What the winners of the resolved orderings had more of, counted per resource with the range of ratios
+    ("All 9 winners had more updates (×1.8–3.0)"), and the reversals; "" where nothing is resolved."""
+    if r.orderings is None or not len(r.orderings):
+        return ""
+    more = r.orderings["winner_had_more"].fillna("").astype(str)
+    found: dict[str, list[float]] = {}
+    for text in more:
+        for part in filter(None, (t.strip() for t in text.split(","))):
+            name, _, ratio = part.rpartition(" ×")
+            if name:
+                found.setdefault(name, []).append(float(ratio))
+    n = len(more)
+    said = [f"{'all' if len(v) == n else f'{len(v)} of'} {n} winners had more {name} (×{min(v):.2g}–{max(v):.2g})"
+            if len(v) > 1 else f"1 of {n} winners had more {name} (×{v[0]:.2g})" for name, v in found.items()]
+    clean = int((more == "none").sum())
+    if clean:
+        said.append(f"{clean} won with no more of any recorded resource")
+    reversed_ = int(r.orderings["reversal"].notna().sum())
+    if reversed_:
+        said.append(f"{reversed_} reverse at another alignment or within every difficulty (`reversal` in the "
+                    "orderings table)")
+    text = "; ".join(said)
+    return f"{text[0].upper()}{text[1:]}."

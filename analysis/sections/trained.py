@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import pandas as pd
 
 from analysis.data.arms import iter_arms
@@ -64,9 +65,11 @@ def section(tables: Tables, ctx: Context) -> Trained:
     # the informative share counted alike for every arm (a tie rule's forced advantages and a sampler's cap left
     # out: `measures.informative`): what the ranking orders arms by; as trained, what their rules gave
     comparable = comparable_per_job(groups, arm)
-    comparisons = pd.concat([compare_arms_by_seed(per_job, arm, ["wasted_frac"]),
-                             compare_arms_by_seed(comparable, arm, ["wasted_frac_comparable"]).assign(
-                                 metric=COMPARABLE_METRIC)], ignore_index=True).assign(interval="seeds")
+    comparisons = compare_arms_by_seed(per_job, arm, ["wasted_frac"])
+    if not np.allclose(comparable["trained_per_1000"], comparable["comparable_per_1000"]):  # some arm has a rule
+        comparisons = pd.concat([comparisons, compare_arms_by_seed(comparable, arm, ["wasted_frac_comparable"])
+                                 .assign(metric=COMPARABLE_METRIC)], ignore_index=True)
+    comparisons = comparisons.assign(interval="seeds")
     counting = ("read from the groups table's `n_informative`, which the trainer takes from the advantages the "
                "update used" if how == "recorded" else
                "**recounted** (these runs predate the `n_informative` column): the used groups of a prompt at one "

@@ -48,7 +48,22 @@ def section(reference: pd.DataFrame, name: str, tests: pd.DataFrame) -> Transfer
         files.table("transfer", shown),
     ])
     sentences = [line for measure in MEASURES if (line := sentence(table, measure, name))]
+    if missing := unaligned(reference, tests, name):
+        text += f"\n\n{missing}"
+        sentences.append(missing)
     return Transfer(text=text, files=files, sentences=sentences)
+
+
+def unaligned(reference: pd.DataFrame, tests: pd.DataFrame, name: str) -> str | None:
+    """Where the reference compared its arms at equal updates and this study has no such checkpoint, one line
+    saying that half of the transfer cannot be read here; None otherwise."""
+    at_updates = MEASURES[0]
+    if not (reference["metric"] == at_updates).any() or (tests["metric"] == at_updates).any():
+        return None
+    return (f"`{name}`'s orderings at equal updates cannot be read here: this study has no checkpoint at equal "
+            "updates (no number of updates every job was evaluated at: its jobs took different updates at every "
+            "shared checkpoint, e.g. where loop steps skipped their update; `eval.every_updates` gives every job "
+            "one), so only its orderings at the end of the budget are compared.")
 
 
 def sentence(table: pd.DataFrame, measure: str, name: str) -> str | None:

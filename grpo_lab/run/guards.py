@@ -26,7 +26,7 @@ from grpo_lab.run.owned import ForeignFile, delete_run, temporaries
 
 __all__ = ["ABSENT_MEANS", "LOCK_NAME", "MAY_DIFFER", "ConfigMismatch", "ForeignFile", "RunDirBusy",
            "RunDirUnwritable", "RunLock", "as_it_ran", "config_diff", "check_resume", "flat_config", "prepare",
-           "saved_config"]
+           "ran_without", "saved_config"]
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +63,7 @@ MAY_DIFFER_PREFIXES: tuple[str, ...] = ("logger.", "logging.", "tracking.")
 ABSENT_MEANS: dict[str, Any] = {
     "algo.tied_batch": "skip",  # before the key, a batch whose every advantage was 0 took no optimizer step
 }
+AS_IT_RAN = "_as_it_ran"  # config.json: the ABSENT_MEANS keys a run resumes with as it ran, whatever a start says
 
 
 class ConfigMismatch(InputError):
@@ -95,8 +96,9 @@ def config_diff(saved: dict[str, Any], new: dict[str, Any]) -> list[tuple[str, A
     defaults = flat_config(TrainConfig())
     missing = object()
     diffs = []
-    for key in sorted(set(saved) | set(new)):
-        if may_differ(key) or (key in ABSENT_MEANS and key not in saved):
+    kept = set(saved.get(AS_IT_RAN, ()))  # keys an earlier resume set as the run ran: they never differ either
+    for key in sorted((set(saved) | set(new)) - {AS_IT_RAN}):
+        if may_differ(key) or (key in ABSENT_MEANS and (key not in saved or key in kept)):
             continue
         a, b = saved.get(key, missing), new.get(key, missing)
         a = defaults.get(key, missing) if a is missing else a
@@ -104,6 +106,16 @@ def config_diff(saved: dict[str, Any], new: dict[str, Any]) -> list[tuple[str, A
         if a != b:
             diffs.append((key, None if a is missing else a, None if b is missing else b))
     return diffs
+
+
+def ran_without(run_dir: str | Path) -> set[str]:
+    """The keys of ABSENT_MEANS the run in `run_dir` resumes with as it ran: those its config.json lacks (a run
+    started before the key existed; every one where a run has no config.json at all) and those an earlier resume
+    recorded so (AS_IT_RAN). Empty for a new folder."""
+    saved = saved_config(run_dir)
+    if saved is None:
+        return set(ABSENT_MEANS) if has_run(Path(run_dir)) else set()
+    return {k for k in ABSENT_MEANS if k not in saved} | set(saved.get(AS_IT_RAN, ()))
 
 
 def has_run(run_dir: Path) -> bool:
@@ -144,8 +156,7 @@ def check_resume(run_dir: str | Path, cfg: TrainConfig) -> None:
 def as_it_ran(run_dir: str | Path, cfg: TrainConfig) -> TrainConfig:
     """`cfg`, with each key of ABSENT_MEANS that the run's saved config.json lacks (a run started before the key
     existed) set to the value the run computed with; `cfg` itself where nothing is missing."""
-    saved = saved_config(run_dir)
-    missing = {k: v for k, v in ABSENT_MEANS.items() if saved is not None and k not in saved}
+    missing = {k: ABSENT_MEANS[k] for k in ran_without(run_dir)}
     if not missing:
         return cfg
     cfg = copy.deepcopy(cfg)
@@ -168,17 +179,22 @@ def prepare(run_dir: str | Path, cfg: TrainConfig) -> TrainConfig:
     run goes on with: `cfg`, or `as_it_ran` for a run started before a key of ABSENT_MEANS existed."""
     run_dir = Path(run_dir)
     check_resume(run_dir, cfg)
+    kept: list[str] = []
     if cfg.resume == "never":  # only the files a run writes, by name; anything else refuses (grpo_lab/run/owned.py)
         delete_run(run_dir)
     else:
         if not (run_dir / CONFIG_NAME).exists() and has_run(run_dir):
             log.warning("%s has no %s (made by an older version): resuming without a config check", run_dir,
                         CONFIG_NAME)
+        kept = sorted(ran_without(run_dir))
         cfg = as_it_ran(run_dir, cfg)
         check_resumable(run_dir, cfg)
     note_unfinished(run_dir)
     clean_temporaries(run_dir)
-    _write_json(run_dir / CONFIG_NAME, flat_config(cfg))
+    flat = flat_config(cfg)
+    if kept:  # every later resume of this run keeps the value it ran with too
+        flat[AS_IT_RAN] = kept
+    _write_json(run_dir / CONFIG_NAME, flat)
     return cfg
 
 

@@ -67,8 +67,8 @@ STEPS = pa.schema(
                                          "accuracy", "tie_frac")]
     + [("groups", pa.int32()), ("samples", pa.int32()), ("samples_total", pa.int64()), ("tokens_total", pa.int64())]
     + [(name, pa.float64()) for name in ("t_rollout", "t_update", "t_total")]
-    # samples whose advantage was nonzero; 0: the step took no optimizer step (its kl still says how far
-    # the policy is from the reference)
+    # samples whose advantage was nonzero; 0: an all-tied batch (it still takes its mu updates under
+    # algo.tied_batch=step, the KL term's gradient; none under skip: `opt_steps`)
     + [("informative", pa.int32())]
     + [("score_timeouts", pa.int32())]  # answers whose check ran out of time (scored wrong)
     + [("skipped_prompts", pa.int32())]  # prompts a sampler passed over unsampled this step (greso, band)

@@ -111,7 +111,10 @@ class Trainer:
         if ckpt is not None:
             self.last_step, state = load_checkpoint(ckpt, self.saved, self.optimizer, self.generator,
                                                     distributed.rank(), distributed.world())
-            self.counters = restore_counters(state, self.run_dir, self.last_step, cfg.algo.mu)
+            # rank 0 alone may read the tables here (an old checkpoint's updates are recounted from them), before
+            # it cuts them back below: the others take its counters
+            self.counters = distributed.broadcast_object(
+                restore_counters(state, self.run_dir, self.last_step, cfg.algo.mu) if distributed.is_main() else None)
             self.sampler.load_state_dict(state["ranks_sampler"][distributed.rank()] if state.get("ranks_sampler")
                                          else state["sampler"])
             log.info("resuming %s from step %d", self.run_dir, self.last_step)
