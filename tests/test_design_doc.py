@@ -28,7 +28,7 @@ def test_design_tables_name_exactly_the_schemas_columns(table, title):
     assert table_columns(title) == set(SCHEMAS[table].names)
 
 
-@pytest.mark.parametrize("table,title", [("steps", "steps: one row per optimizer step"),
+@pytest.mark.parametrize("table,title", [("steps", "steps: one row per loop step"),
                                          ("eval", "eval: one row per sample")])
 def test_design_paragraphs_name_every_column(table, title):
     text = paragraph(title)

@@ -43,8 +43,12 @@ def assert_same_step(got: dict, one: dict, agg: str, split: str) -> None:
     assert (got["weights"] - one["weights"]).abs().max() <= 1e-6, (agg, split)
     assert (got["grads"] - one["grads"]).abs().max() <= 1e-6, (agg, split)
     for key, value in one["stats"].items():
-        # the gradient norm sums squares over shards in another order: float rounding, measured 1.6e-6 relative
-        assert got["stats"][key] == pytest.approx(value, rel=1e-5, abs=1e-6), (agg, split, key)
+        # the gradient norm sums squares over shards in another order: float rounding, measured 1.6e-6 relative.
+        # The rollout/train mismatch of one policy against itself is float32 rounding of log-probs of magnitude
+        # up to ~16 (an ulp there is 1.9e-6): its max over tokens is a few ulps either way, 9.5e-7 against 2.9e-6
+        # measured on an AMX machine (2026-12-05), so it is held to a few ulps, not to 1e-6
+        tolerance = 8e-6 if key == "mismatch" else 1e-6
+        assert got["stats"][key] == pytest.approx(value, rel=1e-5, abs=tolerance), (agg, split, key)
 
 
 @pytest.mark.parametrize("strategy", ["ddp", "fsdp"])
