@@ -145,3 +145,19 @@ def test_resource_to_target_recounts_from_the_parts(per_update, resource):
             assert float(cell.split(" [")[0].replace(",", "")) == pytest.approx(np.mean(recount), rel=1e-3)
         else:
             assert cell == f"{int(np.isfinite(recount).sum())} of {len(recount)} reached"
+
+
+def test_steps_without_an_update_are_counted_per_arm_by_either_record():
+    """The Findings' line on steps that took no update, from a steps table of each kind: `opt_steps` recorded, or
+    (a run made before it) a NaN grad_norm, mu updates where it is finite."""
+    from analysis.sections.budgets import skipped_updates_line
+
+    steps = pd.DataFrame({
+        "job": ["0"] * 4 + ["1"] * 4, "step": [1, 2, 3, 4] * 2, "sampler": ["fixed"] * 4 + ["dynamic"] * 4,
+        "grad_norm": [0.5, np.nan, 0.4, np.nan] + [0.3] * 4, "algo.mu": [2] * 8,
+        "opt_steps": [np.nan] * 4 + [2, 2, 0, 2]})
+    line = skipped_updates_line(steps, ["sampler"])
+    assert line.startswith("**Steps without an update**: fixed 2 of 4; dynamic 1 of 4 loop steps")
+    assert skipped_updates_line(steps.assign(grad_norm=0.5, opt_steps=2), ["sampler"]) is None
+    from analysis.data.resources import step_updates
+    assert step_updates(steps)["updates"].tolist() == [2, 2, 4, 4, 2, 4, 4, 6]

@@ -22,29 +22,29 @@ MORE = 0.10  # an arm had more of a resource where it had more than 10% more of 
 
 
 def step_updates(steps: pd.DataFrame) -> pd.DataFrame:
-    """One row per job and step: `job`, `step`, `updates` (cumulative optimizer steps taken, this step
-    included) and `flops_total` (NaN where the run did not record it), from the steps table."""
+    """One row per job and step: `job`, `step`, `opt_steps` (optimizer steps taken at the step), `updates`
+    (cumulative, this step included) and `flops_total` (NaN where the run did not record it), from the steps
+    table."""
     if steps.empty or "step" not in steps:
         return pd.DataFrame({"job": pd.Series(dtype=str), "step": pd.Series(dtype="int64"),
-                             "updates": pd.Series(dtype=float), "flops_total": pd.Series(dtype=float)})
+                             "opt_steps": pd.Series(dtype=float), "updates": pd.Series(dtype=float),
+                             "flops_total": pd.Series(dtype=float)})
     frame = steps.assign(job=steps["job"].astype(str)).sort_values(["job", "step"], kind="stable")
     frame = frame.drop_duplicates(["job", "step"], keep="last")
-    if "opt_steps" in frame and frame["opt_steps"].notna().all():
-        taken = frame["opt_steps"].to_numpy(float)
-    else:  # written before opt_steps: a step stepped where its gradient was measured, mu times
-        mu = pd.to_numeric(frame["algo.mu"], errors="coerce").fillna(1).to_numpy(float) if "algo.mu" in frame \
-            else np.ones(len(frame))
-        stepped = np.isfinite(frame["grad_norm"].to_numpy(float)) if "grad_norm" in frame else np.ones(len(frame), bool)
-        taken = np.where(stepped, mu, 0.0)
-        if "opt_steps" in frame:  # parts of both kinds in one job: the recorded count where there is one
-            taken = np.where(frame["opt_steps"].notna(), frame["opt_steps"].to_numpy(float), taken)
+    # a part written before opt_steps: a step stepped where its gradient was measured, mu times
+    mu = pd.to_numeric(frame["algo.mu"], errors="coerce").fillna(1).to_numpy(float) if "algo.mu" in frame \
+        else np.ones(len(frame))
+    stepped = np.isfinite(frame["grad_norm"].to_numpy(float)) if "grad_norm" in frame else np.ones(len(frame), bool)
+    taken = np.where(stepped, mu, 0.0)
+    if "opt_steps" in frame:  # the recorded count wherever there is one (a job may mix parts of both kinds)
+        taken = np.where(frame["opt_steps"].notna(), frame["opt_steps"].to_numpy(float), taken)
     updates = pd.Series(taken, index=frame.index).groupby(frame["job"].to_numpy()).cumsum().to_numpy()
     if "updates" in frame:  # the run's own count where it recorded one: right even where a part was left out
         recorded = frame["updates"].to_numpy(float)
         updates = np.where(np.isnan(recorded), updates, recorded)
     flops = frame["flops_total"].to_numpy(float) if "flops_total" in frame else np.full(len(frame), np.nan)
     return pd.DataFrame({"job": frame["job"].to_numpy(), "step": frame["step"].astype("int64").to_numpy(),
-                         "updates": updates, "flops_total": flops})
+                         "opt_steps": taken, "updates": updates, "flops_total": flops})
 
 
 def attach_updates(eval: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:

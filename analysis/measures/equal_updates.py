@@ -53,7 +53,7 @@ def updates_per_arm(steps: pd.DataFrame, arm: Sequence[str]) -> pd.Series:
 def steps_within(steps: pd.DataFrame, updates: int) -> pd.Series:
     """Each job's last loop step whose draw fed one of its first `updates` updates, indexed by job name."""
     at = step_updates(steps)
-    before = at["updates"] - at.groupby("job")["updates"].diff().fillna(at["updates"])  # updates before the step
+    before = at["updates"] - at["opt_steps"]  # updates taken before the step
     return at[before.to_numpy() < updates].groupby("job")["step"].max()
 
 

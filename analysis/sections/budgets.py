@@ -70,9 +70,8 @@ def skipped_updates_line(steps: pd.DataFrame, arm: list[str]) -> str | None:
     at = step_updates(steps)
     if at.empty:
         return None
-    taken = at.groupby("job")["updates"].diff().fillna(at["updates"])  # each step's optimizer steps
     keys = [k for k in dict.fromkeys([*arm, "algo.tied_batch"]) if k in steps]
-    at = at.assign(skipped=(taken.to_numpy() == 0)).merge(
+    at = at.assign(skipped=at["opt_steps"].to_numpy() == 0).merge(
         steps.assign(job=steps["job"].astype(str))[["job", "step", *keys]].drop_duplicates(["job", "step"]),
         on=["job", "step"])
     parts, skipping = [], False
