@@ -39,7 +39,7 @@ from analysis.measures.spend import budgets_per_arm
 from analysis.measures.tie_learning import split_reused
 from analysis.measures.transfer import ReferenceUnreadable, read_reference
 from analysis.render.canvas import report_colours
-from analysis.render.paging import MAX_LINES, move_long_tables
+from analysis.render.paging import MAX_LINES, anchor, move_long_tables
 from analysis.render.writer import finish_build, start_build, write_report
 from analysis.sections import (
     at_k,
@@ -53,6 +53,7 @@ from analysis.sections import (
     header,
     health,
     heldout,
+    in_words,
     jobs,
     persistence,
     predictions,
@@ -63,6 +64,7 @@ from analysis.sections import (
     ties,
     trained,
     transfer,
+    verdict,
 )
 from analysis.sections import budgets as budgets_text
 from analysis.sections.section import DETAILS, Context, Section
@@ -122,13 +124,15 @@ SectionMaker = Callable[[Tables, Context], Section | None]
 # here by that function: adding one is its module and its line. None: a section the build makes from the others
 # (the findings quote the tests' family, the ranking reads the held-out scores, ...), by its name in `_build`.
 PAGE: tuple[tuple[str, SectionMaker | None], ...] = (
-    ("header", header.section), ("findings", None), ("provenance", None), ("ranking", None), ("transfer", None),
-    ("heldout", None), ("cost", None), ("at_k", None), ("coverage", None), ("trained", None), ("ties", None),
+    ("header", header.section), ("findings", None), ("verdict", None), ("provenance", None), ("transfer", None),
+    ("heldout", None), ("cost", None), ("at_k", None), ("trained", None), ("ties", None),
     ("tie_learning", None),
 )
 # the second page: what a reader may want once the findings are read (every test, the longer sections)
 DETAILS_PAGE: tuple[tuple[str, SectionMaker | None], ...] = (
-    ("provenance_details", None), ("tests", None), ("persistence", None), ("group_size", group_size.section),
+    ("caveats", None), ("in_words", None), ("ranking", None), ("coverage", None), ("provenance_details", None),
+    ("tests", None),
+    ("persistence", None), ("group_size", group_size.section),
     ("predictions", predictions.section), ("equal_budget", None), ("health", health.section), ("examples", None),
     ("jobs", None),
 )
@@ -137,7 +141,8 @@ PROJECT = Path(__file__).resolve().parent.parent  # the folder of conf/ and repo
 
 # every figure module, imported in the second process before its first figure (with matplotlib and pandas)
 FIGURE_MODULES = ("analysis.render.cost", "analysis.render.curves", "analysis.render.intervals",
-                  "analysis.render.scores", "analysis.render.tie_learning", "analysis.render.ties")
+                  "analysis.render.scores", "analysis.render.tie_learning", "analysis.render.ties",
+                  "analysis.render.verdict")
 
 @contextmanager
 def _old_objects_frozen() -> Iterator[None]:
@@ -232,22 +237,27 @@ def _build(sources: Sequence[Path], out: Path, building: Path, command: str | No
     carried = transfer.section(reference[1], reference[0], family) if reference else None
     budgets = budgets_per_arm(tables.groups, arm) if not tables.groups.empty else None
     idle = failures.nothing_trained(tables.groups, arm, tied.answered if tied else None)
-    first = [line for line in (*idle, pooled, jobs.incomplete_line(tables, plan),
-                               budgets_text.budget_warning(budgets, family) if budgets is not None else None,
-                               budgets_text.skipped_updates_line(tables.steps, arm),
-                               provenance.mixed_code(tables, ctx.out), settings.left_out_line(tables)) if line]
-    quoted = findings.Inputs(calibration=tied.calibration if tied else None, budgets=budgets,
+    caveats = [line for line in (*idle, pooled, jobs.incomplete_line(tables, plan),
+                                 budgets_text.budget_warning(budgets, family) if budgets is not None else None,
+                                 budgets_text.skipped_updates_line(tables.steps, arm),
+                                 provenance.mixed_code(tables, ctx.out), settings.left_out_line(tables)) if line]
+    quoted = in_words.Inputs(calibration=tied.calibration if tied else None, budgets=budgets,
                              steps=updates_per_arm(tables.steps, arm).to_dict() if dynamics is not None else {},
                              waste_by_difficulty=what_trained.by_difficulty,
                              ties_by_difficulty=tied.by_difficulty if tied else None, names=dict(ctx.names),
                              answered=tied.answered if tied else None, arm=tuple(arm))
     arms = len(tables.groups.groupby(list(arm), observed=True).size()) if arm and len(tables.groups) else 1
-    found = findings.section(family, quoted, what_trained.unit_weight,
-                             [*(ranked.sentences if ranked else []), *(carried.sentences if carried else [])],
-                             covered.sentence if covered else None, first, idle=bool(idle) and len(idle) == arms)
+    idle_all = bool(idle) and len(idle) == arms
+    worded = in_words.section(family, quoted, what_trained.unit_weight,
+                              [*(ranked.sentences if ranked else []), *(carried.sentences if carried else [])],
+                              covered.sentence if covered else None, idle=idle_all)
+    judged = verdict.section(tables, ctx, family, held.scores, held.prompt_scores)
+    found = findings.section(findings.Inputs(alignments=judged.alignments if judged else (), tests=family,
+                                             budgets=budgets, caveats=caveats, arm=tuple(arm), idle=idle_all))
 
     made = {  # the sections the build makes from each other; the rest read only the tables (PAGE, DETAILS_PAGE)
-        "findings": found, "provenance": provenance.section(tables, ctx, command or launch_command(root), plan),
+        "findings": found, "verdict": judged, "caveats": findings.caveats_section(caveats), "in_words": worded,
+        "provenance": provenance.section(tables, ctx, command or launch_command(root), plan),
         "ranking": ranked, "transfer": carried, "heldout": held, "at_k": scores_at_k, "coverage": covered,
         "cost": cost.section(tables, ctx, held.prompt_scores),
         "trained": what_trained,
@@ -261,11 +271,13 @@ def _build(sources: Sequence[Path], out: Path, building: Path, command: str | No
         return [s for s in out if s is not None]  # a section is None where its data does not exist
 
     shown, more = sections(PAGE), sections(DETAILS_PAGE)
-    texts, long_tables = move_long_tables([s.text for s in shown], DETAILS, MAX_LINES, reserved=2)  # the link below
+    texts, long_tables = move_long_tables([s.text for s in shown], DETAILS, MAX_LINES,
+                                        reserved=len(more) + 4)  # the list of the second page below
     if long_tables:
         more.append(Section(text=long_tables))
     title = shown[0].text.splitlines()[0].removeprefix("# ").removeprefix("Report: ")
-    texts.append(f"More in [{DETAILS}]({DETAILS}): " + ", ".join(_heading(s) for s in more) + ".")
+    texts.append(f"More in [{DETAILS}]({DETAILS}): the second page, section by section.\n\n"
+                 + "\n".join(_pointer(s) for s in more))
     more.insert(0, Section(text=f"# Details: {title}\n\nThe second page of [REPORT.md](REPORT.md)."))
     return write_report(building, texts, [s.files for s in shown + more], root, shown_at=out,
                         details=[s.text for s in more])
@@ -324,6 +336,12 @@ def held_out_files(made: tuple[heldout.HeldOut, at_k.Curves | None]) -> list:
 def _heading(section: Section) -> str:
     """A section's first heading, as the words of a link list."""
     return next((line.lstrip("# ") for line in section.text.splitlines() if line.startswith("#")), "")
+
+
+def _pointer(section: Section) -> str:
+    """A second-page section as the first page lists it: its heading, linked, and what is there where it says."""
+    heading = _heading(section)
+    return f"- [{heading}]({DETAILS}#{anchor(heading)})" + (f": {section.pointer}" if section.pointer else "")
 
 
 def completions(tables: Tables) -> pd.DataFrame:

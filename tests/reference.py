@@ -82,6 +82,28 @@ def both_pages(report) -> str:
     return report.read_text() + "\n" + (details.read_text() if details.exists() else "")
 
 
+def findings(report) -> list[str]:
+    """The bullets of a report's Findings (REPORT.md's first screen), without their "- "."""
+    text = Path(report).read_text()
+    start = text.index("## Findings")
+    return [line[2:] for line in text[start:text.index("\n## ", start + 1)].splitlines() if line.startswith("- ")]
+
+
+def in_words(report) -> list[str]:
+    """The bullets of the second page's "Each comparison in words" (the long form behind the Findings), without
+    their "- "; `report` the path of REPORT.md, DETAILS.md beside it. Empty where the section is not there."""
+    text = (Path(report).parent / "DETAILS.md").read_text()
+    if "## Each comparison in words" not in text:
+        return []
+    section = text.split("## Each comparison in words", 1)[1].split("\n## ", 1)[0]
+    return [line[2:] for line in section.splitlines() if line.startswith("- ")]
+
+
+def report_lines(report) -> list[str]:
+    """The Findings' bullets, then those of each comparison in words: every sentence a report says of its arms."""
+    return findings(report) + in_words(report)
+
+
 ROOT = Path(__file__).resolve().parent.parent
 
 

@@ -19,7 +19,7 @@ from matplotlib.patches import Patch
 from analysis.render import canvas, curves, intervals, scores, tie_learning, ties
 from analysis.render.canvas import PALETTE, arm_colours, report_colours
 from analysis.report import build_report
-from analysis.sections.findings import p_text
+from analysis.sections.in_words import p_text
 from fixtures.synthetic import job_config, prompt_pool, write_sweep
 
 ROOT = Path(__file__).resolve().parent.parent

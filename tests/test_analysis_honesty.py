@@ -24,22 +24,27 @@ def build(root: Path) -> str:
 
 
 def findings(text: str) -> list[str]:
-    return [line[2:] for line in text[text.index("## Findings"):text.index("<details>")].splitlines()
-            if line.startswith("- ")]
+    """The Findings' bullets (the caveats among them, each whole where it is short)."""
+    start = text.index("## Findings")
+    return [line[2:] for line in text[start:text.index("\n## ", start + 1)].splitlines() if line.startswith("- ")]
+
+
+def caveat(text: str, lead: str) -> str:
+    return next(line for line in findings(text) if line.startswith(f"**{lead}**"))
 
 
 def test_unequal_budgets_are_said_first_with_the_numbers(tmp_path):
     configs = [job_config(s, group_size=4, seed=seed, max_steps=8, prompts_per_step=4, max_rounds=4)
                for s in ("fixed", "resample_on_tie") for seed in (0, 1)]
     root = write_sweep(tmp_path / "sweep", configs, PROMPTS)  # no max_samples: resampling draws more
-    first = findings(build(root))[0]
+    first = caveat(build(root), "Unequal budgets")
     groups = pd.concat([pd.read_parquet(p).assign(job=p.parent.parent.name) for p in root.glob("*/groups/*.parquet")])
     per_job = groups.groupby("job")["group_size"].sum()  # samples drawn, recounted from the rows
     fixed, resample = per_job[["0", "1"]].mean(), per_job[["2", "3"]].mean()
     assert resample > 1.05 * fixed
     amount = lambda v: f"{v:,.0f}" if float(v).is_integer() else f"{v:,.1f}"  # noqa: E731
-    assert first.startswith(f"**Unequal budgets**: the arms drew different amounts, samples per job fixed "
-                            f"{amount(fixed)}, resample_on_tie {amount(resample)} ({resample / fixed:.2f}x)"), first
+    assert first.startswith(f"**Unequal budgets**: samples per job {amount(fixed)} (fixed) to {amount(resample)} "
+                            f"(resample_on_tie), {resample / fixed:.2f}x"), first
     assert "not at an equal budget" in first and "aligned checkpoints" in first and "`max_samples` ends" in first
 
 
@@ -167,14 +172,14 @@ def test_equal_samples_unequal_tokens_are_said_first_with_where_tokens_are_equal
                                                                                       seed=5), eval_n=4)
     for job in ("2", "3"):
         _longer_answers(root / job, 2)
-    first = findings(build(root))[0]
+    first = caveat(build(root), "Unequal tokens")
     groups = pd.concat([pd.read_parquet(p).assign(job=p.parent.parent.name) for p in root.glob("*/groups/*.parquet")])
     tokens = groups.groupby("job")["tokens"].sum()  # recounted from the rows
     fixed, longer = tokens[["0", "1"]].mean(), tokens[["2", "3"]].mean()
-    assert first.startswith(f"**Unequal tokens**: the arms drew equal samples but different tokens, tokens per job "
-                            f"0.04 {fixed:,.0f}, 0.0 {longer:,.0f} ({longer / fixed:.2f}x)"), first
-    assert "The comparisons aligned by samples drawn are at equal samples, not at equal tokens" in first
+    amount = lambda v: f"{v:,.0f}" if float(v).is_integer() else f"{v:,.1f}"  # noqa: E731
+    assert first.startswith(f"**Unequal tokens**: equal samples, but generated tokens per job range {amount(fixed)} "
+                            f"(0.04) to {amount(longer)} (0.0), {longer / fixed:.2f}x, more than 5% apart"), first
     if every_tokens:
-        assert "only the held-out comparisons at " in first and " tokens (alignment `tokens`" in first, first
+        assert "the held-out comparisons at " in first and " tokens are at equal tokens" in first, first
     else:
         assert "no checkpoint is at equal tokens" in first and "`eval.every_tokens`" in first, first

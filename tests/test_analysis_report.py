@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 import yaml
 from PIL import Image
-from reference import both_pages
+from reference import both_pages, in_words
 
 from analysis.__main__ import main
 from analysis.data.load import SkippedWarning
@@ -84,9 +84,8 @@ def test_report_writes_figures_and_tables(built):
 
 def test_findings_come_from_the_tests_table(built):
     root, report = built
-    text = report.read_text()
-    findings = text[text.index("## Findings"):text.index("<details>")]  # the provenance block follows
-    sentences = [line for line in findings.splitlines() if line.startswith("- ")]
+    sentences = [f"- {line}" for line in in_words(report)]  # the long form, on the second page
+    findings = "\n".join(sentences)
     assert 3 <= len(sentences) <= 9  # the budget warning, 6 comparisons, dynamics at equal steps, coverage, ties
     assert any(s.startswith("- Coverage after RL (trained − base pass@k") for s in sentences)
     tests = pd.read_csv(report.parent / "tables" / "tests.csv")
@@ -204,7 +203,9 @@ def test_sections_appear_when_their_data_exists(built):
     for heading in ("## Coverage after RL", "## Tie persistence", "## Group size", "## Training health"):
         assert heading + "\n" in text
     assert "## Example completions" not in text  # no job kept completions
-    assert text.index("## pass@k and cons@k") < text.index("## Coverage after RL") < text.index("## What trained")
+    first = report.read_text()  # coverage is on the second page, the first links it with what is there
+    assert first.index("## pass@k and cons@k") < first.index("## What trained") and "## Coverage after RL" not in first
+    assert "- [Coverage after RL](DETAILS.md#coverage-after-rl): each arm's trained − base pass@k" in first
     assert "(figures/health.png)" in text and "(figures/differences.png)" in text
     persistence = pd.read_csv(report.parent / "tables" / "persistence.csv")
     for row in persistence[(persistence["difficulty"] == "all") & (persistence["kind"] != "mixed")].itertuples():

@@ -8,6 +8,7 @@ import logging
 import numpy as np
 import pandas as pd
 import pytest
+from reference import both_pages, in_words
 
 from analysis.measures.ties import all_wrong_split
 from analysis.report import build_report
@@ -112,8 +113,9 @@ def test_the_ties_figure_draws_the_unanswered_share_of_each_bar_as_recounted(tmp
 def test_format_failures_that_fall_away_are_in_the_findings(tmp_path):
     # at first most replies give no answer (q 0.02-0.03), by the end most do: the format is learned first
     sweep = answer_sweep(tmp_path / "sweep", answer_learn=0.03, steps=60, levels={"1": (0.01, 0.02), "2": (0.01, 0.03)})
-    report = build_report(sweep, tmp_path / "report").read_text()
-    findings = report.split("## Findings", 1)[1].split("\n## ", 1)[0]
+    built = build_report(sweep, tmp_path / "report")
+    report = both_pages(built)
+    findings = "\n".join(in_words(built))
     assert "**Format failures** among all-wrong ties" in findings
     assert "(the model learned the answer format before the task)" in findings
     assert "### All-wrong ties: answered or not" in report

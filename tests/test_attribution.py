@@ -18,6 +18,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 import yaml
+from reference import both_pages, findings
 
 from fixtures.synthetic import job_config, prompt_pool, write_sweep
 
@@ -81,8 +82,10 @@ def test_arms_identical_per_sample_win_at_equal_updates_by_their_samples(per_sam
     assert at_updates["winner"] == "prompts_per_step=8"
     assert at_updates["winner_had_more"].startswith("samples ×2")
     assert "updates" not in at_updates["winner_had_more"]
-    lines = per_sample.read_text()
-    assert "8 won with more samples ×2" in lines
+    assert "8 won with more samples ×2" in both_pages(per_sample)  # each comparison in words
+    # and the first screen: the arm ahead at equal updates and what it had more of
+    assert any(line.startswith("**Equal updates**") and "8 ahead of 4, with more samples ×2" in line
+               for line in findings(per_sample))
 
 
 def test_no_resolved_ordering_goes_unattributed(per_update, per_sample):

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from reference import findings, in_words
 
 from experiments.common import preflight, register_configs
 from grpo_lab.run.tables import read_table
@@ -196,9 +197,10 @@ def test_a_sweep_of_batch_sizes_at_one_budget_is_compared_at_equal_updates_too(t
     assert set(at_steps["updates_a"]) == set(at_steps["updates_b"]) == {4}
     final = table[(table["checkpoint"] == "final") & (table["metric"] == "pass@k") & (table["k"] == 1)]
     assert final["alignment"].tolist() == ["samples"] and final["samples_a"].iloc[0] == final["samples_b"].iloc[0]
-    text = (sweep / "report" / "REPORT.md").read_text()
-    line = next(ln for ln in text.splitlines() if ln.startswith("- held-out pass@1:"))
+    line = next(ln for ln in in_words(sweep / "report" / "REPORT.md") if ln.startswith("held-out pass@1:"))
     assert "At equal samples 2 took 8 updates and 4 4; at equal updates (4 updates): " in line, line
+    said = findings(sweep / "report" / "REPORT.md")  # the first screen: a verdict at each alignment
+    assert [b.split("**")[1] for b in said if b.startswith("**Equal")] == ["Equal samples", "Equal updates"]
 
 
 def test_standalone_evaluation_of_base_and_checkpoints(tmp_path):

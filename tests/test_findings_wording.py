@@ -16,11 +16,11 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
-from reference import raw
+from reference import both_pages, raw
 
 from analysis.render.markdown import cell
 from analysis.report import build_report
-from analysis.sections.findings import calibration_text
+from analysis.sections.in_words import calibration_text
 from analysis.stats.tests import holm
 from fixtures.synthetic import eval_table, job_config, prompt_pool, write_sweep
 
@@ -31,12 +31,13 @@ def build(root: Path) -> tuple[str, Path]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         report = build_report(root)
-    return report.read_text(), report.parent
+    return both_pages(report), report.parent
 
 
 def findings(text: str) -> list[str]:
-    return [line[2:] for line in text[text.index("## Findings"):text.index("<details>")].splitlines()
-            if line.startswith("- ")]
+    """Each comparison in words (the second page's long form behind the Findings)."""
+    section = text.split("## Each comparison in words", 1)[1].split("\n## ", 1)[0]
+    return [line[2:] for line in section.splitlines() if line.startswith("- ")]
 
 
 def line_of(lines: list[str], metric: str) -> str:
@@ -168,7 +169,7 @@ def test_waste_is_said_by_difficulty_and_budgets_per_arm(step_progress):
     widest = gaps.abs().idxmax()
     assert f"the gap is widest at {widest} ({cell(gaps[widest], 3)})" in line
     drawn = groups.groupby(["arm", "job"])["group_size"].sum()
-    intro = text[text.index("## Findings"):].splitlines()[2]
+    intro = text[text.index("## Each comparison in words"):].splitlines()[2]
     assert f"fixed {drawn['fixed'].iloc[0]:,}" in intro and drawn["fixed"].nunique() == 1
     r = drawn["resample_on_tie"]
     assert f"resample_on_tie {r.mean():,.0f} on average ({r.min():,}–{r.max():,})" in intro

@@ -15,6 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import yaml
+from reference import report_lines
 
 from analysis.data.load import load
 from analysis.measures.construction import fixed_by_rule
@@ -31,9 +32,7 @@ def _build(root, out=None):
 
 
 def _findings(report) -> list[str]:
-    text = report.read_text()
-    return [line[2:] for line in text[text.index("## Findings"):text.index("<details>")].splitlines()
-            if line.startswith("- ")]
+    return report_lines(report)
 
 
 def _rewrite(job_dir, change) -> None:

@@ -6,9 +6,10 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from reference import report_lines
 
 from analysis.sections.coverage import verdict
-from analysis.sections.findings import _power
+from analysis.sections.in_words import _power
 
 
 def curve(gains: list[tuple[float, float, float]]) -> pd.DataFrame:
@@ -69,9 +70,7 @@ def _build(root):
 
 
 def _findings(report) -> list[str]:
-    text = report.read_text()
-    return [line[2:] for line in text[text.index("## Findings"):text.index("<details>")].splitlines()
-            if line.startswith("- ")]
+    return report_lines(report)
 
 
 def _raw_groups(root) -> pd.DataFrame:

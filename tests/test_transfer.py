@@ -9,6 +9,7 @@ import sys
 import numpy as np
 import pandas as pd
 import pytest
+from reference import both_pages, in_words
 
 from analysis.measures.transfer import ReferenceUnreadable, orderings, read_reference
 from analysis.report import build_report
@@ -63,7 +64,7 @@ def test_an_ordering_that_holds_again_is_reproduced_and_recounts(tmp_path, refer
                                                                            sign * mine["ci_high"]]))
     assert row["p_value"] == pytest.approx(mine["p_value"])
     text = report.read_text()
-    findings = text[text.index("## Findings"):text.index("<details>")]
+    findings = "\n".join(in_words(report))
     assert "held-out pass@1: of its 1 resolved ordering among these arms, reproduced 1 (dynamic > fixed)" in findings
     assert "## Transfer from `" in text
 
@@ -81,8 +82,8 @@ def test_too_few_seeds_leave_it_unresolved_and_say_which_way_it_leans(tmp_path, 
     row = table[table["metric"] == "held-out pass@1"].squeeze()
     assert row["verdict"] == "unresolved" and row["here"] == "none" and row["leans"] == row["there"]
     assert row["interval_only"] and row["p_value"] == pytest.approx(0.125)
-    assert "unresolved 1 (dynamic > fixed (leans the same way: " in report.read_text()
-    text = report.read_text()
+    text = both_pages(report)  # the first page's Transfer section and each comparison in words
+    assert "unresolved 1 (dynamic > fixed (leans the same way: " in text
     assert "the smallest p a pair can reach after Holm's correction is 0.125, at or above α = 0.05: no ordering can " \
         "be resolved here" in text
     assert row["smallest_p_holm"] == pytest.approx(0.125)

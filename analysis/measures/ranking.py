@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from analysis.data.alignment import UPDATES, at_point
+from analysis.data.alignment import TOKENS, UPDATES, at_point
 from analysis.data.arms import iter_arms, job_arms, short_label, unit_keys
 from analysis.data.checkpoints import FINAL
 from analysis.data.resources import RESOURCES
@@ -32,11 +32,14 @@ from analysis.stats.seeds import detectable, seed_values
 
 PASS1, INFORMATIVE = "held-out pass@1", "informative per 1,000 drawn"  # counted alike for every arm (`informative`)
 PASS1_UPDATES = "held-out pass@1 at equal updates"  # the same arms at the study's equal-updates point
+PASS1_TOKENS = "held-out pass@1 at equal tokens"  # at its equal-tokens point (the verdict's; not a ranking section)
 RANKED_METRICS = ("held-out pass@1", COMPARABLE_METRIC, "held-out pass@1 (equal updates)")  # the tests' metric behind
-TEST_METRIC = dict(zip((PASS1, INFORMATIVE, PASS1_UPDATES), RANKED_METRICS))
-SCALE = {PASS1: 1.0, INFORMATIVE: -1000.0, PASS1_UPDATES: 1.0}  # a difference in the measure = SCALE × the tests'
+TEST_METRIC = {**dict(zip((PASS1, INFORMATIVE, PASS1_UPDATES), RANKED_METRICS)),
+               PASS1_TOKENS: "held-out pass@1 (equal tokens)"}
+# a difference in the measure = SCALE × the tests'
+SCALE = {PASS1: 1.0, INFORMATIVE: -1000.0, PASS1_UPDATES: 1.0, PASS1_TOKENS: 1.0}
 INTERVAL = {PASS1: "seeds, on these held-out prompts", INFORMATIVE: "seeds",
-            PASS1_UPDATES: "seeds, on these held-out prompts"}
+            PASS1_UPDATES: "seeds, on these held-out prompts", PASS1_TOKENS: "seeds, on these held-out prompts"}
 COLUMNS = ("rank", "arm", "seeds", "mean", "ci_low", "ci_high", "ranks", "above", "below")
 # a resolved ordering, better arm first, with both arms' resources at the compared point (the tests' family's
 # attribution: `analysis.measures.attribution`) and where it reverses (at another alignment, within difficulties)
@@ -76,7 +79,22 @@ def pass1_at_updates(prompt_scores: pd.DataFrame, eval: pd.DataFrame, arm: Seque
     held-out prompts and seeds), ci_low, ci_high (over seeds). `prompt_scores`: `scores.prompt_scores`, each
     prompt's pass@1 at each job and step; `eval`: the eval rows with `updates`, for each job's step there (its
     first with that many updates), arm and seed."""
-    there = at_point(eval.drop_duplicates(["job", "step"]), UPDATES, updates)
+    return _pass1_at(prompt_scores, eval, arm, UPDATES, updates)
+
+
+def pass1_at_tokens(prompt_scores: pd.DataFrame, eval: pd.DataFrame, arm: Sequence[str], tokens: float
+                    ) -> pd.DataFrame:
+    """`pass1_at_updates` at the study's equal-tokens point (`alignment.equal_tokens_point`: a multiple of
+    `eval.every_tokens` every job crossed), each job at its first checkpoint at or past it, as the tests' "(equal
+    tokens)" rows compare them; `eval` with `tokens_total` and `eval.every_tokens`."""
+    return _pass1_at(prompt_scores, eval, arm, TOKENS, tokens)
+
+
+def _pass1_at(prompt_scores: pd.DataFrame, eval: pd.DataFrame, arm: Sequence[str], alignment: str, point: float
+              ) -> pd.DataFrame:
+    """Per arm at one aligned point (`alignment.at_point`): each job's mean pass@1 over the held-out prompts there,
+    its arm's mean and Student's t interval over seeds."""
+    there = at_point(eval.drop_duplicates(["job", "step"]), alignment, point)
     chosen = pd.MultiIndex.from_arrays([there["job"].astype(str), there["step"]])
     at = prompt_scores[pd.MultiIndex.from_arrays([prompt_scores["job"].astype(str), prompt_scores["step"]])
                        .isin(chosen)]

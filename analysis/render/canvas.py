@@ -27,9 +27,15 @@ from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from analysis.data.arms import arm_label, arm_name, iter_arms
+from analysis.data.arms import arm_label, arm_name, iter_arms, short_label
 
 DPI = 150  # sharp at GitHub's page width
+MAX_WIDTH_PX = 2000  # no figure wider: GitHub scales a wider one down to its page, and its text past reading
+MAX_WIDTH = MAX_WIDTH_PX / DPI  # inches
+MANY_ARMS = 4  # more arms than this: each arm's curves in a small panel of its own (`small_multiples`)
+# the reference arm in every small panel of the others: grey and dashed, apart from an arm whose colour is a grey
+REFERENCE = {"color": "0.5", "linestyle": "--", "linewidth": 1.3}
+REFERENCE_NOTE = "grey, dashed: the reference arm (first panel)"
 STYLE = {"font.size": 12, "axes.titlesize": 12, "axes.labelsize": 12, "xtick.labelsize": 11,
          "ytick.labelsize": 11}  # readable when GitHub scales a wide figure down
 LEGEND_ROW = 0.27  # inches per legend row (fontsize "small" at STYLE's 12 pt)
@@ -91,13 +97,21 @@ def legend_shape(labels: Sequence[str], width: float, title: bool = False) -> tu
     return columns, math.ceil(len(labels) / columns) + int(title)
 
 
+def fit_columns(width: float, columns: int) -> int:
+    """How many of `columns` panels `width` inches wide fit in MAX_WIDTH: a figure wraps onto more rows
+    rather than grow wider."""
+    return max(1, min(columns, int(MAX_WIDTH / width + 1e-9)))
+
+
 def figure(panels: int, width: float = 4.2, height: float = 3.2, columns: int = 3,
            legend: Sequence[str] = (), legend_title: str | None = None, top: float = 0.35,
            empty: Collection[int] = ()) -> tuple[Figure, list[Axes | None]]:
-    """A figure of `panels` axes, `columns` to a row, each panel `width` x `height` inches, with
-    room below the panels for a legend of the `legend` labels (see `legend_below`). `empty`: places
-    of the grid left blank (None in the list; axes are only made where drawn: 25 ms each)."""
-    cols = min(panels, columns)
+    """A figure of `panels` axes, `columns` to a row (fewer where they would pass MAX_WIDTH: `fit_columns`), each
+    panel `width` x `height` inches, with room below the panels for a legend of the `legend` labels (see
+    `legend_below`). `empty`: places of the grid left blank (None in the list; axes are only made where drawn:
+    25 ms each)."""
+    width = min(width, MAX_WIDTH)
+    cols = min(panels, fit_columns(width, columns))
     rows = math.ceil(panels / cols)
     fig_width = width * cols
     legend_rows = legend_shape(legend, fig_width, legend_title is not None)[1] if legend else 0
@@ -120,6 +134,75 @@ def legend_below(fig: Figure, entries: dict[str, Artist], title: str | None = No
     fig.legend(list(entries.values()), list(entries), loc="lower center", bbox_to_anchor=(0.5, 0.0),
                ncol=columns, fontsize="small", title=title, title_fontsize="small", frameon=False,
                borderaxespad=0.3)
+
+
+def small_multiples(blocks: Sequence[int], width: float = 2.2, height: float = 2.0, columns: int = 6,
+                    legend: Sequence[str] = (), legend_title: str | None = None, top: float = 0.35,
+                    gap: float = 0.45) -> tuple[Figure, list[list[Axes]]]:
+    """A block of panels per metric, a panel per arm (`blocks`: each block's count), wrapped at most `columns` to a
+    row within MAX_WIDTH, as few columns as keep that many rows (seven panels at six a row: two rows of four, not six
+    and one alone), each block `gap` inches below the one before, so its x labels never meet the next block's titles.
+    Returns the figure and each block's panels; `share_block` gives a block one scale and its labels."""
+    most = max(blocks)
+    cols = min(most, fit_columns(width, columns))
+    rows = math.ceil(most / cols)
+    cols = math.ceil(most / rows)
+    width = min(width * 1.25, MAX_WIDTH / cols) if cols < columns else width  # fewer columns: wider panels
+    fig_width = width * cols
+    legend_rows = legend_shape(legend, fig_width, legend_title is not None)[1] if legend else 0
+    below = legend_rows * LEGEND_ROW + (0.15 if legend_rows else 0.0)
+    axis = height / 1.5  # as `figure` lays a row out: the axes, then half their height to the next row's
+    block = rows * axis + (rows - 1) * axis / 2
+    between = axis / 2 + gap  # from a block's last row to the next block's first: a row's space and the gap
+    bottom = 0.55 + below
+    fig_height = top + len(blocks) * block + (len(blocks) - 1) * between + bottom
+    fig = Figure(figsize=(fig_width, fig_height))
+    FigureCanvasAgg(fig)
+    fig.subplots_adjust(left=0.7 / fig_width, right=1 - 0.15 / fig_width, bottom=bottom / fig_height,
+                        top=1 - top / fig_height)
+    outer = fig.add_gridspec(len(blocks), 1, hspace=between / block)
+    panels = []
+    for b, count in enumerate(blocks):
+        inner = outer[b].subgridspec(rows, cols, wspace=0.3, hspace=0.5)
+        panels.append([fig.add_subplot(inner[divmod(i, cols)]) for i in range(count)])
+    return fig, panels
+
+
+def share_block(panels: Sequence[Axes], ylabel: str, xlabel: str) -> None:
+    """One x and one y range over a block's panels (the union of what each autoscaled to), so a reader compares
+    panels by position; y tick labels and `ylabel` on the first column only, `xlabel` under each column's last."""
+    if not panels:
+        return
+    xs, ys = zip(*((ax.get_xlim(), ax.get_ylim()) for ax in panels))
+    columns = panels[0].get_subplotspec().get_gridspec().ncols  # the block's own grid (`small_multiples`)
+    for i, ax in enumerate(panels):
+        ax.set_xlim(min(x[0] for x in xs), max(x[1] for x in xs))
+        ax.set_ylim(min(y[0] for y in ys), max(y[1] for y in ys))
+        if i % columns == 0:
+            ax.set_ylabel(ylabel)
+        else:
+            ax.tick_params(labelleft=False)
+        if i + columns >= len(panels):
+            ax.set_xlabel(xlabel)
+
+
+def report_order(arms: Sequence[tuple[str, pd.DataFrame]], keys: Sequence[str],
+                 colours: Mapping[str, str] | None) -> list[tuple[str, pd.DataFrame]]:
+    """`arms` ((label, rows) as `arm_rows(frame, keys)` gives them) in the report's order of arms (that of
+    `colours`, which puts a declared baseline first), whatever order a table holds them in; as given without
+    `colours`."""
+    if colours is None:
+        return list(arms)
+    order = {label: i for i, label in enumerate(colours)}
+    return sorted(arms, key=lambda a: order.get(arm_name(a[1].iloc[0], keys), len(order)))
+
+
+def panel_title(label: str, reference: bool = False) -> str:
+    """A small panel's title: its arm (the value alone where one key tells arms apart), one key a line where
+    several would overrun the panel."""
+    title = short_label(label)
+    title = title.replace(", ", ",\n") if len(title) > 24 else title
+    return f"{title} (reference)" if reference else title
 
 
 def arm_rows(frame: pd.DataFrame, by: Sequence[str]) -> Iterator[tuple[str, pd.DataFrame]]:

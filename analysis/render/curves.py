@@ -7,14 +7,31 @@ from pathlib import Path
 
 import pandas as pd
 from matplotlib.artist import Artist
+from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
-from matplotlib.ticker import EngFormatter
+from matplotlib.ticker import EngFormatter, MaxNLocator
 
 from analysis.data.arms import short_label
 from analysis.measures.health import MISMATCH, flat_metrics, health_bands, many_jobs
 from analysis.measures.health import PANELS as HEALTH_PANELS
 from analysis.measures.health import POINTS as HEALTH_POINTS
-from analysis.render.canvas import arm_colour, arm_colours, arm_rows, colours_of, figure, legend_below, save, styled
+from analysis.render.canvas import (
+    MANY_ARMS,
+    REFERENCE,
+    REFERENCE_NOTE,
+    arm_colour,
+    arm_colours,
+    arm_rows,
+    colours_of,
+    figure,
+    legend_below,
+    panel_title,
+    report_order,
+    save,
+    share_block,
+    small_multiples,
+    styled,
+)
 
 # the training accuracy panel is left out: the training-health figure's reward panel shows the same
 BUDGET_METRICS = {"wasted_frac": "wasted fraction of samples drawn"}
@@ -24,23 +41,49 @@ BUDGET_METRICS = {"wasted_frac": "wasted fraction of samples drawn"}
 @styled
 def budget_curves(bands: pd.DataFrame, path: Path, arm: Sequence[str], budget: str,
                   colours: Mapping[str, str] | None = None) -> Path:
+    """The equal-budget measures against the budget (`budget_figure`), written to `path`."""
+    return save(budget_figure(bands, arm, budget, colours), path)
+
+
+@styled
+def budget_figure(bands: pd.DataFrame, arm: Sequence[str], budget: str,
+                  colours: Mapping[str, str] | None = None) -> Figure:
     """Each metric against the budget: the mean over seeds per arm, the band from lowest to highest seed;
-    `colours`: the report's colour of each arm (`canvas.report_colours`)."""
-    arms = list(arm_rows(bands, arm))
-    fig, axes = figure(len(BUDGET_METRICS), width=6.4 if len(BUDGET_METRICS) == 1 else 4.2, height=3.6,
-                       legend=[label for label, _ in arms])
+    `colours`: the report's colour of each arm (`canvas.report_colours`). Past MANY_ARMS arms, a small panel per
+    arm over the reference arm (the report's first) in grey, one scale across a metric's panels."""
+    arms = report_order(list(arm_rows(bands, arm)), arm, colours)
+    colour = colours_of(arms, arm, colours)
+    labels = [label for label, _ in arms]
+    many = len(arms) > MANY_ARMS
+    if many:
+        fig, blocks = small_multiples([len(arms)] * len(BUDGET_METRICS), legend=labels, legend_title=SMALL_TITLE)
+    else:
+        fig, axes = figure(len(BUDGET_METRICS), width=6.4 if len(BUDGET_METRICS) == 1 else 4.2, height=3.6,
+                           legend=labels)
+        blocks = [[ax] * len(arms) for ax in axes]  # every arm on the metric's one panel
     entries: dict[str, Artist] = {}
-    for (label, rows), colour in zip(arms, colours_of(arms, arm, colours)):
-        for ax, metric in zip(axes, BUDGET_METRICS):
-            entries[label], = ax.plot(rows["budget"], rows[metric], color=colour)
+    for (metric, title), panels in zip(BUDGET_METRICS.items(), blocks):
+        reference = arms[0][1]
+        for i, ((label, rows), c, ax) in enumerate(zip(arms, colour, panels)):
+            if many and i:
+                ax.plot(reference["budget"], reference[metric], **REFERENCE)
+            entries[label], = ax.plot(rows["budget"], rows[metric], color=c)
             low, high = rows[f"{metric}_low"], rows[f"{metric}_high"]
-            ax.fill_between(rows["budget"], low, high, color=colour, alpha=0.2, linewidth=0)
-    for ax, title in zip(axes, BUDGET_METRICS.values()):
-        ax.set(xlabel=f"{budget} drawn", ylabel=title.split(" of ")[0], title=title)
-        ax.xaxis.set_major_formatter(EngFormatter(sep=""))  # 40k, 1.2M: short tick labels at any budget
-        ax.grid(alpha=0.3)
-    legend_below(fig, entries)
-    return save(fig, path)
+            ax.fill_between(rows["budget"], low, high, color=c, alpha=0.2, linewidth=0)
+            ax.xaxis.set_major_formatter(EngFormatter(sep=""))  # 40k, 1.2M: short tick labels at any budget
+            ax.grid(alpha=0.3)
+            if many:
+                ax.set_title(panel_title(label, reference=i == 0), fontsize="small")
+                ax.xaxis.set_major_locator(MaxNLocator(nbins=3))
+        if many:
+            share_block(panels, title.split(" of ")[0], f"{budget} drawn")
+        else:
+            panels[0].set(xlabel=f"{budget} drawn", ylabel=title.split(" of ")[0], title=title)
+    legend_below(fig, entries, title=SMALL_TITLE if many else None)
+    return fig
+
+
+SMALL_TITLE = f"mean over seeds, band: lowest to highest seed; {REFERENCE_NOTE}"
 
 
 SPIKE_LABEL = "spike past the axis (its value)"

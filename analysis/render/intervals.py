@@ -12,7 +12,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from analysis.data.arms import short_label
-from analysis.render.canvas import interval_row, save, styled
+from analysis.render.canvas import MAX_WIDTH, fit_columns, interval_row, save, styled
 from analysis.render.markdown import p_value
 
 
@@ -35,7 +35,7 @@ def forest(tests: pd.DataFrame, path: Path, detectable: Sequence[bool]) -> Path:
     labels = tests["metric"].astype(str).tolist()
     height = 0.55 * len(tests) + 1.2
     left = 0.4 + 0.08 * max(len(label) for label in labels)  # inches for the labels
-    width = left + 5.0 + 1.5  # labels, the axis, the p column
+    width = left + max(2.5, min(5.0, MAX_WIDTH - left - 1.5)) + 1.5  # labels, the axis (narrower past MAX_WIDTH), p
     fig = Figure(figsize=(width, height))
     FigureCanvasAgg(fig)
     fig.subplots_adjust(left=left / width, right=1 - 1.5 / width, top=1 - 0.35 / height, bottom=0.75 / height)
@@ -59,11 +59,13 @@ def _forest_panels(tests: pd.DataFrame, path: Path, detectable: Sequence[bool]) 
         f"{short_label(b)} − {short_label(a)}" for a, b in zip(tests["a"].astype(str), tests["b"].astype(str))])
     metrics = list(dict.fromkeys(tests["metric"]))
     pairs = list(dict.fromkeys(tests["_pair"]))
-    columns = min(2, len(metrics))
-    rows = math.ceil(len(metrics) / columns)
     left = 0.3 + 0.085 * max(len(p) for p in pairs)  # inches for the pair labels
-    panel_w, panel_h = 3.4, 0.42 * len(pairs) + 0.9
     pad = 1.3  # the p column right of each panel
+    # two panels side by side while each keeps an axis of 2.6 inches within MAX_WIDTH, else one a row
+    columns = 2 if len(metrics) > 1 and 2 * (left + 2.6 + pad) <= MAX_WIDTH else 1
+    rows = math.ceil(len(metrics) / columns)
+    panel_w = max(2.6, min(3.4, MAX_WIDTH / columns - left - pad))
+    panel_h = 0.42 * len(pairs) + 0.9
     width = columns * (left + panel_w + pad)
     height = rows * panel_h + 0.4
     fig = Figure(figsize=(width, height))
@@ -96,13 +98,17 @@ def ranking(rankings: Sequence, path: Path) -> Path:
     labels = [short_label(a) for r in rankings for a in r.table["arm"]]
     left = 0.3 + 0.085 * max(len(a) for a in labels)  # inches for the arm names
     panel, gap, right = 3.6, 0.9, 0.25
-    width = len(rankings) * (left + panel + gap) + right
-    height = 0.42 * n + 1.5
+    columns = fit_columns(left + panel + gap, len(rankings))  # more measures: a second row, never wider
+    rows = math.ceil(len(rankings) / columns)
+    width = columns * (left + panel + gap) + right
+    block = 0.42 * n + 1.5  # one row of panels
+    height = rows * block
     fig = Figure(figsize=(width, height))
     FigureCanvasAgg(fig)
     for i, r in enumerate(rankings):
-        x0 = (i * (left + panel + gap) + left) / width
-        ax = fig.add_axes((x0, 0.9 / height, panel / width, 1 - 1.35 / height))
+        row_at, col = divmod(i, columns)
+        x0 = (col * (left + panel + gap) + left) / width
+        ax = fig.add_axes((x0, ((rows - 1 - row_at) * block + 0.9) / height, panel / width, (block - 1.35) / height))
         table = r.table
         y = np.arange(len(table))[::-1]
         for yi, (_, row) in zip(y, table.iterrows()):

@@ -3,6 +3,7 @@ prediction), and over training against samples drawn."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -11,13 +12,25 @@ import pandas as pd
 from matplotlib.artist import Artist
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
-from matplotlib.ticker import EngFormatter
+from matplotlib.ticker import EngFormatter, MaxNLocator
 
 from analysis.data.labels import natural_sorted
-from analysis.render.canvas import UNIT_Y, arm_rows, colours_of, figure, legend_below, level_label, save, styled
+from analysis.render.canvas import (
+    MAX_WIDTH,
+    UNIT_Y,
+    arm_rows,
+    colours_of,
+    figure,
+    fit_columns,
+    legend_below,
+    level_label,
+    save,
+    styled,
+)
 
 PARTIAL = 0.5  # a step window holding fewer groups than this share of its arm's median window is partial
 PARTIAL_LABEL = "partial window (under half the groups)"
+OVER_SAMPLES_WIDTH = 3.3  # inches a difficulty's panel takes in the ties-over-samples figure: four within MAX_WIDTH
 PREDICTED_SHARE = 0.5  # a prediction is drawn beside a bar or point only where this share of its groups can have one
 
 
@@ -63,33 +76,65 @@ def ties_by_difficulty(ties: pd.DataFrame, path: Path, by: Sequence[str], names:
                 **({"all-wrong, no answer read": Patch(facecolor="0.9", edgecolor="0.3", hatch="xxx")}
                    if "unanswered_frac" in ties else {}),
                 "tie fraction, 95% interval": None, "predicted p^G + (1-p)^G": None}
-    width = max(7.0, 1.5 * len(levels) * max(1, len(arms)) ** 0.5)
-    fig, (ax,) = figure(1, width=width, height=4.4, legend=list(entries))
+    per_row = levels_per_row(len(levels), len(arms))
+    rows = math.ceil(len(levels) / per_row)
+    width = min(MAX_WIDTH, max(7.0, 1.5 * per_row * max(1, len(arms)) ** 0.5))
+    fig, axes = figure(rows, width=width, height=4.4, columns=1, legend=list(entries))
     bar = min(0.8 / max(len(arms), 1), 0.35)
-    for i, ((_, rows), c) in enumerate(zip(arms, colour)):
-        x = np.array([levels.index(d) for d in rows["difficulty"].astype(str)]) + (i - (len(arms) - 1) / 2) * bar
-        correct, wrong = rows["all_correct_frac"].to_numpy(float), rows["all_wrong_frac"].to_numpy(float)
-        ax.bar(x, correct, bar * 0.92, color=c, edgecolor="0.2", linewidth=0.6)
-        ax.bar(x, wrong, bar * 0.92, bottom=correct, color=c, alpha=0.35, hatch="///", edgecolor="0.2", linewidth=0.6)
-        if "unanswered_frac" in rows:  # the all-wrong ties without an answer, the bottom of their segment
-            ax.bar(x, rows["unanswered_frac"].to_numpy(float), bar * 0.92, bottom=correct, color=c, alpha=0.35,
-                   hatch="xxx", edgecolor="0.2", linewidth=0.6)
-        if rows["ci_low"].notna().any():  # an interval needs enough prompts (`tie_fractions`)
-            err = np.vstack([rows["tie_frac"] - rows["ci_low"], rows["ci_high"] - rows["tie_frac"]])
-            entries["tie fraction, 95% interval"] = ax.errorbar(x, rows["tie_frac"], yerr=err, fmt="none",
-                                                                ecolor="k", elinewidth=1.6, capsize=5, capthick=1.6,
-                                                                zorder=4)
-        if rows["predicted_tie_frac"].notna().any():  # no legend entry for what is not drawn
-            entries["predicted p^G + (1-p)^G"], = ax.plot(x + bar * 0.25, rows["predicted_tie_frac"], "D",
-                                                          color="k", markerfacecolor="white", markersize=7,
-                                                          zorder=5, linestyle="none")
+    for i, ((_, rows_of_arm), c) in enumerate(zip(arms, colour)):
+        place = np.array([levels.index(d) for d in rows_of_arm["difficulty"].astype(str)])
+        for row, ax in enumerate(axes):
+            mine = (place // per_row) == row
+            if not mine.any():
+                continue
+            r = rows_of_arm[mine]
+            x = place[mine] % per_row + (i - (len(arms) - 1) / 2) * bar
+            _tie_bars(ax, r, x, bar, c, entries)
     entries = {k: v for k, v in entries.items() if v is not None}
-    ax.set(xticks=range(len(levels)), xlabel="difficulty", ylabel="fraction of first-round groups tied", ylim=UNIT_Y)
-    ax.set_xticklabels([level_label(level, names) for level in levels])
-    ax.grid(alpha=0.3, axis="y")
-    ax.set_axisbelow(True)
+    for row, ax in enumerate(axes):
+        shown = levels[row * per_row:(row + 1) * per_row]
+        ax.set(xticks=range(len(shown)), ylabel="fraction of first-round groups tied", ylim=UNIT_Y)
+        if rows > 1:  # the same width a difficulty in every row, the last one's too
+            ax.set_xlim(-0.5, per_row - 0.5)
+        ax.set_xticklabels([level_label(level, names) for level in shown])
+        ax.grid(alpha=0.3, axis="y")
+        ax.set_axisbelow(True)
+    axes[-1].set_xlabel("difficulty")
     legend_below(fig, entries)
     return save(fig, path)
+
+
+LEAST_BAR = 0.22  # inches: the narrowest bar of the ties figure before its difficulties wrap onto another row
+
+
+def levels_per_row(levels: int, arms: int) -> int:
+    """How many difficulties a row of the ties-by-difficulty figure holds: all where today's bars (1.5 * sqrt(arms)
+    inches a difficulty) fit in MAX_WIDTH or squeeze to bars LEAST_BAR wide; else as many as fit at LEAST_BAR,
+    the rows balanced."""
+    least = LEAST_BAR * max(1, arms) / 0.8  # a difficulty's bars fill 0.8 of its slot
+    fit = max(1, int((MAX_WIDTH - 0.85) / least))  # 0.85: `figure`'s margins
+    if levels <= fit:
+        return levels
+    return math.ceil(levels / math.ceil(levels / fit))
+
+
+def _tie_bars(ax, rows: pd.DataFrame, x: np.ndarray, bar: float, c: str, entries: dict) -> None:
+    """One arm's bars at `x`: all-correct under all-wrong (those without an answer cross-hatched), the interval
+    of their sum, and the prediction beside them."""
+    correct, wrong = rows["all_correct_frac"].to_numpy(float), rows["all_wrong_frac"].to_numpy(float)
+    ax.bar(x, correct, bar * 0.92, color=c, edgecolor="0.2", linewidth=0.6)
+    ax.bar(x, wrong, bar * 0.92, bottom=correct, color=c, alpha=0.35, hatch="///", edgecolor="0.2", linewidth=0.6)
+    if "unanswered_frac" in rows:  # the all-wrong ties without an answer, the bottom of their segment
+        ax.bar(x, rows["unanswered_frac"].to_numpy(float), bar * 0.92, bottom=correct, color=c, alpha=0.35,
+               hatch="xxx", edgecolor="0.2", linewidth=0.6)
+    if rows["ci_low"].notna().any():  # an interval needs enough prompts (`tie_fractions`)
+        err = np.vstack([rows["tie_frac"] - rows["ci_low"], rows["ci_high"] - rows["tie_frac"]])
+        entries["tie fraction, 95% interval"] = ax.errorbar(x, rows["tie_frac"], yerr=err, fmt="none", ecolor="k",
+                                                            elinewidth=1.6, capsize=5, capthick=1.6, zorder=4)
+    if rows["predicted_tie_frac"].notna().any():  # no legend entry for what is not drawn
+        entries["predicted p^G + (1-p)^G"], = ax.plot(x + bar * 0.25, rows["predicted_tie_frac"], "D", color="k",
+                                                      markerfacecolor="white", markersize=7, zorder=5,
+                                                      linestyle="none")
 
 
 @styled
@@ -110,11 +155,18 @@ def ties_over_samples(ties: pd.DataFrame, path: Path, by: Sequence[str], names: 
                   ("all_wrong_frac", "all_wrong_ci", "all-wrong ties"),
                   ("tie_frac", "ci", "all ties")]
     labels = [label for label, _ in arms] + ["predicted p^G + (1-p)^G", PARTIAL_LABEL]
-    fig, axes = figure(len(rows_shown) * len(levels), width=3.4, height=2.6, columns=len(levels), legend=labels)
+    fit = fit_columns(OVER_SAMPLES_WIDTH, len(levels))
+    columns = math.ceil(len(levels) / math.ceil(len(levels) / fit))  # wrapped onto bands of three rows, balanced
+    bands = math.ceil(len(levels) / columns)
+    past = [(len(rows_shown) * (j // columns) + r) * columns + j % columns
+            for j in range(len(levels), bands * columns) for r in range(len(rows_shown))]
+    fig, axes = figure(len(rows_shown) * bands * columns, width=OVER_SAMPLES_WIDTH, height=2.7, columns=columns,
+                       legend=labels, top=0.6, empty=past)  # two-line titles
     entries: dict[str, Artist] = {}
     for r, (column, ci, title) in enumerate(rows_shown):
-        for c, level in enumerate(levels):
-            ax = axes[r * len(levels) + c]
+        for j, level in enumerate(levels):
+            band, c = divmod(j, columns)
+            ax = axes[(len(rows_shown) * band + r) * columns + c]
             for (label, rows), arm_colour in zip(arms, colour):
                 part = rows[rows["difficulty"].astype(str) == level].sort_values("samples_drawn")
                 if part.empty:
@@ -135,7 +187,7 @@ def ties_over_samples(ties: pd.DataFrame, path: Path, by: Sequence[str], names: 
                     entries[labels[-2]] = Line2D([], [], marker="D", color="k", markerfacecolor="white",
                                                  markersize=5, linestyle="none")  # the arm's colour in the panels
             name = (names or {}).get(level)
-            ax.set_title(f"{title}, difficulty {level}" + (f" ({name})" if name else ""), fontsize="small")
+            ax.set_title(f"{title},\ndifficulty {level}" + (f" ({name})" if name else ""), fontsize="small")
             ax.set_ylim(*UNIT_Y)
             ax.xaxis.set_major_formatter(EngFormatter(sep=""))
             ax.grid(alpha=0.3)
@@ -145,5 +197,6 @@ def ties_over_samples(ties: pd.DataFrame, path: Path, by: Sequence[str], names: 
                 ax.tick_params(labelleft=False)
             if r == len(rows_shown) - 1:
                 ax.set_xlabel("samples drawn")
+            ax.xaxis.set_major_locator(MaxNLocator(nbins=5))
     legend_below(fig, {k: entries[k] for k in labels if k in entries})
     return save(fig, path)

@@ -33,7 +33,10 @@ def section(tables: Tables, ctx: Context) -> Coverage | None:
     curves, crossings = coverage(eval, arm)
     text = (f"{describe(curves, crossings, arm)}\n\nAs CSV: "
             f"{files.csv('coverage_crossings', crossings)}, every k: {files.csv('coverage', curves)}")
-    return Coverage(text=text, files=files, sentence=sentence(curves, crossings, arm))
+    ks = int(curves["k"].max()) if len(curves) else 1
+    return Coverage(text=text, files=files, sentence=sentence(curves, crossings, arm),
+                    pointer=f"each arm's trained − base pass@k for k up to {ks} and where the base model catches "
+                    "up: what RL adds to the base, not a verdict between arms")
 
 
 def base_and_trained(eval: pd.DataFrame) -> bool:

@@ -168,6 +168,6 @@ def stopped_text(stops: list[Stop]) -> str | None:
            else "") for sampler, mine in by_sampler.items())
     return (f"**Stopped by their sampler**: {len(stops)} job{'' if one else 's'} marked done ended before "
             f"{'its' if one else 'their'} budget ({named}" + (f", at {span}{of}" if span else "")
-            + "): a sampler's cap stopped the run, so "
-            + ("its" if one else "their") + " arm's values at the end of the budget are at fewer samples for "
-            + ("it" if one else "them") + f"; each with its reason under Jobs ([{DETAILS}]({DETAILS})).")
+            + "), " + ("its" if one else "their") + " sampler's cap: " + ("its" if one else "their")
+            + " arm's end-of-budget values are at fewer samples for "
+            + ("it" if one else "them") + f" (reasons: Jobs, [{DETAILS}]({DETAILS})).")

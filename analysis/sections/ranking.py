@@ -112,7 +112,9 @@ def section(tables: Tables, ctx: Context, tests: pd.DataFrame, scores: pd.DataFr
                       + (", or reversed within every difficulty (the arms' mix of difficulties)"
                          if r.measure == INFORMATIVE else "") + ".", "",
                       files.table(name + "_orderings", orderings), ""]
-    return Ranked(text="\n".join(parts).rstrip(), files=files, sentences=sentences)
+    return Ranked(text="\n".join(parts).rstrip(), files=files, sentences=sentences,
+                  pointer="each arm's place on held-out pass@1 and on informative samples per 1,000 drawn, with "
+                  "every resolved ordering and what its winner had more of (the verdict table's orderings, listed)")
 
 
 def within_difficulty(r: Ranking, by_difficulty: pd.DataFrame | None) -> pd.DataFrame:
@@ -121,6 +123,7 @@ def within_difficulty(r: Ranking, by_difficulty: pd.DataFrame | None) -> pd.Data
     out = r.orderings.copy()
     if by_difficulty is None or by_difficulty.empty:
         return out
+    out["reversal"] = out["reversal"].astype(object)  # all-NaN (no reversal anywhere) reads as float: words go in
     for i, (better, worse) in enumerate(r.resolved):
         if reversal(by_difficulty, worse, better, "wasted_frac", "samples") is not None:
             said = out.at[i, "reversal"]

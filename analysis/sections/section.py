@@ -30,3 +30,5 @@ class Section:
 
     text: str
     files: Files = field(default_factory=Files)
+    # on the second page: what the first page's link to it says is there, and whether any of it is a finding
+    pointer: str = ""

@@ -72,4 +72,5 @@ def section(tests: pd.DataFrame) -> Section:
         f"wasted_frac.{shown_note}", "",
         files.figure("differences", figures.forest, forest, detectable=filled),
     ])
-    return Section(text=text, files=files)
+    return Section(text=text, files=files, pointer="every comparison of every pair of arms with its interval, test "
+                   "and Holm p: the source of each verdict and difference the first page states")
