@@ -240,6 +240,7 @@ def _build(sources: Sequence[Path], out: Path, building: Path, command: str | No
     caveats = [line for line in (*idle, pooled, jobs.incomplete_line(tables, plan),
                                  budgets_text.budget_warning(budgets, family) if budgets is not None else None,
                                  budgets_text.skipped_updates_line(tables.steps, arm),
+                                 budgets_text.unknown_updates_line(tables.eval),
                                  provenance.mixed_code(tables, ctx.out), settings.left_out_line(tables)) if line]
     quoted = in_words.Inputs(calibration=tied.calibration if tied else None, budgets=budgets,
                              steps=updates_per_arm(tables.steps, arm).to_dict() if dynamics is not None else {},

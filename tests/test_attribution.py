@@ -164,3 +164,24 @@ def test_steps_without_an_update_are_counted_per_arm_by_either_record():
     assert skipped_updates_line(steps.assign(grad_norm=0.5, opt_steps=2), ["sampler"]) is None
     from analysis.data.resources import step_updates
     assert step_updates(steps)["updates"].tolist() == [2, 2, 4, 4, 2, 4, 4, 6]
+
+
+def test_a_job_without_updates_is_named_where_equal_updates_would_be(tmp_path):
+    """The same sweep with one job's steps table gone: its checkpoints' updates are not known, so the study has no
+    equal-updates point; the Findings name the job and say what that takes away, rather than drop it silently."""
+    import shutil
+
+    root = _sweep(tmp_path / "sweep", None)
+    shutil.rmtree(root / "3" / "steps")
+    report = _report(root)
+    said = findings(report)
+    line = next(b for b in said if b.startswith("**Updates not known**"))
+    assert line.startswith("**Updates not known**: job 3 records no updates at its checkpoints") and \
+        "no held-out comparison is made at equal updates, the training dynamics there leave it out" in line, line
+    assert not any(b.startswith("**Equal updates** (") for b in said)  # no verdict at a point that does not exist
+    tests = _tests(report)
+    assert not tests["metric"].str.startswith("held-out").where(tests["metric"].str.contains("equal updates"),
+                                                                 False).any()
+    dynamics = tests[tests["metric"] == "kl (equal updates)"].iloc[0]
+    assert dynamics["seeds_a"] + dynamics["seeds_b"] == 2 * SEEDS - 1  # job 3 left out, as the line says
+    assert "Updates not known" not in "\n".join(findings(_report(_sweep(tmp_path / "whole", None))))

@@ -89,3 +89,22 @@ def skipped_updates_line(steps: pd.DataFrame, arm: list[str]) -> str | None:
            if skipping else "the sampler left nothing to train (`algo.tied_batch=step`)")
     return (f"**Steps without an update**: {'; '.join(parts)} loop steps took no optimizer step ({why}). Updates "
             "count optimizer steps taken, never loop steps.")
+
+
+def unknown_updates_line(eval: pd.DataFrame) -> str | None:
+    """The Findings' line where some jobs' updates at their evaluated checkpoints are not known (a run with no steps
+    table, or one that stops short of its checkpoints, and no count on its eval rows): the study then has no
+    equal-updates point and none of its comparisons is at equal updates, which would otherwise go unsaid. None
+    where every checkpoint's updates are known."""
+    from analysis.sections.provenance import jobs_text
+
+    if eval.empty or "updates" not in eval:
+        return None
+    unknown = sorted(eval.loc[eval["updates"].isna(), "job"].astype(str).unique())
+    if not unknown:
+        return None
+    one = len(unknown) == 1
+    return (f"**Updates not known**: job{'' if one else 's'} {jobs_text(unknown)} record{'s' if one else ''} no "
+            f"updates at {'its' if one else 'their'} checkpoints (no steps table there): no held-out comparison is "
+            f"made at equal updates, the training dynamics there leave {'it' if one else 'them'} out, and no win is "
+            "attributed to updates.")
