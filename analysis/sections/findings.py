@@ -23,7 +23,7 @@ from analysis.measures.informative import COMPARABLE_METRIC
 from analysis.render.markdown import cell, p_value
 from analysis.render.paging import anchor
 from analysis.sections.section import DETAILS, Section
-from analysis.sections.verdict import count_text
+from analysis.sections.verdict import count_text, score_text
 from analysis.stats.seeds import ALPHA, detectable
 
 MAX_WORDS = 250  # the Findings, from the heading to the last bullet: a paper's abstract
@@ -133,8 +133,8 @@ def _alignment(alignment, tests: pd.DataFrame) -> str:
     group = table[table["letters"].astype(str).str.contains(str(top["letters"])[0], regex=False)].iloc[1:]
     named = ", ".join(short_label(a) for a in group["arm"].head(LEADERS))
     more = f" and {len(group) - LEADERS} more" if len(group) > LEADERS else ""
-    lead = (f"{short_label(top['arm'])} has the highest mean ({cell(top['mean'], 3)} [{cell(top['ci_low'], 3)}, "
-            f"{cell(top['ci_high'], 3)}]); ")
+    interval = score_text(top["mean"], top["ci_low"], top["ci_high"])
+    lead = f"{short_label(top['arm'])} has the highest mean ({interval}); "
     if not alignment.resolved:
         return head + lead + f"no ordering of the {alignment.pairs} pairs is resolved."
     top_group = f"not resolved below it: {named}{more}" if len(group) else "resolved above every other arm"
