@@ -8,6 +8,7 @@ import math
 import os
 
 from grpo_lab.advantage import check_rules, rule
+from grpo_lab.advantage.ties import check_ties
 from grpo_lab.config import (
     DEVICE,
     DTYPES,
@@ -24,7 +25,6 @@ from grpo_lab.config import (
     MAX_WAIT_S,
     MIN_TEMPERATURE,
     STRATEGIES,
-    TIED_BATCHES,
     TrainConfig,
     leaves,
 )
@@ -161,8 +161,7 @@ def validate(cfg: TrainConfig) -> None:
             "must be one of 'prompt', 'sample'")
     require(a.rollout_correction in CORRECTIONS, "algo.rollout_correction", a.rollout_correction,
             f"must be one of {', '.join(map(repr, CORRECTIONS))}")
-    require(a.tied_batch in TIED_BATCHES, "algo.tied_batch", a.tied_batch,
-            f"must be one of {', '.join(map(repr, TIED_BATCHES))}")
+    check_ties(a, cfg.dist.strategy)
     require(a.rollout_correction_cap > 1, "algo.rollout_correction_cap", a.rollout_correction_cap,
             "must be > 1: a ratio pi_train / pi_rollout of 1 (no mismatch) must pass the cap unchanged")
     require(cfg.rollout.max_rows_per_call is None or cfg.rollout.max_rows_per_call >= 1, "rollout.max_rows_per_call",

@@ -106,10 +106,21 @@ class AlgoConfig:
     # none | token_truncate | token_mask | sequence_truncate | sequence_mask. The mismatch is measured in any mode
     rollout_correction: str = "none"
     rollout_correction_cap: float = 2.0  # the ratio's cap (TRL's vllm_importance_sampling_cap; > 1)
-    # a batch whose every advantage is 0 (all its groups tied): step (DeepSeekMath's objective, TRL, verl: its mu
-    # optimizer steps still taken, on the beta x k3 KL's gradient; at beta = 0 a zero one, AdamW's moments and weight
-    # decay still moving the weights) | skip (no backward, no optimizer step, AdamW's state untouched)
+    # How a tied unit (every advantage 0: its rewards tied under a rule that gives a tie nothing, TRL's "zero-std
+    # group") enters the loss (grpo_lab/advantage/ties.py). The first value of each is DeepSeekMath's objective.
+    # Its tokens' beta x k3 KL term: keep (pulls toward the reference like any other token's) | mask (none)
+    tied_kl: str = "keep"
+    # The loss's denominator (algo.loss_agg's): count (tied units' weight, tokens or max_len in it, diluting every
+    # other unit's gradient) | drop (left out, TRL PR #6365's dapo_zv; a batch with no untied unit keeps count's)
+    tied_norm: str = "count"
+    # A batch whose every advantage is 0 (all its units tied): step (TRL, verl: its mu optimizer steps still taken,
+    # on the beta x k3 KL's gradient; at beta = 0 a zero one, AdamW's moments and weight decay still moving the
+    # weights) | skip (no backward, no optimizer step, AdamW's state untouched) | zero (no backward; its mu optimizer
+    # steps taken on a zero gradient: AdamW's moments decay and move the weights, its step count advances)
     tied_batch: str = "step"
+    # every this many steps (0: never), measure the norm of the KL term's gradient from tied units and from untied
+    # ones (the steps table's kl_grad_tied, kl_grad_untied): two more backward passes there, training unchanged
+    kl_grad_every: int = 0
 
 
 @dataclass
@@ -170,7 +181,6 @@ class CheckpointConfig:
 
 LOGGER_BACKENDS = ("console", "tensorboard", "wandb")
 STRATEGIES = ("ddp", "fsdp")  # dist.strategy (grpo_lab/train/parallel.py)
-TIED_BATCHES = ("step", "skip")  # algo.tied_batch (grpo_lab/train/update.py)
 # algo.rollout_correction (grpo_lab/train/rollout_correction.py)
 ROLLOUT_CORRECTIONS = ("none", "token_truncate", "token_mask", "sequence_truncate", "sequence_mask")
 

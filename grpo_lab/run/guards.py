@@ -46,6 +46,7 @@ MAY_DIFFER: dict[str, str] = {
     "eval.every_samples": "as eval.every, counted in samples drawn",
     "eval.every_tokens": "as eval.every, counted in tokens generated",
     "eval.every_updates": "as eval.every, counted in optimizer steps taken",
+    "algo.kl_grad_every": "which steps measure the KL term's gradient (kl_grad_tied, kl_grad_untied): the same updates",
     "checkpoint.keep_last": "which checkpoints are kept on disk, not what any step computes",
     "checkpoint.keep_steps": "as checkpoint.keep_last",
     "checkpoint.keep_eval": "as checkpoint.keep_last",

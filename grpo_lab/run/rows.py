@@ -13,8 +13,9 @@ def group_rows(run_id: str, step: int, groups: list[Group], counters: dict,
     """One groups-table row per group this step drew or replayed; advances `counters` (samples, tokens) in place
     for the drawn ones only: a replayed group was drawn (and counted) at its `source_step`.
     `trained` (from `unit_columns`) gives each training group's unit and advantages; `entropy`: the rule keeps
-    token entropies (NaN for samples that did not train; the columns are null otherwise). `stepped` false: the
-    step took no optimizer step (algo.tied_batch=skip), so no sample took a gradient and no group is recorded as
+    token entropies (NaN for samples that did not train; the columns are null otherwise). `stepped` false: no
+    optimizer step took a gradient of the step's samples (algo.tied_batch=skip: no step; zero: steps on zeros), so
+    no sample took a gradient and no group is recorded as
     trained (used false, n_trained 0, unit null, advantages NaN), whatever the sampler chose."""
     trained = trained if stepped and trained else {}
     rows = []

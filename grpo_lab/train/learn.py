@@ -12,6 +12,7 @@ import torch
 
 from grpo_lab import distributed
 from grpo_lab.advantage import rule as advantage_rule
+from grpo_lab.advantage.ties import tied_units
 from grpo_lab.config import TrainConfig
 from grpo_lab.rollout.generate import Rollout
 from grpo_lab.run.rows import Trained, unit_columns
@@ -25,7 +26,8 @@ from grpo_lab.train.rollout_correction import COLUMNS as MISMATCH
 from grpo_lab.train.update import TrainingRows, masked, update
 
 LOSSES = ("loss", "pg_loss", "kl", "clip_frac", "grad_norm")
-NO_UPDATE = dict.fromkeys(LOSSES + MISMATCH, float("nan"))  # no sample entered an update: nothing measured
+TIES = ("tied_norm_share", "kl_grad_tied", "kl_grad_untied")  # how tied units entered it (grpo_lab/advantage/ties.py)
+NO_UPDATE = dict.fromkeys(LOSSES + TIES + MISMATCH, float("nan"))  # no sample entered an update: nothing measured
 NO_WORK = dict(positions=0, passes=0, backward=False)
 
 
@@ -43,9 +45,10 @@ class Learned:
 
 
 def learn(model, ref, optimizer, draw: Draw, cfg: TrainConfig, pad_id: int, device, amp,
-          par: DataParallel | None = None) -> Learned:
+          par: DataParallel | None = None, probe: bool = False) -> Learned:
     """One update on `draw.units` (the same on every rank: samplers decide from global rounds); `amp` is the
-    context every model pass runs in; `par` the data-parallel strategy (default: a full copy per rank)."""
+    context every model pass runs in; `par` the data-parallel strategy (default: a full copy per rank); `probe`:
+    measure the KL term's gradient from tied and untied units (algo.kl_grad_every)."""
     if not draw.units:
         return Learned(dict(NO_UPDATE, informative=0, opt_steps=0))
     a = cfg.algo
@@ -67,16 +70,20 @@ def learn(model, ref, optimizer, draw: Draw, cfg: TrainConfig, pad_id: int, devi
     weight = sequence_weights(sizes, cfg.sampler.group_size, a.unit_weight).to(device)  # (N,)
     take = torch.from_numpy(rows[mine]).to(device)  # this rank's rows, in the micro-batches' order (units, groups)
     reused = torch.from_numpy(adv.replayed[rows[mine]]).to(device)
+    token_level = advantage_rule(a.advantage).token_level
+    tied = tied_units(sizes, adv.advantages[torch.from_numpy(rows).to(device)].cpu().numpy(),
+                      adv.direction[torch.from_numpy(rows).to(device)].cpu().numpy() if token_level else None)  # (N,)
     rank_rows = TrainingRows(adv.advantages[take], weight[torch.from_numpy(mine).to(device)],
-                             direction=adv.direction[take] if advantage_rule(a.advantage).token_level else None,
-                             behaviour=reused if adv.replayed.any() else None)
+                             direction=adv.direction[take] if token_level else None,
+                             behaviour=reused if adv.replayed.any() else None,
+                             tied=torch.from_numpy(tied[mine]).to(device))
     with amp:
-        out = update(model, ref, optimizer, micro, rank_rows, cfg, par, pad_id)
+        out = update(model, ref, optimizer, micro, rank_rows, cfg, par, pad_id, probe)
     used, positions = _gather(rows, owner, out["advantages"].float().cpu().numpy(), len(trains),
                               positions)  # (P,) NaN: not trained; every rank's positions
     entropy = None if out["entropy"] is None else _gather(rows, owner, out["entropy"].float().cpu().numpy(),
                                                           len(trains))[0]  # (P, 2)
-    losses = {**{k: out[k] for k in (*LOSSES, "informative", "opt_steps")}, **out["mismatch"]}
+    losses = {**{k: out[k] for k in (*LOSSES, *TIES, "informative", "opt_steps")}, **out["mismatch"]}
     return Learned(losses, unit_columns(units, used, entropy), _behaviour(groups, trains, owner, out["behaviour"]),
                    dict(positions=positions, passes=out["passes"], backward=out["backward"]))
 

@@ -71,13 +71,19 @@ class Normalisers:
     tokens: torch.Tensor  # unmasked tokens (scalar), for the KL and clip statistics
 
 
-def loss_normalisers(lengths: torch.Tensor, seq_weight: torch.Tensor, mode: str, max_len: int) -> Normalisers:
+def loss_normalisers(lengths: torch.Tensor, seq_weight: torch.Tensor, mode: str, max_len: int,
+                     counted: torch.Tensor | None = None) -> Normalisers:
     """Denominators of `aggregate` over sequences of `lengths` (N,) tokens with weights (N,):
-    sequence: sum of weights; token: weighted token count; constant: sum of weights x max_len."""
+    sequence: sum of weights; token: weighted token count; constant: sum of weights x max_len.
+    `counted` (N,) bool: the rows the loss's denominator counts (algo.tied_norm=drop: all but tied units');
+    None: every row. The token count, which the KL and clip statistics divide by, counts every row."""
     _check("loss_agg", mode, AGG_MODES)
     w, n = seq_weight.double(), lengths.double()
+    tokens = n.sum()
+    if counted is not None:
+        w, n = w[counted], n[counted]
     denominator = w.sum() if mode == "sequence" else (w * n).sum() if mode == "token" else w.sum() * max_len
-    return Normalisers(loss=denominator, tokens=n.sum())
+    return Normalisers(loss=denominator, tokens=tokens)
 
 
 def aggregate(
@@ -140,10 +146,13 @@ def grpo_loss(
     seq_weight: torch.Tensor | None = None,
     norm: Normalisers | None = None,
     is_weight: torch.Tensor | None = None,
+    kl_rows: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, LossStats]:
     """The GRPO loss: aggregate(clipped surrogate + beta * k3 KL). The KL term is skipped when beta == 0
     (its statistic is then NaN: nothing measured). `is_weight` (N, T): the rollout correction's weight on each
-    token's surrogate (grpo_lab/train/rollout_correction.py); None leaves the loss untouched.
+    token's surrogate (grpo_lab/train/rollout_correction.py); None leaves the loss untouched. `kl_rows` (N,)
+    bool: the rows whose tokens carry the KL term (algo.tied_kl=mask: all but tied units'); None: every row.
+    The `kl` statistic measures the policy's distance on every row's tokens either way.
 
     logp, old_logp, ref_logp, mask: (N, T); advantages, seq_weight: (N,). `norm`: the whole batch's
     `loss_normalisers` when this is a micro-batch (default: this batch's own); the loss and every
@@ -163,7 +172,7 @@ def grpo_loss(
         if ref_logp is None:
             raise ValueError("beta != 0 needs ref_logp (log-probs of the frozen reference model)")
         kl = kl_k3(logp, ref_logp)
-        per_token = pg + beta * kl
+        per_token = pg + beta * (kl if kl_rows is None else torch.where(kl_rows[:, None], kl, 0.0))  # exactly 0 there
         kl_mean = float(((kl * fmask).sum() / n_tokens).detach())
     loss = aggregate(per_token, mask, agg, max_len, seq_weight=seq_weight, denominator=norm.loss)
     with torch.no_grad():

@@ -213,8 +213,9 @@ class Trainer:
         with self.amp(), self.par.rollout(self.model):  # fsdp: the weights gathered once for the whole draw
             draw: Draw = self.sampler.draw(self._draw_round, cfg.prompts_per_step)
         t1 = time.perf_counter()
+        every = cfg.algo.kl_grad_every
         learned = learn(self.model, self.ref, self.optimizer, draw, cfg, self.tokenizer.pad_token_id, self.device,
-                        self.amp(), self.par)
+                        self.amp(), self.par, probe=bool(every) and step % every == 0)
         self.optimizer.zero_grad(set_to_none=True)  # the gradients are spent: not held through the next rollout
         if learned.losses["opt_steps"]:  # the weights changed: the engine samples from the new policy
             self.engine.sync(self.model)
@@ -225,7 +226,7 @@ class Trainer:
         run_id = self.record.run_id
         groups = group_rows(run_id, step, draw.groups, self.counters, learned.trained,
                             entropy=advantage_rule(cfg.algo.advantage).token_level,
-                            stepped=bool(learned.losses["opt_steps"]))  # no step taken: nothing trained
+                            stepped=bool(learned.losses["opt_steps"]) and learned.work["backward"])  # else: none
         drawn = [g for g in draw.groups if not g.reused]  # what this step sampled (replays were drawn before)
         cost = step_costs(self.flop_params, sum(g.prompt_tokens for g in drawn), sum(g.tokens for g in drawn),
                           learned.work, cfg.algo.beta)

@@ -12,12 +12,13 @@ import torch
 
 from grpo_lab import distributed
 from grpo_lab.advantage import rule as advantage_rule
+from grpo_lab.advantage.ties import zero_gradient_steps
 from grpo_lab.config import TrainConfig
 from grpo_lab.model.logprobs import completion_logprobs
 from grpo_lab.model.lora import adapters_off
 from grpo_lab.rollout.generate import Rollout
 from grpo_lab.train.microbatch import MicroBatch
-from grpo_lab.train.objective import Normalisers, grpo_loss, loss_normalisers
+from grpo_lab.train.objective import Normalisers, aggregate, grpo_loss, kl_k3, loss_normalisers
 from grpo_lab.train.parallel import DataParallel
 from grpo_lab.train.rollout_correction import correction_weights, mismatch_stats, mismatch_sums
 
@@ -30,6 +31,7 @@ class TrainingRows:
     weight: torch.Tensor  # (n,) each sequence's weight in the loss (objective.sequence_weights)
     direction: torch.Tensor | None = None  # (n,) int8 RL-ZVP's sign on a tied unit's samples; None: per-sample rule
     behaviour: torch.Tensor | None = None  # (n,) bool: reused samples, whose ratio divides by their stored old_logp
+    tied: torch.Tensor | None = None  # (n,) bool: rows of tied units (grpo_lab/advantage/ties.py); None: none
 
     @classmethod
     def plain(cls, advantages: torch.Tensor) -> TrainingRows:
@@ -40,11 +42,12 @@ class TrainingRows:
         def more(x: torch.Tensor | None) -> torch.Tensor | None:
             return None if x is None else torch.cat([x, torch.zeros(k, dtype=x.dtype, device=x.device)])
 
-        return TrainingRows(more(self.advantages), more(self.weight), more(self.direction), more(self.behaviour))
+        return TrainingRows(more(self.advantages), more(self.weight), more(self.direction), more(self.behaviour),
+                            more(self.tied))
 
 
 def update(model, ref, optimizer, micro: list[MicroBatch], rows: TrainingRows, cfg: TrainConfig,
-           par: DataParallel | None = None, pad_id: int = 0) -> dict:
+           par: DataParallel | None = None, pad_id: int = 0, probe: bool = False) -> dict:
     """mu optimizer updates on one batch of samples, each accumulating the gradients of its micro-batches.
 
     Returns the step's loss statistics (means over mu); `informative`, the samples whose advantage is nonzero
@@ -52,12 +55,16 @@ def update(model, ref, optimizer, micro: list[MicroBatch], rows: TrainingRows, c
     mean over its tokens for RL-ZVP's shaped ones), `entropy` ((n, 2) mean and max over its tokens; RL-ZVP
     only, else None) and `behaviour` (its log-probs in the first pass, (n, T), zero at padding: the policy that
     sampled a fresh sample); `opt_steps`, the optimizer steps taken; `passes`, the policy passes run and
-    `backward`, whether they ran a backward (what the steps table's cost columns count).
+    `backward`, whether they ran a backward (what the steps table's cost columns count); `tied_norm_share`, the
+    share tied units take of the denominator that counts them (what algo.tied_norm=drop leaves out); with `probe`,
+    `kl_grad_tied` and `kl_grad_untied`, the norms of the KL term's gradient from each (else NaN).
 
-    A batch whose every advantage is 0 (all tied) still takes its mu optimizer steps under algo.tied_batch=step
-    (DeepSeekMath's objective, TRL, verl): on the beta x k3 KL's gradient, or with beta = 0 on a gradient exactly
-    0, where AdamW still moves the weights by its moments and weight decay. Under `skip` it runs one pass without
-    gradients and takes none, AdamW's state untouched.
+    Tied units (`rows.tied`: every advantage 0) enter as grpo_lab/advantage/ties.py says: their tokens' KL term kept
+    or masked (algo.tied_kl), their rows counted in the denominator or not (algo.tied_norm). A batch whose every
+    advantage is 0 (all tied) still takes its mu optimizer steps under algo.tied_batch=step (DeepSeekMath's
+    objective, TRL, verl): on the beta x k3 KL's gradient, or with beta = 0 on a gradient exactly 0, where AdamW
+    still moves the weights by its moments and weight decay. Under `skip` it runs one pass without gradients and
+    takes none, AdamW's state untouched; under `zero` the same pass, then mu steps on a zero gradient.
 
     The ratio's denominator is the first pass's log-probs (the policy before this step's first update is the
     one that sampled; its own log-probs from this same pass make the first ratio exactly 1, where the sampler's
@@ -78,15 +85,21 @@ def update(model, ref, optimizer, micro: list[MicroBatch], rows: TrainingRows, c
     device = rows.weight.device
     lengths = (torch.cat([mb.rollout.completion_mask.sum(-1) for mb in micro]) if micro
                else torch.zeros(0, dtype=torch.long, device=device))  # (n,) tokens in the loss
-    norm = loss_normalisers(lengths, rows.weight, a.loss_agg, cfg.rollout.max_new_tokens)  # this rank's part
-    norm = Normalisers(loss=distributed.global_sum(norm.loss).to(device),  # the whole batch's, over ranks
-                       tokens=distributed.global_sum(norm.tokens).to(device))
+    tied = rows.tied if rows.tied is not None else torch.zeros(rows.weight.shape[0], dtype=torch.bool, device=device)
+    whole = loss_normalisers(lengths, rows.weight, a.loss_agg, cfg.rollout.max_new_tokens)  # this rank's part
+    untied = loss_normalisers(lengths, rows.weight, a.loss_agg, cfg.rollout.max_new_tokens, counted=~tied)
+    total, tokens, counted = distributed.global_sum(torch.stack([whole.loss, whole.tokens, untied.loss]))  # over ranks
+    share = float(1 - counted / total) if total > 0 else float("nan")  # of the paper's denominator, tied units'
+    drop = a.tied_norm == "drop" and counted > 0  # a batch of tied units only keeps the denominator that counts them
+    norm = Normalisers(loss=(counted if drop else total).to(device), tokens=tokens.to(device))  # the whole batch's
+    kl_rows = ~tied if a.tied_kl == "mask" else None
     signal = rows.advantages != 0
     if shaped:
         signal = signal | (rows.direction != 0)
     counts = distributed.global_sum(torch.tensor([int(signal.sum()), rows.weight.shape[0]]))  # over ranks
     can_learn = bool(counts[0] > 0)  # rows that may carry a gradient
     always = a.tied_batch == "step" and bool(counts[1] > 0)  # a batch with training rows takes its mu steps
+    probe = probe and a.beta != 0 and (can_learn or always)  # measured where the passes run a backward
     grad = can_learn or always  # the passes run with gradients and backward
     n_real, n_rows = len(micro), rows.weight.shape[0]
     micro, rows = par.pad(micro, rows, pad_id)  # fsdp: the same passes on every rank
@@ -100,6 +113,8 @@ def update(model, ref, optimizer, micro: list[MicroBatch], rows: TrainingRows, c
     entropy, weights = [None] * len(micro), [None] * len(micro)
     mismatch = torch.zeros(10, dtype=torch.float64, device=device)  # mismatch_sums of the fresh samples, max |d| last
     opt_steps = 0
+    params = [p for p in model.parameters() if p.requires_grad]
+    kl_grads = [[torch.zeros_like(p) for p in params] for _ in "tu"] if probe else None  # tied, untied: summed here
     for _ in range(a.mu if grad else 1):
         optimizer.zero_grad(set_to_none=True)
         sums = np.zeros(4)
@@ -124,7 +139,10 @@ def update(model, ref, optimizer, micro: list[MicroBatch], rows: TrainingRows, c
                 loss, st = grpo_loss(logp, old_logp[k], used[k], mask, ref_logp=ref_logp[k], beta=a.beta,
                                      eps_low=a.eps_low, eps_high=a.eps_high, agg=a.loss_agg,
                                      max_len=cfg.rollout.max_new_tokens, seq_weight=rows.weight[mb.rows], norm=norm,
-                                     is_weight=weights[k])
+                                     is_weight=weights[k], kl_rows=None if kl_rows is None else kl_rows[mb.rows])
+                if kl_grads is not None and not stats:  # the probe, on the first update's graph
+                    _kl_gradients(kl_grads, params, logp, ref_logp[k], mask, tied[mb.rows], kl_rows is None, norm,
+                                  rows.weight[mb.rows], cfg)
                 if grad:  # (every pass's log-probs carry a graph: a zero advantage backs up zeros)
                     loss.backward()  # gradients accumulate: each micro-batch's loss is its share of the batch's
             sums += (st.loss, st.pg_loss, st.kl, st.clip_frac)
@@ -142,6 +160,9 @@ def update(model, ref, optimizer, micro: list[MicroBatch], rows: TrainingRows, c
         stats.append((*sums, grad_norm))
         if not (informative or always):
             break  # skip: a shaped tied unit whose every token came to 0 (one-token answers): nothing to learn
+    if not opt_steps and a.tied_batch == "zero" and counts[1] > 0:  # nothing learned, and zero steps anyway
+        zero_gradient_steps(model, optimizer, a.mu)
+        opt_steps, stats[-1] = a.mu, (*stats[-1][:4], 0.0)
     par.after_passes(model)  # fsdp: a pass without backward leaves the root gathered
     top = distributed.max_over_ranks(float(mismatch[9]))  # the step's one read of the figures on the host
     mismatch = distributed.all_reduce_(mismatch).cpu()
@@ -152,9 +173,33 @@ def update(model, ref, optimizer, micro: list[MicroBatch], rows: TrainingRows, c
                  else torch.zeros(0, 0, device=device))  # (n, T)
     if shaped:  # a rank with no rows still answers (n, 2): every rank then takes part in the same gathers
         entropy = torch.cat(entropy) if entropy else torch.zeros(0, 2, device=device)
+    kl_grad = [float("nan")] * 2
+    if kl_grads is not None:
+        for j, part in enumerate(kl_grads):  # summed over ranks (ddp) as the update's gradients are, then its norm
+            flat = distributed.all_reduce_(torch.cat([g.flatten() for g in part]))
+            kl_grad[j] = float(torch.linalg.vector_norm(flat))
     return dict(loss=loss, pg_loss=pg, kl=kl, clip_frac=clip, grad_norm=gn, informative=informative,
+                tied_norm_share=share, kl_grad_tied=kl_grad[0], kl_grad_untied=kl_grad[1],
                 opt_steps=opt_steps, passes=len(stats), backward=grad, advantages=per_row.detach(),
                 behaviour=behaviour, entropy=entropy if shaped else None, mismatch=mismatch_stats(mismatch, top))
+
+
+def _kl_gradients(into: list[list[torch.Tensor]], params: list, logp: torch.Tensor, ref_logp: torch.Tensor,
+                  mask: torch.Tensor, tied: torch.Tensor, tied_carry: bool, norm: Normalisers, weight: torch.Tensor,
+                  cfg: TrainConfig) -> None:
+    """Add a micro-batch's gradients of the beta x KL term, as it enters the loss, from its tied rows and from
+    its untied ones to `into` ([tied, untied], each per parameter). The tied part is 0 where the term is masked.
+    torch.autograd.grad leaves the parameters' .grad alone, and the graph is kept for the update's backward."""
+    a = cfg.algo
+    kl = a.beta * kl_k3(logp, ref_logp)
+    for part, rows in zip(into, (tied if tied_carry else torch.zeros_like(tied), ~tied)):
+        if not bool(rows.any()):
+            continue
+        term = aggregate(torch.where(rows[:, None], kl, 0.0), mask, a.loss_agg, cfg.rollout.max_new_tokens,
+                         seq_weight=weight, denominator=norm.loss)
+        for acc, g in zip(part, torch.autograd.grad(term, params, retain_graph=True, allow_unused=True)):
+            if g is not None:
+                acc += g
 
 
 def _rollout_correction(train_logp: torch.Tensor, mb: MicroBatch, rows: TrainingRows, mode: str, cap: float):
