@@ -35,9 +35,12 @@ from analysis.measures import equal_updates
 from analysis.measures.construction import fixed_by_rule
 from analysis.measures.equal_updates import updates_per_arm
 from analysis.measures.health import MISMATCH_COLUMNS
+from analysis.measures.questions import questions
 from analysis.measures.spend import budgets_per_arm
 from analysis.measures.tie_learning import split_reused
+from analysis.measures.tied_loss import STEPS_COLUMNS as TIED_LOSS_COLUMNS
 from analysis.measures.transfer import ReferenceUnreadable, read_reference
+from analysis.measures.verdict import reference_arm
 from analysis.render.canvas import report_colours
 from analysis.render.paging import MAX_LINES, anchor, move_long_tables
 from analysis.render.writer import finish_build, start_build, write_report
@@ -61,6 +64,7 @@ from analysis.sections import (
     ranking,
     tests,
     tie_learning,
+    tied_loss,
     ties,
     trained,
     transfer,
@@ -78,7 +82,7 @@ COLUMNS = {
              "tokens_total", "updates", "flops_total",
              *settings.STORED),
     "steps": ("step", "samples_total", "reward_mean", "kl", "clip_frac", "grad_norm", "tie_frac", "opt_steps",
-              "updates", "flops_total", *MISMATCH_COLUMNS),
+              "updates", "flops_total", *MISMATCH_COLUMNS, *TIED_LOSS_COLUMNS),
 }
 
 
@@ -126,7 +130,7 @@ SectionMaker = Callable[[Tables, Context], Section | None]
 PAGE: tuple[tuple[str, SectionMaker | None], ...] = (
     ("header", header.section), ("findings", None), ("verdict", None), ("provenance", None), ("transfer", None),
     ("heldout", None), ("cost", None), ("at_k", None), ("trained", None), ("ties", None),
-    ("tie_learning", None),
+    ("tied_loss", tied_loss.section), ("tie_learning", None),
 )
 # the second page: what a reader may want once the findings are read (every test, the longer sections)
 DETAILS_PAGE: tuple[tuple[str, SectionMaker | None], ...] = (
@@ -253,8 +257,10 @@ def _build(sources: Sequence[Path], out: Path, building: Path, command: str | No
                               [*(ranked.sentences if ranked else []), *(carried.sentences if carried else [])],
                               covered.sentence if covered else None, idle=idle_all)
     judged = verdict.section(tables, ctx, family, held.scores, held.prompt_scores)
+    asked = questions(tables.jobs, arm, tables.config_columns, reference_arm(family))
     found = findings.section(findings.Inputs(alignments=judged.alignments if judged else (), tests=family,
-                                             budgets=budgets, caveats=caveats, arm=tuple(arm), idle=idle_all))
+                                             budgets=budgets, caveats=caveats, arm=tuple(arm), idle=idle_all,
+                                             questions=asked))
 
     made = {  # the sections the build makes from each other; the rest read only the tables (PAGE, DETAILS_PAGE)
         "findings": found, "verdict": judged, "caveats": findings.caveats_section(caveats), "in_words": worded,

@@ -40,6 +40,7 @@ SLOW = {
     "tests/test_distributed.py::test_fsdp_run_equals_the_ddp_run",
     "tests/test_distributed.py::test_two_rank_shaped_and_reused_update_equals_one_process[fsdp]",
     "tests/test_distributed.py::test_two_rank_update_equals_one_process_on_the_combined_batch[fsdp]",
+    "tests/test_distributed.py::test_two_rank_update_with_ties_masked_and_dropped_equals_one_process[fsdp]",
     "tests/test_distributed.py::test_a_stuck_rank_fails_the_run_after_the_timeout",
     "tests/test_distributed.py::test_fsdp_rollout_gathers_once_and_decodes_without_collectives",
     "tests/test_refused_start.py::test_a_refused_sweep_resume_leaves_the_whole_sweep_as_it_was",

@@ -45,7 +45,8 @@ def update_config(agg: str) -> TrainConfig:
 
 def apply_update(base: dict, groups: list, advantages: list[torch.Tensor], agg: str, pad_id: int,
                  micro_groups: int | None = None, direction: list | None = None, behaviour: list | None = None,
-                 strategy: str = "ddp") -> dict:
+                 strategy: str = "ddp", tied: list | None = None, keys: dict | None = None,
+                 probe: bool = False, ref_base: dict | None = None) -> dict:
     """A fresh copy of the base model and optimizer, one `update` on these groups (this rank's
     share); returns the weights, the last mu-step's gradients, the step's statistics and what each row
     trained with (every rank's rows, in rank order)."""
@@ -54,6 +55,8 @@ def apply_update(base: dict, groups: list, advantages: list[torch.Tensor], agg: 
     model, _ = load_policy("tiny", None, "cpu", "float32")
     model.load_state_dict(base)
     ref = frozen_copy(model)
+    if ref_base is not None:  # a reference the policy has moved from: the KL term has a gradient from the start
+        ref.load_state_dict(ref_base)
     par = build_parallel(strategy, torch.device("cpu"), None)
     model, ref = par.prepare(model, ref)
     model.train()
@@ -67,7 +70,11 @@ def apply_update(base: dict, groups: list, advantages: list[torch.Tensor], agg: 
         cfg.algo.advantage = "rl_zvp"
         rows.direction = torch.cat(direction) if direction else torch.zeros(0, dtype=torch.int8)
         rows.behaviour = torch.cat(behaviour) if behaviour else torch.zeros(0, dtype=torch.bool)
-    out = update(model, ref, optimizer, micro, rows, cfg, par, pad_id)
+    if tied is not None:  # tied units, and the keys that say how they enter the loss (grpo_lab/advantage/ties.py)
+        rows.tied = torch.cat(tied) if tied else torch.zeros(0, dtype=torch.bool)
+        for key, value in (keys or {}).items():
+            setattr(cfg.algo, key, value)
+    out = update(model, ref, optimizer, micro, rows, cfg, par, pad_id, probe)
     stats = {k: v for k, v in out.items() if k not in ("advantages", "behaviour", "entropy")}
     per_row = {k: out[k] for k in ("advantages", "entropy", "behaviour") if out[k] is not None}
     return {"weights": torch.cat([full(p).detach().reshape(-1) for p in model.parameters()]),
@@ -83,10 +90,11 @@ def run_update(src: str, dst: str, strategy: str = "ddp") -> None:
     for agg in AGG_MODES:
         for split, (mine, micro_groups) in SPLITS.items():
             keep = [i for i in range(len(data["groups"])) if mine(i, rank, world)]
-            extra = {k: [data[k][i] for i in keep] for k in ("direction", "behaviour") if k in data}
+            extra = {k: [data[k][i] for i in keep] for k in ("direction", "behaviour", "tied") if k in data}
             out[agg, split] = apply_update(data["base"], [data["groups"][i] for i in keep],
                                            [data["advantages"][i] for i in keep], agg, data["pad_id"], micro_groups,
-                                           **extra, strategy=strategy)
+                                           **extra, strategy=strategy, keys=data.get("keys"),
+                                           probe=data.get("probe", False), ref_base=data.get("ref"))
     if distributed.is_main():
         torch.save(out, dst)
 

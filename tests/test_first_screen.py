@@ -63,7 +63,8 @@ def test_the_verdict_table_follows_the_findings(report):
 def test_each_verdict_bullet_recounts_from_the_tests_table(report):
     tests = pd.read_csv(report / "tables" / "tests.csv")
     said = {b.split("**")[1]: b for b in bullets(report) if b.startswith("**Equal ")}
-    assert said or not (tests["metric"] == "held-out pass@1").any(), report.name
+    asked = [b for b in bullets(report) if b.startswith("**`")]  # a study of questions: one bullet each instead
+    assert said or asked or not (tests["metric"] == "held-out pass@1").any(), report.name
     for name, bullet in said.items():
         if "no checkpoint there" in bullet:  # said only where the tests table has no comparison there
             assert not (tests["metric"] == ALIGNED[name]).any(), bullet
@@ -85,6 +86,36 @@ def test_each_verdict_bullet_recounts_from_the_tests_table(report):
             assert f"{count} of {len(rows)} orderings resolved" in bullet, bullet
         else:
             assert f"no ordering of the {len(rows)} pairs is resolved" in bullet, bullet
+
+
+def test_each_question_bullet_recounts_from_the_tests_table(report):
+    """A question's bullet: each of its arms' difference from the reference at the first alignment as the tests
+    table has it (flipped where the reference is b), "Resolved" exactly where a row of it is, at any alignment."""
+    tests = pd.read_csv(report / "tables" / "tests.csv")
+    asked = [b for b in bullets(report) if b.startswith("**`")]
+    if not asked:
+        pytest.skip("no questions")
+    for bullet in asked:
+        reference = bullet.split("pass@1 − ", 1)[1].split(":", 1)[0]
+        shown = bullet.split(": ", 2)[2].split(" at equal ", 1)[0]  # "arm +0.01 [a, b], arm2 ..." or "+0.01 [a, b]"
+        pieces = shown.split("], ")
+        found = 0
+        for piece in pieces:
+            arm = piece.split(" ")[0] if len(pieces) > 1 else None
+            rows = tests[(tests["metric"] == "held-out pass@1") & tests["a"].map(short).isin([reference, arm])
+                         & tests["b"].map(short).isin([reference, arm])] if arm else None
+            if rows is None:  # one arm: the row naming the reference whose numbers the bullet shows
+                rows = tests[(tests["metric"] == "held-out pass@1")
+                             & ((tests["a"].map(short) == reference) | (tests["b"].map(short) == reference))]
+            for _, r in rows.iterrows():
+                sign = 1 if short(r["a"]) == reference else -1
+                low, high = sorted((sign * r["ci_low"], sign * r["ci_high"]))
+                if f"{cell(sign * r['difference'], 3)} [{cell(low, 3)}, {cell(high, 3)}" in piece:
+                    found += 1
+                    break
+        assert found == len(pieces), bullet
+    rows = tests[tests["metric"].str.startswith("held-out pass@1")]
+    assert any("Resolved:" in b for b in asked) <= any(resolved(r) for _, r in rows.iterrows())
 
 
 def test_verdict_letters_share_exactly_where_no_ordering_is_resolved(report):

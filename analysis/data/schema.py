@@ -38,8 +38,10 @@ OPTIONAL: dict[str, dict[str, str]] = {
     # a predicting sampler's pass rates (mopps, spo) and the answers read, in groups written since they were recorded
     "groups": {"predicted_rate": "float?", "n_answered": "int?"},
     # the rollout/train mismatch (grpo_lab/train/rollout_correction.py), in steps written since rollout.engine
+    # and how tied units entered the update (grpo_lab/advantage/ties.py), in steps written since they were recorded
     "steps": {c: "float?" for c in ("rollout_logp_diff_mean", "rollout_logp_diff_max", "rollout_kl",
-                                    "rollout_ratio_mean", "rollout_ess", "rollout_capped")},
+                                    "rollout_ratio_mean", "rollout_ess", "rollout_capped", "tied_norm_share",
+                                    "kl_grad_tied", "kl_grad_untied")},
 }
 # columns whose NaN would enter a statistic as a number
 NO_NAN: dict[str, tuple[str, ...]] = {"groups": ("rewards", "reward_mean", "reward_std"), "steps": (),

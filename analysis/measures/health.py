@@ -21,7 +21,7 @@ PANELS = {"reward_mean": "reward (mean per step)", "kl": "KL to the reference (k
 MISMATCH = ("rollout_logp_diff_max", "rollout_kl")
 ROUNDING = 1e-3
 # the steps table's mismatch columns, which the report reads where present (analysis/data/schema.py's optional ones)
-MISMATCH_COLUMNS = tuple(OPTIONAL["steps"])
+MISMATCH_COLUMNS = tuple(c for c in OPTIONAL["steps"] if c.startswith("rollout_"))
 POINTS = 25  # about this many smoothing windows per job: a step-level curve is mostly noise
 GRID = 60  # points on the common samples grid of an arm's mean and band
 BAND_JOBS = 3  # arms with more jobs than this are drawn as mean and band: 12 lines an arm are a tangle

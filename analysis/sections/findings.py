@@ -20,6 +20,7 @@ import pandas as pd
 from analysis.data.arms import short_label
 from analysis.data.resources import RESOURCES, had_more, more_text
 from analysis.measures.informative import COMPARABLE_METRIC
+from analysis.measures.questions import Question
 from analysis.render.markdown import cell, p_value
 from analysis.render.paging import anchor
 from analysis.sections.section import DETAILS, Section
@@ -51,6 +52,8 @@ class Inputs:
     caveats: Sequence[str] = ()
     arm: tuple[str, ...] = ()
     idle: bool = False  # no arm trained anything: the caveats say why, and there is nothing else to say
+    # the study's questions (`measures.questions`): one bullet each instead of one an alignment; () asks none
+    questions: Sequence[Question] = ()
 
 
 def section(inputs: Inputs) -> Section:
@@ -65,7 +68,8 @@ def findings(inputs: Inputs) -> str:
     caveats = [brief(line) for line in inputs.caveats]
     if inputs.idle:
         return _page(opening, caveats)
-    verdicts = [_alignment(a, tests) for a in inputs.alignments]
+    verdicts = ([_question(q, tests, inputs.alignments) for q in inputs.questions] if inputs.questions
+                and inputs.alignments else [_alignment(a, tests) for a in inputs.alignments])
     if verdicts and not any(a.name == "equal updates" for a in inputs.alignments):
         verdicts.append(_no_equal_updates(inputs.alignments[0]))
     optional = [(name, text) for name, text in (("power", _power(inputs.alignments, tests)),
@@ -140,6 +144,55 @@ def _alignment(alignment, tests: pd.DataFrame) -> str:
     top_group = f"not resolved below it: {named}{more}" if len(group) else "resolved above every other arm"
     return (head + lead + f"{top_group}. {len(alignment.resolved)} of {alignment.pairs} orderings resolved; "
             f"{_winners(alignment.orderings)}.")
+
+
+def _question(question: Question, tests: pd.DataFrame, alignments: Sequence) -> str:
+    """One question in one bullet: each of its arms' held-out pass@1 against the reference at the first alignment
+    (b − reference, its interval), then at the others only what is resolved; for each resolved ordering, the arm
+    ahead and what it had more of; where nothing is resolved anywhere, that these seeds cannot tell."""
+    reference = short_label(question.reference)
+    keys = ", ".join(f"`{k}`" for k in question.keys)
+    values = " / ".join(question.values[a] for a in question.arms)
+    head = f"**{keys}**: {values} against {question.values[question.reference]} ({reference}), pass@1 − {reference}"
+    parts, owed = [], []
+    for i, alignment in enumerate(alignments):
+        found = [(arm, row) for arm in question.arms
+                 if (row := _against(tests, alignment.metric, arm, question.reference)) is not None]
+        resolved = [(arm, row) for arm, row in found if detectable(row) and pd.isna(row.get("by_construction"))]
+        where = f"at {alignment.name}"
+        if i == 0:
+            shown = [(f"{short_label(arm)} " if len(question.arms) > 1 else "")
+                     + f"{'+' if row['difference'] > 0 else ''}{cell(row['difference'], 3)} [{cell(row['ci_low'], 3)}, "
+                     f"{cell(row['ci_high'], 3)}]"
+                     for arm, row in found]
+            parts.append(f"{', '.join(shown)} {where}" if shown else f"not compared {where}")
+        elif found:
+            parts.append(f"{where}: {', '.join(short_label(a) for a, _ in resolved) or 'none'} resolved")
+        for arm, row in resolved:
+            ahead, other = (arm, question.reference) if row["difference"] > 0 else (question.reference, arm)
+            amounts = {side: {r: row.get(f"{r}_{s}", np.nan) for r in RESOURCES}
+                       for side, s in ((arm, "b"), (question.reference, "a"))}
+            more = had_more(amounts[other], amounts[ahead])
+            owed.append(f"{short_label(ahead)} above {short_label(other)} {where}, with more "
+                        f"{more_text(more, amounts[other], amounts[ahead]) if more else 'of nothing'}")
+    verdict = f"Resolved: {'; '.join(owed)}" if owed else "These seeds cannot tell them apart at any alignment"
+    return f"{head}: {'; '.join(parts)}. {verdict}."
+
+
+def _against(tests: pd.DataFrame, metric: str, arm: str, reference: str) -> pd.Series | None:
+    """The family row comparing `arm` with `reference` on `metric`, as b = arm, a = reference (the difference,
+    its interval and the resources flipped where the family has them the other way round); None where none."""
+    rows = tests[(tests["metric"] == metric) & (tests["a"].astype(str).isin([arm, reference]))
+                 & (tests["b"].astype(str).isin([arm, reference])) & (tests["a"].astype(str) != tests["b"].astype(str))]
+    if rows.empty:
+        return None
+    row = rows.iloc[0].copy()
+    if str(row["a"]) == arm:  # flip to arm − reference
+        row["difference"], row["ci_low"], row["ci_high"] = -row["difference"], -row["ci_high"], -row["ci_low"]
+        for r in RESOURCES:
+            row[f"{r}_a"], row[f"{r}_b"] = row.get(f"{r}_b", np.nan), row.get(f"{r}_a", np.nan)
+        row["a"], row["b"] = reference, arm
+    return row
 
 
 def _no_equal_updates(first) -> str:

@@ -92,7 +92,6 @@ def update(model, ref, optimizer, micro: list[MicroBatch], rows: TrainingRows, c
     share = float(1 - counted / total) if total > 0 else float("nan")  # of the paper's denominator, tied units'
     drop = a.tied_norm == "drop" and counted > 0  # a batch of tied units only keeps the denominator that counts them
     norm = Normalisers(loss=(counted if drop else total).to(device), tokens=tokens.to(device))  # the whole batch's
-    kl_rows = ~tied if a.tied_kl == "mask" else None
     signal = rows.advantages != 0
     if shaped:
         signal = signal | (rows.direction != 0)
@@ -103,6 +102,9 @@ def update(model, ref, optimizer, micro: list[MicroBatch], rows: TrainingRows, c
     grad = can_learn or always  # the passes run with gradients and backward
     n_real, n_rows = len(micro), rows.weight.shape[0]
     micro, rows = par.pad(micro, rows, pad_id)  # fsdp: the same passes on every rank
+    if rows.tied is not None:
+        tied = rows.tied  # its padding rows (fsdp) tie nothing
+    kl_rows = ~tied if a.tied_kl == "mask" else None
     ref_logp = [None] * len(micro)
     if a.beta != 0:
         with torch.inference_mode(), adapters_off(ref) as reference:  # LoRA: the base, adapters switched off
