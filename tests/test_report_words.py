@@ -291,6 +291,9 @@ def test_final_checkpoints_name_what_they_share():
 
     assert final_alignment(rows([12, 12])) == STEPS
     assert final_alignment(rows([12, 12], max_samples=960.0)) == STEPS  # the budget ended both at one step
+    # ... and where they drew the same samples there, those: a loop step that skipped its update costs no less
+    assert final_alignment(rows([12, 12], max_samples=960.0, samples_total=960)) == SAMPLES
+    assert final_alignment(rows([12, 12], samples_total=960, updates=9)) != SAMPLES  # equal updates first
     assert final_alignment(rows([12, 8], max_samples=960.0)) == SAMPLES
     assert final_alignment(rows([12, 8], max_samples=None, max_tokens=5000.0)) == TOKENS
     assert final_alignment(rows([12, 8], max_samples=None, max_tokens=None)) == SAMPLES  # killed early: no budget

@@ -47,7 +47,9 @@ def test_the_section_recounts_from_the_steps_tables(sweep):
         measured = probed.dropna(subset=["kl_grad_untied"])
         assert len(measured) == got.loc[name, "probed_steps"] and len(measured) > 0
         assert rows[rows["step"] % 2 == 1]["kl_grad_untied"].isna().all()  # only on the probe's steps
-        assert got.loc[name, "kl_grad_untied"] == pytest.approx(np.median(measured["kl_grad_untied"]), rel=1e-12)
+        assert got.loc[name, "kl_grad_untied"] == pytest.approx(np.mean(measured["kl_grad_untied"]), rel=1e-12)
+        assert got.loc[name, "kl_grad_ratio"] == pytest.approx(np.mean(measured["kl_grad_tied"])
+                                                               / np.mean(measured["kl_grad_untied"]), rel=1e-12)
         if name == "tied_kl_mask":  # the masked term has no gradient from tied units
             assert (measured["kl_grad_tied"] == 0).all()
         all_tied = rows["informative"] == 0  # every step drew a batch (fixed groups)

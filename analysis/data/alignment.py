@@ -80,13 +80,16 @@ def equal_tokens_point(steps: pd.DataFrame) -> float | None:
 
 def final_alignment(steps: pd.DataFrame) -> str:
     """What the jobs' last checkpoints ("final") are aligned by: updates where every job's last evaluated
-    checkpoint has the same updates; loop steps where they share the last step but not its updates (steps that
-    skipped their update); else the budget that ended them, read from their configs (`max_tokens` without
+    checkpoint has the same updates; samples where they share the samples drawn (a budget every step spends alike:
+    a loop step that skipped its update is no unit of cost); loop steps where they share the last step but neither;
+    else the budget that ended them, read from their configs (`max_tokens` without
     `max_samples`: tokens); else samples (a sample budget, or rows that carry no config to tell: the report's
     first alignment)."""
     last = steps.sort_values("step").groupby("job", observed=True).tail(1)
     if "updates" in last and last["updates"].notna().all() and last["updates"].nunique() == 1:
         return UPDATES
+    if "samples_total" in last and last["samples_total"].notna().all() and last["samples_total"].nunique() == 1:
+        return SAMPLES
     if last["step"].nunique() == 1:
         return STEPS
     budget = {key: key in steps and pd.to_numeric(steps[key], errors="coerce").notna().all()

@@ -26,8 +26,9 @@ def recorded(steps: pd.DataFrame) -> bool:
 
 def tied_loss_by_arm(steps: pd.DataFrame, arm: Sequence[str]) -> pd.DataFrame:
     """One row per arm (COLUMNS): its keys' values; the tied share of the denominator, each job's mean over its steps
-    with training rows, then the mean over jobs and the lowest and highest job; the median over every probed step of
-    the KL term's gradient norm from tied units, from untied ones, and of their per-step ratio (NaN: not measured);
+    with training rows, then the mean over jobs and the lowest and highest job; the mean over every probed step of
+    the KL term's gradient norm from tied units and from untied ones, and the ratio of the two means (NaN: not
+    measured; a mean, not a median: with one unit a step, as at G = 16, every step has one part or the other);
     the share of steps whose every advantage was 0 (all tied); per job, steps, updates (optimizer steps taken) and
     the steps that took none (skipped: an all-tied batch under algo.tied_batch=skip, or nothing to train)."""
     out = []
@@ -37,14 +38,13 @@ def tied_loss_by_arm(steps: pd.DataFrame, arm: Sequence[str]) -> pd.DataFrame:
         per_job = rows.groupby("job", observed=True)
         share = per_job["tied_norm_share"].mean()  # NaN on steps with no training row: left out of each mean
         probed = rows[rows["kl_grad_untied"].notna()] if "kl_grad_untied" in rows else rows.iloc[:0]
-        ratio = (probed["kl_grad_tied"] / probed["kl_grad_untied"]).replace([np.inf, -np.inf], np.nan)
         trained = rows["tied_norm_share"].notna()
         taken = rows["opt_steps"] if "opt_steps" in rows else pd.Series(np.nan, index=rows.index)
         out.append({"arm": label, **keys, "jobs": per_job.ngroups, "tied_share": share.mean(),
                     "tied_share_low": share.min(), "tied_share_high": share.max(),
-                    "kl_grad_tied": probed["kl_grad_tied"].median(),
-                    "kl_grad_untied": probed["kl_grad_untied"].median(),
-                    "kl_grad_ratio": ratio.median(), "probed_steps": len(probed),
+                    "kl_grad_tied": probed["kl_grad_tied"].mean(), "kl_grad_untied": probed["kl_grad_untied"].mean(),
+                    "kl_grad_ratio": probed["kl_grad_tied"].mean() / probed["kl_grad_untied"].mean()
+                    if len(probed) and probed["kl_grad_untied"].mean() > 0 else np.nan, "probed_steps": len(probed),
                     "all_tied_frac": (float((rows["tied_norm_share"][trained] == 1).mean()) if trained.any()
                                       else np.nan),
                     "steps": len(rows) / per_job.ngroups, "updates": taken.sum() / per_job.ngroups,

@@ -40,8 +40,8 @@ def section(tables: Tables, ctx: Context) -> Section | None:
              "training rows; the mean over jobs [lowest, highest job]); dropping them scales every other unit's "
              "gradient by 1 / (1 − share) on that step. "
              + ("The norm of the beta × k3 KL term's gradient, as it entered the loss, from tied units and from untied "
-                f"ones, and their ratio: medians over the {probed:,} steps `algo.kl_grad_every` measured (0 from tied "
-                "units where the term is masked). " if probed else
+                f"ones: means over the {probed:,} steps `algo.kl_grad_every` measured (0 from tied units where the "
+                "term is masked), and the ratio of the two means. " if probed else
                 "The KL term's gradient was not measured (`algo.kl_grad_every=0` in every job). ")
              + "Batches all tied: the share of steps whose every advantage was 0; updates and steps without an "
              "update: per job (optimizer steps taken; a skipped all-tied batch takes none).", "",
