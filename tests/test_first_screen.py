@@ -96,8 +96,8 @@ def test_each_question_bullet_recounts_from_the_tests_table(report):
     if not asked:
         pytest.skip("no questions")
     for bullet in asked:
-        reference = bullet.split("pass@1 − ", 1)[1].split(":", 1)[0]
-        shown = bullet.split(": ", 2)[2].split(" at equal ", 1)[0]  # "arm +0.01 [a, b], arm2 ..." or "+0.01 [a, b]"
+        reference = bullet.split(" vs ", 1)[1].split("(", 1)[1].split(")", 1)[0]
+        shown = bullet.split("Δpass@1: ", 1)[1].split(" at equal ", 1)[0]  # "arm +0.01 [a, b], ..." or "+0.01 [a, b]"
         pieces = shown.split("], ")
         found = 0
         for piece in pieces:

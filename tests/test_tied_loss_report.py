@@ -65,5 +65,5 @@ def test_the_findings_ask_one_question_a_changed_key(sweep):
     asked = [line for line in findings.splitlines() if line.startswith("- **`")]
     assert [line.split("**")[1] for line in asked] == ["`algo.tied_kl`", "`algo.tied_batch`",
                                                          "`sampler.group_size`, `prompts_per_step`"]
-    assert "against keep (grpo)" in asked[0] and "2, 8 against 8, 2 (grpo)" in asked[2]
+    assert "vs keep (grpo)" in asked[0] and "2, 8 vs 8, 2 (grpo)" in asked[2]
     assert "## How tied groups entered the loss" in text

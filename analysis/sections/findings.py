@@ -148,12 +148,12 @@ def _alignment(alignment, tests: pd.DataFrame) -> str:
 
 def _question(question: Question, tests: pd.DataFrame, alignments: Sequence) -> str:
     """One question in one bullet: each of its arms' held-out pass@1 against the reference at the first alignment
-    (b − reference, its interval), then at the others only what is resolved; for each resolved ordering, the arm
-    ahead and what it had more of; where nothing is resolved anywhere, that these seeds cannot tell."""
+    (Δpass@1: arm − reference, its interval), then at the others only what is resolved; for each resolved ordering,
+    the arm ahead and what it had more of; where nothing is resolved anywhere, that these seeds cannot tell."""
     reference = short_label(question.reference)
     keys = ", ".join(f"`{k}`" for k in question.keys)
     values = " / ".join(question.values[a] for a in question.arms)
-    head = f"**{keys}**: {values} against {question.values[question.reference]} ({reference}), pass@1 − {reference}"
+    head = f"**{keys}**: {values} vs {question.values[question.reference]} ({reference}), Δpass@1"
     parts, owed = [], []
     for i, alignment in enumerate(alignments):
         found = [(arm, row) for arm in question.arms
@@ -175,8 +175,9 @@ def _question(question: Question, tests: pd.DataFrame, alignments: Sequence) -> 
             more = had_more(amounts[other], amounts[ahead])
             owed.append(f"{short_label(ahead)} above {short_label(other)} {where}, with more "
                         f"{more_text(more, amounts[other], amounts[ahead]) if more else 'of nothing'}")
-    verdict = f"Resolved: {'; '.join(owed)}" if owed else "These seeds cannot tell them apart at any alignment"
-    return f"{head}: {'; '.join(parts)}. {verdict}."
+    if not owed:  # one sentence for all of it: where it was compared, and that these seeds cannot tell
+        return f"{head}: {parts[0]}; not resolved at {' or '.join(a.name for a in alignments)}."
+    return f"{head}: {'; '.join(parts)}. Resolved: {'; '.join(owed)}."
 
 
 def _against(tests: pd.DataFrame, metric: str, arm: str, reference: str) -> pd.Series | None:
