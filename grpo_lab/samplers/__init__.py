@@ -22,18 +22,23 @@ from grpo_lab.samplers.dynamic import DynamicSampler
 from grpo_lab.samplers.fixed import FixedSampler
 from grpo_lab.samplers.greso import GresoSampler
 from grpo_lab.samplers.knapsack import KnapsackSampler
+from grpo_lab.samplers.learnability import LearnabilitySampler
 from grpo_lab.samplers.mopps import MoppsSampler
+from grpo_lab.samplers.pilot_commit import PilotCommitSampler
 from grpo_lab.samplers.pods import PodsSampler
 from grpo_lab.samplers.reinforce_ada import ReinforceAdaSampler
 from grpo_lab.samplers.replay import ReplaySampler
 from grpo_lab.samplers.resample_on_tie import ResampleOnTieSampler
+from grpo_lab.samplers.retire_solved import RetireSolvedSampler
 from grpo_lab.samplers.speed import SpeedSampler
 from grpo_lab.samplers.spo import SpoSampler
+from grpo_lab.samplers.thompson_bins import ThompsonBinsSampler
 
 SAMPLERS: dict[str, type[Sampler]] = {cls.name: cls for cls in (
     FixedSampler, ResampleOnTieSampler, DynamicSampler, BandSampler, ReinforceAdaSampler, KnapsackSampler,
     GresoSampler, PodsSampler, ReplaySampler, DarsSampler, MoppsSampler, SpeedSampler,
-    Ar3poSampler, SpoSampler)}
+    Ar3poSampler, SpoSampler, RetireSolvedSampler, PilotCommitSampler,
+    LearnabilitySampler, ThompsonBinsSampler)}
 
 SamplerConfig = make_dataclass("SamplerConfig", [
     ("name", str, field(default="fixed",
