@@ -47,9 +47,9 @@ def kept_steps(trainer: Trainer, steps: int) -> list[tuple]:
     """The arguments `update` got at each of `steps` real steps (after one step not kept)."""
     kept, original = [], learn_module.update
 
-    def keep(model, ref, optimizer, micro, rows, cfg, par=None, pad_id=0):
+    def keep(model, ref, optimizer, micro, rows, cfg, par=None, pad_id=0, probe=False):
         kept.append((micro, rows, par, pad_id))
-        return original(model, ref, optimizer, micro, rows, cfg, par, pad_id)
+        return original(model, ref, optimizer, micro, rows, cfg, par, pad_id, probe)
 
     learn_module.update = keep
     try:

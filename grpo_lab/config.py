@@ -11,6 +11,7 @@ from typing import Any, Iterator
 
 from grpo_lab.model.lora import LoraConfig
 from grpo_lab.samplers import SamplerConfig
+from grpo_lab.tasks.gym import GymConfig
 
 # Bounds on what one run may ask for at once: values past them cannot work (memory, integer ranges), whatever
 # the machine. A step's draw is generated, scored and held together until its update: 65,536 samples are
@@ -64,7 +65,7 @@ class ModelConfig:
 
 @dataclass
 class TaskConfig:
-    name: str = "arithmetic"  # "arithmetic" (built in) or "mathset" (local JSONL/parquet)
+    name: str = "arithmetic"  # "arithmetic" (built in), "mathset" (local JSONL/parquet) or "gym" (reasoning-gym)
     levels: list[int] = field(default_factory=lambda: [1, 2, 3, 4])  # arithmetic levels to train on
     train_per_level: int = 32  # training pool size per level: prompts recur across epochs
     eval_per_level: int = 16  # held-out pool size per level
@@ -79,6 +80,7 @@ class TaskConfig:
     # chat_template: earlier [user, assistant] turns before each question (a few-shot chat); problems asking a
     # shot's question leave both pools
     shots: list[list[str]] = field(default_factory=list)
+    gym: GymConfig = field(default_factory=GymConfig)  # task=gym: the generator and its levels (grpo_lab/tasks/gym.py)
 
 
 @dataclass

@@ -5,7 +5,7 @@ samples trained with. Each stage makes or reads them; none owns them."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Callable, Protocol
 
 import numpy as np
 
@@ -27,7 +27,8 @@ class Problem:
 class Task:
     """A finite training pool, a disjoint held-out pool, and how answers are checked.
 
-    answer_kind: "integer" (exact integer match) or "latex" (math-verify equivalence).
+    answer_kind: "integer" (exact integer match), "latex" (math-verify equivalence) or "graded" (the task's
+    `grader` judges the one final answer read: rewards.rules.stated_answer).
     answer_format: "bare" (the whole completion), "number", "boxed", "answer_line" or "last_number"
     (rewards.final_answer).
     """
@@ -39,6 +40,11 @@ class Task:
     # what each difficulty label is, for the report's figures ("1": "1+1 digits"); {} when the labels say it
     difficulty_labels: dict[str, str] = field(default_factory=dict)
     answer_format: str = "bare"  # where the answer is read in a completion (rewards.ANSWER_FORMATS)
+    # answer_kind "graded": the task's own check of the one final answer read, (answer or None, problem) -> right
+    # (task=gym: the generator's score_answer); None for the other kinds
+    grader: Callable[[str | None, Problem], bool] | None = field(default=None, compare=False, repr=False)
+    shots: tuple[tuple[str, str], ...] = ()  # worked examples it gives: chat turns before each question
+    source: dict = field(default_factory=dict)  # where its problems come from (task=gym: generator, version, ...)
 
     def __post_init__(self) -> None:
         if not self.train:

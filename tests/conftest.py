@@ -35,6 +35,7 @@ def tiny_cfg(tmp_path) -> TrainConfig:
 # them the README's command took 24 minutes, past CI's 20 with the install. `python -m pytest -m slow -n 0`
 # runs them; run it before changing what they guard (the distributed strategies, guards, benchmarks).
 SLOW = {
+    "tests/test_gemma3.py",  # a 268M model of a 262,144-token vocabulary: 7-8 GB and minutes on 2 cores
     "tests/test_distributed.py::test_killed_rank_fails_the_run_and_the_same_command_resumes",
     "tests/test_distributed.py::test_two_rank_replay_keeps_one_buffer_resumes_exactly",
     "tests/test_distributed.py::test_fsdp_run_equals_the_ddp_run",
@@ -63,6 +64,25 @@ SLOW = {
     "tests/test_report_selection.py::test_any_key_and_value_ends_in_a_report_or_one_line",
     "tests/test_rewards_fuzz.py::test_latex_scoring_of_hostile_batches_returns_within_the_budget",
     "tests/test_report_incomplete.py::test_a_real_sweep_that_lost_a_job_names_it_with_its_own_overrides",
+    # 14-69 s each (2026-12-06, `--durations=40` of a 19.6-minute idle run: past CI's 20 minutes with the install),
+    # each a case CI tests another way: the all-tied batch's step on the tiny model (test_tied_batch.py, test_ties_in_
+    # loss.py), two-rank resume of the other samplers' state and ar3po's single-rank resume, the config walk
+    # in-process and bad values through the CLI (test_cli_messages.py), resume=never on one job, each benchmark's
+    # own smoke, the evaluate writer's parts and resume, kill tests of the trainer, two builds of one report
+    "tests/test_smollm2.py::test_all_tied_batches_take_the_papers_step_unless_told_to_skip",
+    "tests/test_samplers_ar3po.py::test_two_ranks_keep_one_store_and_resume_exactly",
+    "tests/test_config_limits.py::test_the_named_cases_through_the_command_line",
+    "tests/test_resume_never.py::test_a_sweep_starts_over_and_a_foreign_file_in_one_job_refuses_the_whole_command",
+    "tests/test_benchmarks.py::test_speed_check_reads_the_ratio_lines_the_benchmarks_print",
+    "tests/test_benchmarks.py::test_profile_step_splits_both_trainers_steps",
+    "tests/test_benchmarks.py::test_arms_benchmark_smoke",
+    "tests/test_evaluate_writer.py::test_a_killed_evaluation_never_leaves_a_part_missing_or_half_written",
+    "tests/test_evaluate_writer.py::test_an_evaluation_too_large_for_the_memory_there_is_is_refused_with_the_numbers",
+    "tests/test_evaluate_writer.py::test_two_evaluations_at_once_write_each_part_once",
+    "tests/test_experiments.py::test_standalone_evaluation_of_base_and_checkpoints",
+    "tests/test_experiments.py::test_a_sweep_of_batch_sizes_at_one_budget_is_compared_at_equal_updates_too",
+    "tests/test_scheduler.py::test_two_builds_at_once_in_two_threads_each_use_their_own_second_process",
+    "tests/test_report_ownership.py::test_two_builds_into_one_new_folder_at_once_both_finish_with_one_whole_report",
 }
 
 
@@ -78,6 +98,7 @@ HEAVY = {
     "tests/test_analysis_sources.py",
     "tests/test_benchmarks.py",
     "tests/test_distributed.py",
+    "tests/test_gym_task.py::test_a_gym_run_trains_and_records_its_generator",
     "tests/test_experiments.py",
     "tests/test_faults.py",
     "tests/test_refused_start.py",

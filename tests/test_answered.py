@@ -41,6 +41,19 @@ def test_the_base_warning_names_the_cause_and_quotes_two_replies():
     assert base_warning(rows("1", [True, False], [True, False]), "integer", "bare") is None  # it can learn
 
 
+@pytest.mark.parametrize("kind,answer_format,remedy", [
+    ("integer", "boxed", "try task.answer_format=last_number or task.shots, or a format reward"),
+    ("integer", "last_number", "try task.shots, or a format reward"),  # never the format already in use
+    ("graded", "last_number", "try task.shots or task.gym.shots (worked examples), or a format reward"),
+    ("graded", "boxed", "try task.answer_format=last_number or task.shots or task.gym.shots (worked examples),"),
+])
+def test_the_remedy_names_what_the_run_does_not_already_do(kind, answer_format, remedy):
+    said = base_warning(rows("1", [False] * 4, [False] * 4), kind, answer_format)
+    assert remedy in said, said
+    wrong = base_warning(rows("1", [False] * 4, [True] * 4), kind, answer_format)
+    assert ("task.gym.levels" if kind == "graded" else "(task.levels)") in wrong
+
+
 def group(correct, answered, texts=None):
     g = Group(Problem("p", "q", "1", "1"), 0, None, np.zeros(len(correct), np.float32), np.array(correct), True,
               answered=np.array(answered))

@@ -22,6 +22,8 @@ HOSTILE = {  # label -> value, by the key's type
     "str": {"empty": ""},
     "list[int]": {"empty": [], "[-1]": [-1], "[huge]": [HUGE]},
     "list[str]": {"empty": [], '[""]': [""]},
+    "dict[str, Any]": {"{}": {}, "{no_such: 1}": {"no_such": 1}},
+    "list[dict[str, Any]]": {"empty": [], "[{}]": [{}], "[{no_such: 1}]": [{"no_such": 1}]},
     "list[list[str]]": {"[[]]": [[]], '[["", ""]]': [["", ""]], '[["a"]]': [["a"]]},
 }
 NEVER = "never binds: "
@@ -44,6 +46,11 @@ ACCEPTED: dict[tuple[str, str], str] = {  # (key, label) -> why that value works
     ("algo.std_eps", "0"): "only an exactly zero std is a tie",
     ("algo.max_grad_norm", "1e30"): "no gradient clipping",
     ("algo.weight_decay", "0"): "the default: no decay",
+    ("task.gym.config", "{}"): "the default: no key shared by every level",
+    ("task.gym.levels", "[{}]"): "one level at the generator's own defaults",
+    ("task.gym.shots", "0"): "the default: no worked examples",
+    ("algo.kl_grad_every", "0"): "the default: the KL term's gradient is never measured",
+    ("algo.kl_grad_every", "huge"): NEVER + "no step reaches it: nothing is measured",
     ("algo.micro_batch_groups", "huge"): "the whole batch in one pass",
     ("algo.micro_batch_tokens", "huge"): "no cap on a micro-batch",
     ("sampler.band.lo", "0"): "every prompt above pass rate 0 trains",
@@ -66,6 +73,19 @@ ACCEPTED: dict[tuple[str, str], str] = {  # (key, label) -> why that value works
     ("sampler.mopps.decay", "0"): "only a prompt's last visit counts (beside the prior)",
     ("sampler.mopps.target", "0"): "the prompts predicted hardest are kept first",
     ("sampler.mopps.candidates", "huge"): "capped at the pool: every distinct prompt is a candidate",
+    ("sampler.learnability.candidates", "huge"): "capped at the pool: every distinct prompt is a candidate",
+    ("sampler.learnability.prior_alpha", "1e30"): "every estimate pinned at 1: every weight 0, a uniform draw",
+    ("sampler.learnability.prior_beta", "1e30"): "every estimate pinned at 0: every weight 0, a uniform draw",
+    ("sampler.learnability.decay", "0"): "only a prompt's last visit counts (beside the prior)",
+    ("sampler.learnability.epsilon", "0"): "no floor: a prompt estimated at 0 or 1 is not drawn",
+    ("sampler.thompson_bins.prior_alpha", "1e30"): "every bin's sample near 1: near-uniform bin weights",
+    ("sampler.thompson_bins.prior_beta", "1e30"): "every sample near 0, still ranked by the bins' counts",
+    ("sampler.thompson_bins.decay", "0"): "only the last step's groups count (beside the prior)",
+    ("sampler.thompson_bins.epsilon", "0"): "no floor: a bin's weight is its sample's share",
+    ("sampler.thompson_bins.reversion_mass", "0"): "the default: no pseudo-groups",
+    ("sampler.thompson_bins.reversion_mass", "1e30"): "every bin's belief pinned at 1/2: near-uniform weights",
+    ("sampler.pilot_commit.p_lower", "0"): "an all-wrong pilot passes too: its prompt is committed",
+    ("sampler.pilot_commit.p_upper", "0"): "an all-right pilot passes too: its prompt is committed",
     ("sampler.replay.size", "huge"): "a buffer that never evicts: it holds one entry per mixed group drawn, at most",
     ("sampler.greso.target", "0"): "a target share of no ties",
     ("rollout.max_rows_per_call", "huge"): "no cap",
@@ -115,6 +135,8 @@ def _set(cfg: TrainConfig, key: str, value) -> None:
     setattr(node, name, copy.deepcopy(value))
     if key.count(".") == 2 and key.startswith("sampler."):  # a sampler's own key: with that sampler chosen
         cfg.sampler.name = key.split(".")[1]
+    if key.startswith("task.gym."):  # the gym task's own key: with task=gym chosen
+        cfg.task.name = "gym"
 
 
 def _key_type(key: str) -> str:

@@ -6,6 +6,7 @@ one or the other."""
 
 import importlib.util
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -26,7 +27,8 @@ MATH = "{math}"  # the math-set file a test writes
 # For each key an option is chosen by: command lines that set it, and the value each gives that key.
 CHOICES: dict[str, list[tuple[list[str], object]]] = {
     "sampler.name": [([f"sampler={name}"], name) for name in SAMPLERS],
-    "task.name": [(["task=arithmetic"], "arithmetic"), (["task=mathset", f"task.path={MATH}"], "mathset")],
+    "task.name": [(["task=arithmetic"], "arithmetic"), (["task=mathset", f"task.path={MATH}"], "mathset"),
+                  (["task=gym"], "gym")],
     "model.name": [(["model=tiny"], "tiny"), (["model=local", f"model.path={TINY}"], "hf")],
     "model.lora.rank": [([], 0), (["model.lora.rank=4"], 4)],
     "algo.advantage": [(["algo=ngrpo"], "ngrpo"), (["algo.advantage=grpo"], "grpo"), (["algo=rl_zvp"], "rl_zvp")],
@@ -48,7 +50,7 @@ READ_BY_EVERY_JOB = {  # every key no option claims: the loop, the model, the ro
     "algo.eps_low", "algo.eps_high", "algo.mu", "algo.advantage", "algo.std_eps", "algo.loss_agg",
     "algo.max_grad_norm", "algo.weight_decay", "algo.micro_batch_groups", "algo.micro_batch_tokens",
     "algo.unit_weight", "algo.mask_truncated", "algo.rollout_correction", "algo.rollout_correction_cap",
-    "algo.tied_batch",
+    "algo.tied_batch", "algo.tied_kl", "algo.tied_norm", "algo.kl_grad_every",
     "rollout.engine", "sampler.name", "sampler.group_size", "rollout.temperature",
     "rollout.max_new_tokens", "rollout.max_rows_per_call", "rollout.stop", "reward.accuracy", "reward.format",
     "eval.n", "eval.every", "eval.every_samples", "eval.every_tokens", "eval.every_updates",
@@ -65,6 +67,10 @@ def hydra_value(value) -> str:
         return str(value).lower()
     if isinstance(value, list):
         return "[" + ",".join(hydra_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{k}:{hydra_value(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, str) and re.search(r"[{}\[\],:'\" ]", value):
+        return repr(value)  # quoted, as Hydra's grammar needs
     return str(value)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from analysis.data.arms import iter_arms
 from analysis.data.load import Tables
 from analysis.data.records import experiment_name
+from analysis.data.setup import setup_text
 from analysis.sections.section import Context, Section
 
 
@@ -17,7 +18,7 @@ def section(tables: Tables, ctx: Context) -> Section:
     return Section(text="\n".join([
         f"# Report: {experiment_name(ctx.root, jobs)}", "",
         f"{compared}; {len(jobs)} job{'s' * (len(jobs) != 1)} ({seeds} seed{'s' * (seeds != 1)} per "
-        "arm). Findings first; the "
+        f"arm){setup_text(jobs)}. Findings first; the "
         "command, code, packages and machine are in the collapsed block below them; every test, the wall times, "
         "the resolved config and the longer sections are on the second page, [DETAILS.md](DETAILS.md).",
     ]))

@@ -149,7 +149,7 @@ def evaluate_checkpoints(cfg, run_dir: Path, *, n: int | None = None, temperatur
                                     max_new_tokens=s.max_new_tokens, end_ids=end_ids,
                                     answer_kind=task.answer_kind, seed=cfg.seed, run_id=run_id, step=step,
                                     max_rows=cfg.rollout.max_rows_per_call, answer_format=task.answer_format,
-                                    stop=cfg.rollout.stop, engine=engine,
+                                    stop=cfg.rollout.stop, engine=engine, grader=task.grader,
                                     keep_replies=BASE_REPLIES if step == 0 else 0)  # as the training's own
                     _write_rows(run_dir, plan, step, rows, run_id, git)
         finally:

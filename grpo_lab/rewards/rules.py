@@ -165,15 +165,22 @@ def integer_answer(completion: str, answer_format: str) -> tuple[str | None, int
     return answer, len(said)
 
 
-def _last_number_score(completion: str, finished: bool, gold: str, weights: RewardWeights) -> Scored:
-    """last_number: the reply's last number (none when it was cut off), and every final-answer statement read by
-    the same rule must have its value. A hedge's answer is None: it casts no vote in cons@k."""
+def _last_number_read(completion: str, finished: bool) -> tuple[str | None, Fraction | None, bool]:
+    """last_number: (the reply's last number as shown, its value, whether it is the one final answer). None when
+    the reply was cut off; not the answer when a final-answer statement, read by the same rule, says another value
+    or is not one number whole ("\\boxed{13\\%}" is not 13)."""
     shown, value = last_number(completion) if finished else (None, None)
     said = statements(completion)
     values = None if said is None else [None if v is None else clean(v).rstrip(",") for v in said]  # "is 13," ends
     agree = values is not None and all(v is not None and number_alone(v) and last_number(v)[1] == value
-                                       for v in values)  # a statement is read whole: "\\boxed{13\\%}" is not 13
-    ok = value is not None and agree
+                                       for v in values)
+    return shown, value, value is not None and agree
+
+
+def _last_number_score(completion: str, finished: bool, gold: str, weights: RewardWeights) -> Scored:
+    """last_number: the one final answer `_last_number_read` finds. A hedge's answer is None: it casts no vote in
+    cons@k."""
+    shown, value, ok = _last_number_read(completion, finished)
     correct = ok and extract_integer(gold) is not None and value == int(gold)
     formatted = ok and number_alone(completion)  # the number alone: no statement, nothing else said
     answer = number_text(value) if ok else (None if value is not None else shown)
@@ -190,6 +197,29 @@ def integer_score(completion: str, finished: bool, gold: str, weights: RewardWei
     formatted = finished and answer is not None and said <= (0 if ANSWER_FORMATS[answer_format] is _whole else 1)
     shown = answer if answer is not None else final_answer(completion, answer_format)
     return Scored(shown, correct, formatted, weights.accuracy * correct + weights.format * formatted)
+
+
+def stated_answer(completion: str, finished: bool, answer_format: str) -> tuple[str | None, bool]:
+    """(the one final answer a graded task's completion states, or None; whether it is well formed: the turn
+    ended with that answer in its format and no other statement), for a check the task owns (`Task.grader`).
+    `last_number`: the reply's last number as `_last_number_read` finds it ("1,000" is 1000); the others: the text
+    the format names, its dress off, every other final-answer statement saying the same (a hedge has none)."""
+    if answer_format == "last_number":
+        _, value, ok = _last_number_read(completion, finished)
+        return (number_text(value), number_alone(completion)) if ok else (None, False)
+    said = statements(completion)
+    text = final_answer(completion, answer_format)
+    if said is None or not text or any(v is None or clean(v).strip() != text for v in said):
+        return None, False
+    return text, finished and len(said) <= (0 if ANSWER_FORMATS[answer_format] is _whole else 1)
+
+
+def graded_score(completion: str, finished: bool, judge: Callable[[str], bool], weights: RewardWeights,
+                 answer_format: str = "bare") -> Scored:
+    """A graded task's score: `judge` (its grader, bound to the problem) on the one stated answer, if any."""
+    answer, formatted = stated_answer(completion, finished, answer_format)
+    correct = answer is not None and bool(judge(answer))
+    return Scored(answer, correct, formatted, weights.accuracy * correct + weights.format * formatted)
 
 
 def latex_answer(completion: str, gold: str) -> tuple[str | None, bool | None, list[str]]:
@@ -220,9 +250,12 @@ def latex_formatted(completion: str, finished: bool) -> bool:
     return finished and last_boxed(completion) is not None and said is not None and len(said) == 1
 
 
+KINDS = ("integer", "latex", "graded")
+
+
 def check_kind(kind: str) -> None:
-    if kind not in ("integer", "latex"):
-        raise ValueError(f"answer kind {kind!r} is not supported. Must be one of 'integer', 'latex'.")
+    if kind not in KINDS:
+        raise ValueError(f"answer kind {kind!r} is not supported. Must be one of {', '.join(map(repr, KINDS))}.")
 
 
 def score(completion: str, finished: bool, gold: str, kind: str, weights: RewardWeights,

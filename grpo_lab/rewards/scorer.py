@@ -12,13 +12,15 @@ import subprocess
 import sys
 import time
 from collections import deque
+from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from grpo_lab.rewards.rules import (
     RewardWeights,
     Scored,
     check_kind,
+    graded_score,
     integer_score,
     latex_answer,
     latex_equal,
@@ -149,9 +151,15 @@ class Scorer:
         return {i: verdicts.get(i, False) for i in jobs}, timed_out
 
     def score_all(self, completions: list[str], finished: list[bool], golds: list[str], kind: str,
-                  weights: RewardWeights, answer_format: str = "bare") -> list[Scored]:
-        """score() over parallel lists (one entry per completion), within the step budget."""
+                  weights: RewardWeights, answer_format: str = "bare",
+                  judges: Sequence[Callable[[str], bool]] | None = None) -> list[Scored]:
+        """score() over parallel lists (one entry per completion), within the step budget. kind "graded": each
+        completion's judge (its task's grader bound to its problem) checks the answer, in this process."""
         check_kind(kind)
+        if kind == "graded":
+            if judges is None or len(judges) != len(completions):
+                raise ValueError("graded answers need one judge a completion (the task's grader)")
+            return [graded_score(c, f, j, weights, answer_format) for c, f, j in zip(completions, finished, judges)]
         if kind == "integer":
             return [integer_score(c, f, g, weights, answer_format) for c, f, g in zip(completions, finished, golds)]
         read = [latex_answer(c, g) for c, g in zip(completions, golds)]  # (answer, verdict, still to check)
@@ -196,7 +204,8 @@ _shared: Scorer | None = None
 
 
 def score_all(completions: list[str], finished: list[bool], golds: list[str], kind: str,
-              weights: RewardWeights, scorer: Scorer | None = None, answer_format: str = "bare") -> list[Scored]:
+              weights: RewardWeights, scorer: Scorer | None = None, answer_format: str = "bare",
+              judges: Sequence[Callable[[str], bool]] | None = None) -> list[Scored]:
     """score() over parallel lists, through `scorer` or a process-wide default one (its workers
     start on first LaTeX check and stop when the process exits)."""
     global _shared
@@ -205,11 +214,21 @@ def score_all(completions: list[str], finished: list[bool], golds: list[str], ki
             _shared = Scorer()
             atexit.register(_shared.close)
         scorer = _shared
-    return scorer.score_all(completions, finished, golds, kind, weights, answer_format)
+    return scorer.score_all(completions, finished, golds, kind, weights, answer_format, judges)
+
+
+def judges_for(problems: Sequence[Problem], n: int, kind: str, grader) -> list[Callable[[str], bool]] | None:
+    """A graded task's judge for each of the n completions of each problem (its grader bound to the problem);
+    None for the other kinds."""
+    if kind != "graded":
+        return None
+    if grader is None:
+        raise ValueError("answer kind 'graded' needs the task's grader")
+    return [partial(grader, problem=p) for p in problems for _ in range(n)]
 
 
 def score_rollout(ro: Rollout, problems: list[Problem], kind: str, weights: RewardWeights, scorer: Scorer,
-                  answer_format: str = "bare"):
+                  answer_format: str = "bare", grader=None):
     """Rewards, correctness and whether an answer was read as (B, G) arrays, and how many answers' checks ran
     out of time."""
     import numpy as np  # here: the scoring workers import this module and need no numpy
@@ -217,7 +236,8 @@ def score_rollout(ro: Rollout, problems: list[Problem], kind: str, weights: Rewa
     g = ro.group_size
     assert isinstance(g, int), "score_rollout takes a sampled rollout (one G), not a training batch"
     golds = [p.answer for p in problems for _ in range(g)]
-    scored = scorer.score_all(ro.texts, (~ro.truncated).tolist(), golds, kind, weights, answer_format)
+    scored = scorer.score_all(ro.texts, (~ro.truncated).tolist(), golds, kind, weights, answer_format,
+                              judges_for(problems, g, kind, grader))
     rewards = np.array([s.reward for s in scored], dtype=np.float32).reshape(-1, g)
     correct = np.array([s.correct for s in scored], dtype=bool).reshape(-1, g)
     answered = np.array([s.answer is not None for s in scored], dtype=bool).reshape(-1, g)

@@ -9,7 +9,7 @@ import torch
 
 from grpo_lab.footprint import EVAL_BATCH_ROWS  # rows of one batch, as the memory check counts
 from grpo_lab.rewards.rules import RewardWeights
-from grpo_lab.rewards.scorer import Scorer, score_all
+from grpo_lab.rewards.scorer import Scorer, judges_for, score_all
 from grpo_lab.rollout.generate import sample_groups
 from grpo_lab.tasks.base import Problem, Task
 
@@ -36,6 +36,7 @@ def evaluate(
     stop: list[str] | tuple[str, ...] = (),
     engine=None,
     keep_replies: int = 0,
+    grader=None,
 ) -> list[dict]:
     """Sample n completions for each problem and score them. A generator of its own, seeded by
     (seed, step), keeps evaluation from moving the training run's random stream. max_rows: rows per
@@ -45,7 +46,8 @@ def evaluate(
     A batch holds at most EVAL_BATCH_ROWS rows (fewer prompts a batch at a large n): its tokens, texts and,
     without max_rows, its KV cache exist at once, as a training step's draw does. `engine`: the rollout engine
     that samples (grpo_lab/rollout/engines.py; None: the hf decode loop on `model`). `keep_replies`: the first that
-    many replies of each difficulty keep their text (`completion`; the others' is null)."""
+    many replies of each difficulty keep their text (`completion`; the others' is null). `grader`: a graded task's
+    check (Task.grader)."""
     generator = torch.Generator(device=next(model.parameters()).device).manual_seed(seed * 1_000_003 + step)
     setting = dict(n=n, temperature=temperature, top_p=1.0, max_new_tokens=max_new_tokens)
     prompts_per_batch = max(1, min(prompts_per_batch, EVAL_BATCH_ROWS // n))  # the same batches at n <= 1024
@@ -61,7 +63,7 @@ def evaluate(
         lengths = ro.lengths.tolist()
         golds = [p.answer for p in batch for _ in range(n)]
         scored = score_all(ro.texts, (~ro.truncated).tolist(), golds, answer_kind, RewardWeights(), scorer,
-                           answer_format=answer_format)
+                           answer_format=answer_format, judges=judges_for(batch, n, answer_kind, grader))
         for k, s in enumerate(scored):
             p = batch[k // n]
             keep = kept.get(p.difficulty, 0) < keep_replies

@@ -6,9 +6,10 @@ Each task is one module owning its keys, checks, advice, pool sizes and build (g
 from grpo_lab.errors import require
 from grpo_lab.tasks.arithmetic import Arithmetic, ArithmeticTask
 from grpo_lab.tasks.base import Problem, Task, TaskKind
+from grpo_lab.tasks.gym import Gym
 from grpo_lab.tasks.mathset import Mathset, load_math_task
 
-TASKS: dict[str, type[TaskKind]] = {cls.name: cls for cls in (Arithmetic, Mathset)}
+TASKS: dict[str, type[TaskKind]] = {cls.name: cls for cls in (Arithmetic, Mathset, Gym)}
 
 
 def task_kind(name: str) -> type[TaskKind]:

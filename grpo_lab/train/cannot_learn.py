@@ -28,13 +28,16 @@ def quote(text: str) -> str:
     return repr(line if len(line) <= QUOTE_CHARS else line[:QUOTE_CHARS] + "…")
 
 
-def _remedy(unanswered: float, phrase: str, answer_kind: str) -> str:
+def _remedy(unanswered: float, phrase: str, answer_kind: str, answer_format: str) -> str:
     if unanswered >= FORMAT_SHARE:
-        looser = "task.shots (with task.chat_template=true: examples that box their answers)" if answer_kind == \
-            "latex" else "task.answer_format=last_number or task.shots"
+        shots = ("task.shots (with task.chat_template=true: examples that box their answers)" if answer_kind == "latex"
+                 else "task.shots or task.gym.shots (worked examples)" if answer_kind == "graded" else "task.shots")
+        looser = shots if answer_format == "last_number" or answer_kind == "latex" else \
+            f"task.answer_format=last_number or {shots}"
         return (f"try {looser}, or a format reward (reward.format): the {phrase} is what it lacks (README, Your own "
                 "study)")
-    return "try easier problems (task.levels) or larger groups (sampler.group_size) (README, Your own study)"
+    levels = "task.gym.levels" if answer_kind == "graded" else "task.levels"
+    return f"try easier problems ({levels}) or larger groups (sampler.group_size) (README, Your own study)"
 
 
 def base_warning(rows: Sequence[dict], answer_kind: str, answer_format: str) -> str | None:
@@ -57,7 +60,7 @@ def base_warning(rows: Sequence[dict], answer_kind: str, answer_format: str) -> 
     texts = sorted(texts, key=lambda r: bool(r.get("answered", True)) == (unanswered >= FORMAT_SHARE))
     replies = " ".join(quote(r["completion"]) for r in texts[:QUOTED])
     return (f"the base model solves no {where}: it gave no {phrase} in {unanswered:.0%} of {len(rows):,} "
-            f"replies, so {outcome}; {_remedy(unanswered, phrase, answer_kind)}"
+            f"replies, so {outcome}; {_remedy(unanswered, phrase, answer_kind, answer_format)}"
             + (f". Replies: {replies}" if replies else ""))
 
 
@@ -77,4 +80,4 @@ def first_step_warning(groups: Sequence, answer_kind: str, answer_format: str) -
     quoted = " ".join(quote(t) for t, _ in texts[:QUOTED])
     return (f"every group of the first step tied ({len(wrong)} of {len(drawn)} all wrong), so nothing trained: "
             f"the model gave no {phrase} in {unanswered:.0%} of {replies:,} replies; "
-            f"{_remedy(unanswered, phrase, answer_kind)}" + (f". Replies: {quoted}" if quoted else ""))
+            f"{_remedy(unanswered, phrase, answer_kind, answer_format)}" + (f". Replies: {quoted}" if quoted else ""))

@@ -76,7 +76,8 @@ class Trainer:
         task, self.model, self.tokenizer, self.end_ids = load_task_and_policy(cfg, policy)  # policy: preloaded
         self.task = task
         self.device = next(self.model.parameters()).device
-        record.update(device=str(self.device), difficulty_labels=task.difficulty_labels)
+        record.update(device=str(self.device), difficulty_labels=task.difficulty_labels,
+                      **({"task_source": task.source} if task.source else {}))  # task=gym: generator, version
         # model.lora.rank > 0: the passes take the model with adapters injected, `peft` saves and loads them
         self.model, self.peft = add_adapters(self.model, cfg.model.lora)
         distributed.broadcast_parameters(self.model)  # as DDP does: every rank starts from rank 0's weights
@@ -147,7 +148,8 @@ class Trainer:
                                 end_ids=self.end_ids, answer_kind=self.task.answer_kind,
                                 seed=distributed.rank_seed(cfg.seed), run_id=self.record.run_id, step=step,
                                 max_rows=cfg.rollout.max_rows_per_call, scorer=self.scorer,
-                                answer_format=self.task.answer_format, stop=cfg.rollout.stop, engine=self.engine)
+                                answer_format=self.task.answer_format, stop=cfg.rollout.stop, engine=self.engine,
+                                grader=self.task.grader)
             order = {p.prompt_id: i for i, p in enumerate(self.task.held_out)}
             rows = sorted((r for part in distributed.gather_objects(rows) for r in part),
                           key=lambda r: order[r["prompt_id"]])  # stable: each prompt's samples stay in order
@@ -177,7 +179,7 @@ class Trainer:
                                     max_rows=cfg.rollout.max_rows_per_call, stop=cfg.rollout.stop,
                                     fast=cfg.model.fast_math)
             rewards, correct, answered, timeouts = score_rollout(ro, mine, self.task.answer_kind, self.weights,
-                                                                 self.scorer, self.task.answer_format)
+                                                                 self.scorer, self.task.answer_format, self.task.grader)
             # population std in float64, as eq. 3; one answer ties with nothing (SPO's groups of one)
             ties = (rewards.astype(np.float64).std(axis=1) <= cfg.algo.std_eps) & (rewards.shape[1] > 1)
             prompts = ro.prompt_mask.sum(1).tolist()  # each prompt's tokens, prefilled once for its group
