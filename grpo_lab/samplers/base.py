@@ -118,6 +118,19 @@ class Sampler(ABC):
             del self._rng  # rebuilt from extra_state["rng"] on first use
 
 
+def distinct_candidates(stream: PromptStream, size: int) -> tuple[list[Problem], int]:
+    """The next `size` distinct prompts of the stream (a prompt met twice, across an epoch's end, is passed over
+    the second time), and how many the stream gave; two passes of the pool meet every prompt."""
+    candidates, seen, taken = [], set(), 0
+    while len(candidates) < size and taken < 2 * len(stream.pool):
+        (p,) = stream.take(1)
+        taken += 1
+        if p.prompt_id not in seen:
+            seen.add(p.prompt_id)
+            candidates.append(p)
+    return candidates, taken
+
+
 def use(groups: list[Group]) -> list[Group]:
     for g in groups:
         g.used = True

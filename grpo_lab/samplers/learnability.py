@@ -40,7 +40,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from grpo_lab.errors import require
-from grpo_lab.samplers.base import Draw, Sampler, SamplerSettings, use
+from grpo_lab.samplers.base import Draw, Sampler, SamplerSettings, distinct_candidates, use
 
 CURVES = ("group_informative", "pass_variance")
 ESTIMATES = ("thompson", "mean")
@@ -117,19 +117,12 @@ class LearnabilitySampler(Sampler):
     def draw(self, draw_round, prompts: int) -> Draw:
         c, size_g = self.settings, self.cfg.group_size
         counts = self.extra_state.setdefault("counts", {})  # prompt_id -> [right, drawn], decayed per visit
-        pool = len(self.stream.pool)
         size = min(c.candidates * prompts, len({p.prompt_id for p in self.stream.pool}))
         if size < prompts:
             return Draw([], [], exhausted=(
                 f"learnability sampler: prompts_per_step={prompts} is more than the training pool's {size} distinct "
                 "prompts; a step draws that many distinct prompts"))
-        candidates, seen, taken = [], set(), 0
-        while len(candidates) < size and taken < 2 * pool:  # two passes meet every prompt
-            (p,) = self.stream.take(1)
-            taken += 1
-            if p.prompt_id not in seen:
-                seen.add(p.prompt_id)
-                candidates.append(p)
+        candidates, taken = distinct_candidates(self.stream, size)
         right, drawn = (np.array([counts.get(p.prompt_id, (0.0, 0.0))[k] for p in candidates], dtype=np.float64)
                         for k in (0, 1))
         a, b = c.prior_alpha + right, c.prior_beta + (drawn - right)

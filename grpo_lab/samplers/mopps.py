@@ -34,7 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from grpo_lab.errors import require
-from grpo_lab.samplers.base import Draw, Sampler, SamplerSettings, use
+from grpo_lab.samplers.base import Draw, Sampler, SamplerSettings, distinct_candidates, use
 
 SELECTIONS = ("thompson", "mean")
 
@@ -91,19 +91,12 @@ class MoppsSampler(Sampler):
     def draw(self, draw_round, prompts: int) -> Draw:
         c = self.settings
         posterior = self.extra_state.setdefault("posterior", {})  # prompt_id -> [alpha, beta]
-        pool = len(self.stream.pool)
         size = min(c.candidates * prompts, len({p.prompt_id for p in self.stream.pool}))  # the code's min(.., dataset)
         if size < prompts:
             return Draw([], [], exhausted=(
                 f"mopps sampler: prompts_per_step={prompts} is more than the training pool's {size} distinct "
                 "prompts; a step keeps that many distinct prompts"))
-        candidates, seen, taken = [], set(), 0
-        while len(candidates) < size and taken < 2 * pool:  # two passes meet every prompt
-            (p,) = self.stream.take(1)
-            taken += 1
-            if p.prompt_id not in seen:
-                seen.add(p.prompt_id)
-                candidates.append(p)
+        candidates, taken = distinct_candidates(self.stream, size)
         prior = (c.prior_alpha, c.prior_beta)
         a, b = (np.array([posterior.get(p.prompt_id, prior)[k] for p in candidates], dtype=np.float64) for k in (0, 1))
         predicted = self.rng.beta(a, b) if c.selection == "thompson" else a / (a + b)
