@@ -35,6 +35,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--against", metavar="REPORT", help="a report folder (with tables/tests.csv) whose resolved "
                         "orderings of two arms are read in this study, pair by pair (default: the one the sweep's "
                         "experiment names in hydra.callbacks.report.against)")
+    parser.add_argument("--viewer", action="store_true", help="also write every group on one page beside the report "
+                        "(viewer.html, linked from REPORT.md: python -m analysis.view writes it alone)")
     args = parser.parse_args(argv)
     for path in map(Path, args.path):
         if not path.is_dir():
@@ -46,7 +48,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         by = [k.strip() for k in args.by.split(",") if k.strip()] if args.by else []
         print(build_report(args.path if len(args.path) > 1 else args.path[0], args.out, args.command, by,
-                           args.where, args.baseline, args.against))
+                           args.where, args.baseline, args.against, args.viewer))
     # no runs, a folder not its own, a choice, a reference that cannot be read: one line
     except (NoRunsError, ReportNotWritable, SelectionError, ReferenceUnreadable) as e:
         print(f"error: {e}", file=sys.stderr)

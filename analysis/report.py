@@ -42,6 +42,7 @@ from analysis.measures.tied_loss import STEPS_COLUMNS as TIED_LOSS_COLUMNS
 from analysis.measures.transfer import ReferenceUnreadable, read_reference
 from analysis.measures.verdict import reference_arm
 from analysis.render.canvas import report_colours
+from analysis.render.ownership import VIEWER
 from analysis.render.paging import MAX_LINES, anchor, move_long_tables
 from analysis.render.writer import finish_build, start_build, write_report
 from analysis.sections import (
@@ -88,14 +89,15 @@ COLUMNS = {
 
 def build_report(path: str | Path | Sequence[str | Path], out_dir: str | Path | None = None,
                  command: str | None = None, by: Sequence[str] = (), where: Sequence[str] = (),
-                 baseline: str | None = None, against: str | Path | None = None) -> Path:
+                 baseline: str | None = None, against: str | Path | None = None, viewer: bool = False) -> Path:
     """Build the report of a run or sweep directory, or of several (`path` a list: one report over all
     their jobs, `out_dir` required); returns the path of REPORT.md. `by`, `where`, `baseline`: the arm
     keys, the jobs kept ("KEY=VALUE": values of one key alternatives, different keys all holding) and the
     arm differences are taken against (`analysis.data.select`; SelectionError, one line, before anything is
     written). `against`: a report folder whose resolved orderings are read in this study (the Transfer section);
     by default the one the sweep's experiment names (`hydra.callbacks.report.against` in its multirun.yaml,
-    relative to the project's root); ReferenceUnreadable, one line, before anything is written.
+    relative to the project's root); ReferenceUnreadable, one line, before anything is written. `viewer`: also
+    write every group on one page (`viewer.html`, analysis/view), linked from the report's header.
 
     It goes to `<path>/report/` unless `out_dir` is given. `command` is quoted as the command
     that produced the runs; by default it is rebuilt from Hydra's multirun.yaml or hydra.yaml.
@@ -115,7 +117,11 @@ def build_report(path: str | Path | Sequence[str | Path], out_dir: str | Path | 
     try:
         # a second process computes and draws beside this one
         with scheduler.helping(building / "figures", FIGURE_MODULES), _old_objects_frozen():
-            report = _build(sources, out, building, command, (tuple(by), tuple(where), baseline), reference)
+            report = _build(sources, out, building, command, (tuple(by), tuple(where), baseline), reference, viewer)
+        if viewer:
+            from analysis.view import collect, render, write  # only a report that embeds its groups needs it
+
+            write(building / VIEWER, render(collect(sources if len(sources) > 1 else root, title=out.name)))
         finish_build(building, out)
     except BaseException:
         shutil.rmtree(building, ignore_errors=True)
@@ -162,9 +168,10 @@ def _old_objects_frozen() -> Iterator[None]:
 
 def _build(sources: Sequence[Path], out: Path, building: Path, command: str | None,
            choice: tuple[tuple[str, ...], tuple[str, ...], str | None] = ((), (), None),
-           reference: tuple[str, pd.DataFrame] | None = None) -> Path:
+           reference: tuple[str, pd.DataFrame] | None = None, viewer: bool = False) -> Path:
     """The report of `sources`, as it will read from `out`, written under `building`; `choice`: (by,
-    where, baseline), as `build_report` takes them; `reference`: (its name, its tests table) or None."""
+    where, baseline), as `build_report` takes them; `reference`: (its name, its tests table) or None; `viewer`:
+    whether the header links a viewer page."""
     root = sources[0]
     early: list[tuple[pd.DataFrame, scheduler.Later, scheduler.Later]] = []  # (jobs, held-out sections, coverage)
 
@@ -177,7 +184,7 @@ def _build(sources: Sequence[Path], out: Path, building: Path, command: str | No
             return
         if "samples_total" not in tables.eval or tables.eval["samples_total"].isna().any():  # from the groups
             return
-        ctx = Context(root=root, out=out, arm=tuple(arm), names=difficulty_names(tables.jobs),
+        ctx = Context(root=root, out=out, arm=tuple(arm), names=difficulty_names(tables.jobs), viewer=viewer,
                       colours=report_colours(tables.jobs, arm))
         early.append((loaded.jobs, scheduler.begin(held_out_sections, tables, ctx, figures=held_out_files),
                       scheduler.begin(coverage.section, tables, ctx, claimable=True)))
@@ -190,7 +197,7 @@ def _build(sources: Sequence[Path], out: Path, building: Path, command: str | No
     tables, arm = _prepared(tables, choice)
     pooled = select.pooled_line(tables, select.unaccounted(tables, arm))
     plan = missing_jobs(tables.roots)  # the jobs the sweep meant to run that left no run
-    ctx = Context(root=root, out=out, arm=tuple(arm), names=difficulty_names(tables.jobs),
+    ctx = Context(root=root, out=out, arm=tuple(arm), names=difficulty_names(tables.jobs), viewer=viewer,
                   colours=report_colours(tables.jobs, arm))  # one colour per arm in every figure
     learning = tie_learning.section(tables, ctx)
     # a replayed group was drawn (and counted) at an earlier step: every other section counts draws only

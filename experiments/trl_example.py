@@ -18,7 +18,9 @@ The run: the built-in tiny model (grpo_lab's 0.65M-parameter arithmetic model), 
 pool, 8 prompts a step with 8 completions each, at most 6 new tokens, temperature 1, beta 0.04. The reward is
 grpo_lab's rule (exact integer match, `accuracy`); `--format-weight W > 0` adds a second reward function,
 `finished` (W when the completion ended by itself), so the logged rewards are a sum of two and no longer
-binary. `trainer_state.json` (TRL's per-step metrics, `frac_reward_zero_std` among them) is saved at the end.
+binary. `--plain` logs nothing beside the rewards (no `level`, no `completion_tokens`): what a TRL user's own
+script writes with `log_completions=True` alone, which the ingest reads with no flags, its token counts absent.
+`trainer_state.json` (TRL's per-step metrics, `frac_reward_zero_std` among them) is saved at the end.
 """
 
 from __future__ import annotations
@@ -46,11 +48,11 @@ class Accuracy:
 
     __name__ = "accuracy"  # TRL names a reward function's column by its __name__
 
-    def __init__(self, kind: str):
-        self.kind = kind
+    def __init__(self, kind: str, extras: bool = True):
+        self.kind, self.extras = kind, extras
 
     def __call__(self, prompts, completions, completion_ids, answer, level, log_extra=None, **kw) -> list[float]:
-        if log_extra is not None:
+        if log_extra is not None and self.extras:
             log_extra("level", [str(v) for v in level])
             log_extra("completion_tokens", [len(ids) for ids in completion_ids])
         return [score(c, True, a, self.kind, RewardWeights()).reward for c, a in zip(completions, answer)]
@@ -78,6 +80,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--format-weight", type=float, default=0.0,
                    help="> 0: a second reward function, `finished`, worth this much (default 0: one function)")
     p.add_argument("--threads", type=int, default=2, help="torch threads (default 2)")
+    p.add_argument("--plain", action="store_true", help="log nothing beside the rewards (no level, no token counts): "
+                   "a TRL user's own script with log_completions=True alone")
     args = p.parse_args(argv)
     out = Path(args.out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
@@ -102,7 +106,7 @@ def main(argv: list[str] | None = None) -> None:
     model.generation_config.eos_token_id = tokenizer.eos_token_id
     task = build_task(TaskConfig())
     data = Dataset.from_list([{"prompt": q.prompt, "answer": q.answer, "level": q.difficulty} for q in task.train])
-    rewards = [Accuracy(task.answer_kind)]
+    rewards = [Accuracy(task.answer_kind, extras=not args.plain)]
     if args.format_weight > 0:
         rewards.append(Finished(args.format_weight, tokenizer.eos_token_id))
     config = GRPOConfig(

@@ -102,6 +102,9 @@ class Group:
     # whether an answer could be read from each sample in the task's answer format (G,) bool: an all-wrong tie
     # with none is a format failure, one with all a capability failure; None where not recorded (a replay)
     answered: np.ndarray | None = None
+    # the answer read from each sample (G,) object: str, or None where none was; only where `samples` are held
+    # (the rank that drew them), for the completions table
+    answers: np.ndarray | None = None
 
     @property
     def reused(self) -> bool:

@@ -120,8 +120,10 @@ HEAVY = {
     "tests/test_unread_keys.py",  # the preflight over every option's keys
     "tests/test_ingest_trl.py",  # real TRL GRPOTrainer runs on CPU, ingested and reported
     "tests/test_extending.py",  # the project copied, a member of each kind added, trained through the command line
+    "tests/test_view_browser.py",  # headless chromium on the 221-job sweep's viewer (its build alone: 18 s)
     # single tests of 5-40 s each in files that are otherwise quick
     "tests/test_readme.py::test_your_own_study_runs_as_the_readme_prints_it",
+    "tests/test_view.py::test_a_report_built_with_the_viewer_links_it_and_owns_it",
     "tests/test_accumulation.py::test_micro_batches_of_shaped_and_reused_rows_train_to_the_whole_batchs_weights",
     "tests/test_accumulation.py::test_micro_batches_train_to_the_whole_batchs_weights",
     "tests/test_analysis_budget.py::test_pass_at_k_intervals_cover_the_truth_and_match_a_prompt_clustered_bootstrap",

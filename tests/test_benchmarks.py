@@ -135,3 +135,14 @@ def test_profile_step_splits_both_trainers_steps():
         assert rows["rest"][side] >= 0 and rows["total"][side] >= max(v[side] for v in rows.values())
         assert 0 < gemms["gemm GFLOP (profiled)"][side] and 0 < gemms["gemm GFLOP/s (profiled)"][side] < 1.2 * peak
         assert 0 < gemms["gemm ms (profiled)"][side] < 2 * rows["total"][side]  # the profiler slows what it times
+
+
+def test_viewer_benchmark_smoke():
+    import shutil
+
+    if not shutil.which("chromium") and not os.environ.get("GRPO_LAB_REQUIRE_BROWSER"):
+        pytest.skip("no chromium here (apt-get install chromium)")
+    out = _run("benchmarks/viewer.py", "reports/main", "--repeats", "1")
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert re.search(r"\| open from disk to ready \| \d+ \(\d+-\d+\) \|", out.stdout)
+    assert "| filter: clear | " in out.stdout and "24,226 |" in out.stdout  # every group of the main job listed

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -229,7 +230,6 @@ def test_missing_fields_and_token_counts_are_named(tmp_path):
     for reading, says in [
         (Reading(tokens_from="response_length", difficulty_from="levels"), r"--difficulty-from levels: no such field"),
         (Reading(tokens_from="response_length", correct_from="accuracy"), r"--correct-from accuracy: no such field"),
-        (Reading(), r"no token counts: log each completion's count as `completion_tokens`"),
         (Reading(tokenizer=tmp_path / "none.json"), r"--tokenizer .*none.json: not a tokenizers JSON file"),
     ]:
         with pytest.raises(IngestError, match=says):
@@ -237,6 +237,11 @@ def test_missing_fields_and_token_counts_are_named(tmp_path):
     with pytest.raises(IngestError, match="rollouts/1.jsonl:1: a group of 4 completions where the run's groups have 8"):
         ingest("verl", rollouts, tmp_path / "run", Reading(tokens_from="response_length"), group_size=8)
     assert not (tmp_path / "run").exists()
+    # no token counts and no tokenizer: the tokens are null, and what the source lacks says so
+    out = ingest("verl", rollouts, tmp_path / "run", Reading())
+    assert read_parts(out, "groups")["tokens"].isna().all()
+    absent = json.loads((out / "run.json").read_text())["imported"]["absent"]
+    assert any(a.startswith("token counts (no `completion_tokens` field") for a in absent)
 
 
 def test_a_tokenizer_counts_the_completion_texts(tmp_path):
@@ -351,3 +356,89 @@ def test_trls_own_count_is_compared_step_by_step_and_a_difference_is_named(tmp_p
     assert read_parts(out, "steps")["loss"].tolist() == [0.1 * s for s in range(1, 6)]
     cli_out = cli("trl", str(trl), "--out", str(tmp_path / "again"), "--correct-from", "accuracy")
     assert "equal TRL's own logged frac_reward_zero_std at 4 of 5 steps (not at steps [4]" in cli_out.stdout
+
+
+def _plain_trl(tmp_path: Path) -> Path:
+    """A TRL run whose script set log_completions=True and nothing more: no `completion_tokens`, no `level`."""
+    cfg = job_config("fixed", group_size=4, seed=1, max_steps=6, prompts_per_step=6)
+    trl = trl_export(simulate_groups(PROMPTS, cfg, "run-0").to_pandas(), tmp_path / "trl")
+    for path in (trl / "completions").glob("*.parquet"):
+        pd.read_parquet(path).drop(columns=["completion_tokens", "level"]).to_parquet(path)
+    return trl
+
+
+def _tokenizer(folder: Path, split: str) -> Path:
+    """A tokenizer.json of one token a word (`split` "word") or a character ("char"), as TRL saves a fast
+    tokenizer beside each checkpoint."""
+    from tokenizers import Regex, Tokenizer, models, pre_tokenizers
+
+    tok = Tokenizer(models.WordLevel({"[UNK]": 0}, unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace() if split == "word" else pre_tokenizers.Split(Regex("."),
+                                                                                                "isolated")
+    folder.mkdir(parents=True, exist_ok=True)
+    tok.save(str(folder / "tokenizer.json"))
+    return folder / "tokenizer.json"
+
+
+def test_a_plain_trl_run_counts_tokens_with_the_tokenizer_its_latest_checkpoint_saved(tmp_path):
+    """No token counts logged: the tokenizer.json of the latest checkpoint (by number: 10 after 2) counts the
+    completion texts; one named by --tokenizer is used before it."""
+    trl = _plain_trl(tmp_path)
+    _tokenizer(trl / "checkpoint-2", "char")
+    latest = _tokenizer(trl / "checkpoint-10", "word")
+    out = ingest("trl", trl, tmp_path / "run", Reading(correct_from="accuracy"))
+    groups = read_parts(out, "groups")
+    assert (groups["tokens"] == 2 * 4).all()  # "answer k": two words a completion
+    record = json.loads((out / "run.json").read_text())["imported"]
+    assert record["how"]["tokens"].startswith(f"the completion text re-encoded with `tokenizer.json` found at {latest}")
+    assert not any(a.startswith("token counts") for a in record["absent"])
+    named = ingest("trl", trl, tmp_path / "named", Reading(correct_from="accuracy", tokenizer=trl / "checkpoint-2"))
+    assert (read_parts(named, "groups")["tokens"] == len("answer 0") * 4).all()
+
+
+def test_a_plain_trl_run_ingests_with_no_flags_its_tokens_absent_and_reports(tmp_path):
+    """No token counts and no tokenizer anywhere: the ingest writes null tokens, says in its summary and in run.json
+    which report sections that removes, and the report is built without them."""
+    trl = _plain_trl(tmp_path)
+    run = tmp_path / "run"
+    out = cli("trl", str(trl), "--out", str(run))
+    assert out.returncode == 0, out.stderr
+    said = [line for line in out.stdout.splitlines() if line.startswith("not in the source: token counts")]
+    assert len(said) == 1 and "the report leaves out its section at equal tokens" in said[0]
+    groups = read_parts(run, "groups")
+    assert groups["tokens"].isna().all() and groups["tokens_total"].isna().all()
+    assert read_parts(run, "steps")["tokens_total"].isna().all()
+    absent = json.loads((run / "run.json").read_text())["imported"]["absent"]
+    assert said[0].removeprefix("not in the source: ") in absent
+    loaded = load(run)  # the contract takes null token counts: no part skipped
+    assert len(loaded.groups) == len(groups) and loaded.groups["tokens"].isna().all()
+    report = subprocess.run([sys.executable, "-m", "analysis", str(run), "--out", str(tmp_path / "report")],
+                            cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert report.returncode == 0, report.stderr[-2000:]
+    text = (tmp_path / "report" / "REPORT.md").read_text()
+    details = (tmp_path / "report" / "DETAILS.md").read_text()
+    assert "samples per job (arm means; generated tokens not recorded)" in text
+    assert not re.search(r"\bnan\b", text + details)  # no number printed from a missing count
+    assert "## At equal tokens\n\nNot measured: `run` records no token counts" in details
+    spent = pd.read_csv(tmp_path / "report" / "tables" / "budget_by_arm.csv")
+    assert spent["tokens"].isna().all() and (spent["samples"] == len(groups) * 4).all()
+
+
+def test_each_tool_says_its_own_options_and_refuses_anothers_in_one_line(tmp_path):
+    """`TOOL --help` lists the options only that tool takes and an example; another tool's option is one line, from
+    the command line and from the Python API alike, before anything is read or written."""
+    from analysis.ingest import TOOLS
+
+    for name, tool in TOOLS.items():
+        helped = cli(name, "--help")
+        assert helped.returncode == 0 and f"example:\n  {tool.example}" in helped.stdout
+        assert all(option.flag in helped.stdout for option in tool.options)
+        others = {o.flag for t in TOOLS.values() if t is not tool for o in t.options} - {o.flag for o in tool.options}
+        assert not any(f"{flag} " in helped.stdout for flag in others)
+    rollouts, _ = verl_run(tmp_path / "verl", PROMPTS, HELD_OUT, steps=2, batch=3, n=4)
+    out = cli("verl", str(rollouts), "--out", str(tmp_path / "run"), "--reward-weights", "1,2")
+    assert out.returncode == 2 and out.stderr.count("\n") == 1
+    assert out.stderr.startswith("error: --reward-weights: not an option of verl (its own: --validation; ")
+    with pytest.raises(IngestError, match=r"^--validation: not an option of trl \(its own: --reward-weights; "):
+        ingest("trl", rollouts, tmp_path / "run", validation=rollouts)
+    assert not (tmp_path / "run").exists()

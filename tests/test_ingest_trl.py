@@ -137,3 +137,26 @@ def test_a_verl_dump_and_a_trl_log_compare_as_two_arms(recipe, tmp_path):
         rows = table[table["source.tool"] == tool].set_index("difficulty")["tie_frac"]
         expected = truth.groupby("level")["tie"].mean()
         np.testing.assert_allclose(rows.loc[expected.index].to_numpy(), expected.to_numpy())
+
+
+def test_a_plain_trl_run_ingests_with_no_flags_and_reports(tmp_path):
+    """A run whose reward function logs nothing beside its reward (a user's own script: log_completions=True
+    alone): `python -m analysis.ingest trl DIR --out RUN` with no other flag ingests it, its ties still equal TRL's
+    own count, its token counts absent (said once in the summary) and its report built without them."""
+    trl = tmp_path / "trl"
+    made = subprocess.run([sys.executable, "-m", "experiments.trl_example", "--out", str(trl), "--steps", "3",
+                           "--plain", "--threads", "1"], cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=900)
+    assert made.returncode == 0, made.stderr[-3000:]
+    raw = trl_frames(trl)
+    assert "completion_tokens" not in raw and "level" not in raw
+    out = subprocess.run([sys.executable, "-m", "analysis.ingest", "trl", str(trl), "--out", str(tmp_path / "run")],
+                         cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr
+    assert "equal TRL's own logged frac_reward_zero_std at 3 of 3 steps" in out.stdout
+    assert sum(line.startswith("not in the source: token counts") for line in out.stdout.splitlines()) == 1
+    groups = read_parts(tmp_path / "run", "groups")
+    assert groups["tokens"].isna().all() and len(groups) == len(raw) // G
+    report = subprocess.run([sys.executable, "-m", "analysis", str(tmp_path / "run"), "--out",
+                             str(tmp_path / "report")], cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=600)
+    assert report.returncode == 0, report.stderr[-3000:]
+    assert "generated tokens not recorded" in (tmp_path / "report" / "REPORT.md").read_text()

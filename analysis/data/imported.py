@@ -1,6 +1,6 @@
 """What a run imported from another tool (`python -m analysis.ingest`) says of itself: its run.json's `imported`
 block (tool, version, files read, how each column was read, what the source lacks, and the recomputed ties against
-the tool's own logged fraction), as the report quotes it."""
+the tool's own logged fraction), as the report quotes it; and which jobs it left without token counts."""
 
 from __future__ import annotations
 
@@ -24,5 +24,14 @@ def how_rows(jobs: pd.DataFrame) -> pd.DataFrame:
 
 def missing_eval(jobs: pd.DataFrame) -> str | None:
     """Why imported jobs have no held-out rows, from what their sources lack; None for no imported job."""
-    reasons = [a for _, block in imported(jobs) for a in block.get("absent") or [] if "held-out" in str(a)]
+    reasons = [a for _, block in imported(jobs) for a in block.get("absent") or []
+               if str(a).startswith("held-out evaluation")]
     return "; ".join(dict.fromkeys(reasons)) or None
+
+
+def without_tokens(groups: pd.DataFrame) -> list[str]:
+    """The jobs whose groups record no token counts (null `tokens_total`: a run imported from logs that hold none,
+    `analysis.ingest`), in the jobs' order; [] where every job counted its tokens."""
+    if "tokens_total" not in groups or not groups["tokens_total"].isna().any():
+        return []
+    return [str(job) for job in groups.loc[groups["tokens_total"].isna(), "job"].unique()]

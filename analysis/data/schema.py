@@ -11,30 +11,32 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-# column -> kind; "?" ends the kind of a column that may hold nulls
+# column -> kind; "?" ends the kind of a column that may hold nulls (token counts: null in a run ingested from logs
+# that hold none, every row of it; grpo-lab's own runs always count them)
 CONTRACT: dict[str, dict[str, str]] = {
     "groups": {
         "run_id": "string", "step": "int", "prompt_id": "string", "difficulty": "string", "round": "int",
         "group_size": "int", "rewards": "list<float>", "correct": "list<bool>", "reward_mean": "float",
         "reward_std": "float", "n_correct": "int", "tie": "bool", "tie_kind": "string?", "used": "bool",
-        "tokens": "int", "samples_total": "int", "tokens_total": "int",
+        "tokens": "int?", "samples_total": "int", "tokens_total": "int?",
     },
     "steps": {
         "run_id": "string", "step": "int", "loss": "float?", "pg_loss": "float?", "kl": "float?",
         "clip_frac": "float?", "grad_norm": "float?", "lr": "float?", "reward_mean": "float?", "accuracy": "float?",
-        "tie_frac": "float?", "groups": "int", "samples": "int", "samples_total": "int", "tokens_total": "int",
+        "tie_frac": "float?", "groups": "int", "samples": "int", "samples_total": "int", "tokens_total": "int?",
         "t_rollout": "float?", "t_update": "float?", "t_total": "float?",
     },
     "eval": {
         "run_id": "string", "step": "int", "prompt_id": "string", "difficulty": "string", "sample": "int",
-        "answer": "string?", "correct": "bool", "tokens": "int",
+        "answer": "string?", "correct": "bool", "tokens": "int?",
     },
 }
 # columns a part may lack (written before they existed), checked like the contract's where present: an eval row's
 # sampling settings (analysis/data/settings.py; null in rows of an older part put beside a newer one)
 OPTIONAL: dict[str, dict[str, str]] = {
     "eval": {"n": "int?", "temperature": "float?", "top_p": "float?", "max_new_tokens": "int?",
-             "tokens_total": "int?", "answered": "bool?", "completion": "string?"},
+             "tokens_total": "int?", "answered": "bool?", "completion": "string?", "prompt": "string?",
+             "gold": "string?"},
     # a predicting sampler's pass rates (mopps, spo) and the answers read, in groups written since they were recorded
     "groups": {"predicted_rate": "float?", "n_answered": "int?"},
     # the rollout/train mismatch (grpo_lab/train/rollout_correction.py), in steps written since rollout.engine

@@ -5,6 +5,10 @@ Each group's tie is recomputed from its rewards (zero spread: every reward equal
 advantage 0), never read from a flag the tool logged; a sample is correct where its correctness column (the reward,
 or `--correct-from`) is at least `--correct-at`, so a tie's kind is all_correct, all_wrong, or other (tied on a
 value between, as continuous or shaped rewards can be).
+
+Token counts come from a logged field, else a tokenizer re-encoding the completion texts, else they are absent: the
+`tokens` and `tokens_total` columns are then null (the contract allows it for ingested runs), and the report leaves
+out what it would have measured with them (`TOKENS_ABSENT`), as run.json's `imported.absent` says.
 """
 
 from __future__ import annotations
@@ -21,6 +25,11 @@ from analysis.ingest.logs import IngestError, Logged
 
 PASS_RATE = "pass_rate"
 TOKEN_COLUMN = "completion_tokens"  # a column of generated token counts, used where the logs have it
+# what a run without token counts leaves out of its report (each section says so in one line where it would be)
+TOKENS_ABSENT = ("the report leaves out its section at equal tokens and the generated-tokens panel of the cost "
+                 "figure, and shows tokens as – in its spend and pass@k tables and its budget line")
+NO_TOKENS = (f"no `{TOKEN_COLUMN}` field (--tokens-from names another), no --tokenizer, and no tokenizer.json in the "
+             "source or its checkpoint-*/ folders")
 
 
 @dataclass(frozen=True)
@@ -40,7 +49,9 @@ class Built:
     groups: pa.Table
     steps: pa.Table
     eval: pa.Table | None
+    completions: pa.Table | None = None  # every logged completion's text, for the viewer (analysis/view)
     how: dict[str, str] = field(default_factory=dict)  # what the provenance says of each choice
+    absent: list[str] = field(default_factory=list)  # what the logs lacked that the tables would have held
     tie_check: dict | None = None  # the recomputed ties against the tool's own logged fraction, per step
 
 
@@ -59,13 +70,18 @@ def build(logged: Logged, run_id: str, reading: Reading) -> Built:
     """The groups, steps and eval tables of `logged` (IngestError, one line, for a field that is not there)."""
     how: dict[str, str] = {}
     samples = _prepared(logged.samples, reading, logged, how, "training")
+    absent = [] if samples["tokens"].notna().all() else [f"token counts ({NO_TOKENS}): {TOKENS_ABSENT}"]
     groups = _groups(samples, run_id, logged.reward_columns)
     steps = _steps(groups, logged.tool_steps, run_id)
+    completions = _completions(samples, groups)
     evaluated = None
     if len(logged.held_out):
         held_out = _prepared(logged.held_out, reading, logged, how, "held-out")
+        if held_out["tokens"].isna().any() and not absent:
+            absent.append(f"the evaluated samples' token counts ({NO_TOKENS}): their tokens are null")
         evaluated = _eval(held_out, groups, run_id, reading)
-    return Built(groups=groups, steps=steps, eval=evaluated, how=how, tie_check=_tie_check(steps, logged.tool_ties))
+    return Built(groups=groups, steps=steps, eval=evaluated, completions=completions, how=how, absent=absent,
+                 tie_check=_tie_check(steps, logged.tool_ties))
 
 
 def _prepared(frame: pd.DataFrame, reading: Reading, logged: Logged, how: dict, kind: str) -> pd.DataFrame:
@@ -75,7 +91,9 @@ def _prepared(frame: pd.DataFrame, reading: Reading, logged: Logged, how: dict, 
     value = _numbers(frame, reading.correct_from, logged)
     frame["correct"] = value >= reading.correct_at
     how["correct"] = f"`{reading.correct_from}` >= {reading.correct_at:g}"
-    frame["tokens"], how["tokens"] = _tokens(frame, reading, logged)
+    frame["tokens"], counted = _tokens(frame, reading, logged)
+    if how.setdefault("tokens", counted) != counted:  # held-out rows counted otherwise than training ones
+        how["tokens (held-out)"] = counted
     if reading.difficulty_from == PASS_RATE:
         first = frame[frame["step"] == frame.groupby("prompt_id")["step"].transform("min")]
         rate = first.groupby("prompt_id")["correct"].mean()
@@ -118,9 +136,10 @@ def _numbers(frame: pd.DataFrame, column: str, logged: Logged) -> np.ndarray:
     return values.to_numpy(np.float64)
 
 
-def _tokens(frame: pd.DataFrame, reading: Reading, logged: Logged) -> tuple[np.ndarray, str]:
-    """Each completion's token count, and how it was had: a logged field, else the completion text re-encoded."""
-    field_ = reading.tokens_from or (TOKEN_COLUMN if TOKEN_COLUMN in frame and reading.tokenizer is None else None)
+def _tokens(frame: pd.DataFrame, reading: Reading, logged: Logged) -> tuple[pd.Series, str]:
+    """Each completion's token count, and how it was had: a logged field (exact), else the completion text
+    re-encoded with `--tokenizer` or one saved in the source's checkpoints, else none (nulls)."""
+    field_ = reading.tokens_from or (TOKEN_COLUMN if TOKEN_COLUMN in frame else None)
     if field_ is not None:
         if field_ not in frame:
             raise IngestError(f"--tokens-from {field_}: no such field in {logged.source} (fields: {_fields(frame)})")
@@ -129,12 +148,12 @@ def _tokens(frame: pd.DataFrame, reading: Reading, logged: Logged) -> tuple[np.n
         if bad.any():
             at = int(np.argmax(bad))
             raise IngestError(f"{frame['where'].iloc[at]}: {field_} {frame[field_].iloc[at]!r} is no token count")
-        return counts.to_numpy(np.int64), f"the logged field `{field_}` (exact)"
+        # a reader that counted them from logged token ids says how (open-instruct's, NeMo-RL's)
+        said = logged.how.get("tokens") if field_ == TOKEN_COLUMN and not reading.tokens_from else None
+        return counts.astype(np.int64), said or f"the logged field `{field_}` (exact)"
     path = reading.tokenizer or _found_tokenizer(Path(logged.source))
     if path is None:
-        raise IngestError(f"{logged.source}: no token counts: log each completion's count as `{TOKEN_COLUMN}` "
-                          "(or name the field: --tokens-from), or pass --tokenizer (the model's tokenizer.json or its "
-                          "folder) to count the completion texts")
+        return pd.Series(None, index=frame.index, dtype=object), "none (null): not in the logs"
     from tokenizers import Tokenizer  # reads a JSON file: runs no code
 
     file = path / "tokenizer.json" if path.is_dir() else path
@@ -143,8 +162,9 @@ def _tokens(frame: pd.DataFrame, reading: Reading, logged: Logged) -> tuple[np.n
     except Exception as e:  # noqa: BLE001 (tokenizers raises its own exception kinds)
         raise IngestError(f"--tokenizer {file}: not a tokenizers JSON file ({str(e).splitlines()[0][:80]})") from None
     encoded = tokenizer.encode_batch(list(frame["completion"]), add_special_tokens=False)
-    return (np.array([len(e.ids) for e in encoded], dtype=np.int64),
-            f"the completion text re-encoded with `{file.name}` (no end token: a few tokens from exact)")
+    found = "" if reading.tokenizer else f" found at {path}"
+    return (pd.Series([len(e.ids) for e in encoded], index=frame.index, dtype=np.int64),
+            f"the completion text re-encoded with `{file.name}`{found} (no end token: a few tokens from exact)")
 
 
 def _found_tokenizer(source: Path) -> Path | None:
@@ -157,17 +177,24 @@ def _found_tokenizer(source: Path) -> Path | None:
     return saved[-1] if saved else None
 
 
-def _groups(samples: pd.DataFrame, run_id: str, reward_columns: list[str]) -> pa.Table:
-    """One row per group, in step order, then in the order the tool logged the groups' first rows."""
+def _in_groups(samples: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray, np.ndarray, np.ndarray]:
+    """The samples in step order, then in the order the tool logged the groups' first rows: (that frame, the rows
+    taking each group's samples together, groups in order; each group's size; where each group starts there)."""
     order = samples.iloc[np.lexsort((np.arange(len(samples)), samples["step"].to_numpy()))]
     code, _ = pd.factorize(order["step"].astype(str) + "\x00" + order["group"].astype(str))  # first seen, first
     rows = np.argsort(code, kind="stable")  # (samples,) each group's rows together, groups in order
     size = np.bincount(code)  # (groups,)
-    start = np.r_[0, np.cumsum(size)[:-1]]
+    return order, rows, size, np.r_[0, np.cumsum(size)[:-1]]
+
+
+def _groups(samples: pd.DataFrame, run_id: str, reward_columns: list[str]) -> pa.Table:
+    """One row per group, in step order, then in the order the tool logged the groups' first rows."""
+    order, rows, size, start = _in_groups(samples)
     first = rows[start]  # (groups,) each group's first row in `order`
     reward = order["reward"].to_numpy(np.float64)[rows]
     correct = order["correct"].to_numpy(bool)[rows]
-    tokens = np.add.reduceat(order["tokens"].to_numpy(np.int64)[rows], start)
+    counted = order["tokens"].notna().all()  # token counts are the run's, or none at all
+    tokens = np.add.reduceat(order["tokens"].to_numpy(np.int64)[rows], start) if counted else None
     n_correct = np.add.reduceat(correct.astype(np.int64), start)
     mean = np.add.reduceat(reward, start) / size
     spread = np.repeat(mean, size)
@@ -187,15 +214,56 @@ def _groups(samples: pd.DataFrame, run_id: str, reward_columns: list[str]) -> pa
         "reward_std": pa.array(np.sqrt(np.add.reduceat((reward - spread) ** 2, start) / size), pa.float32()),
         "n_correct": pa.array(n_correct, pa.int16()), "tie": pa.array(tie),
         "tie_kind": pa.array(np.where(tie, kind, None), pa.string()), "used": pa.array(np.ones(len(size), bool)),
-        "tokens": pa.array(tokens, pa.int32()), "samples_total": pa.array(np.cumsum(size), pa.int64()),
-        "tokens_total": pa.array(np.cumsum(tokens), pa.int64()), "unit": pa.array(unit, pa.int32()),
+        "tokens": _counts(tokens, len(size), pa.int32()), "samples_total": pa.array(np.cumsum(size), pa.int64()),
+        "tokens_total": _counts(None if tokens is None else np.cumsum(tokens), len(size), pa.int64()),
+        "unit": pa.array(unit, pa.int32()),
         # eq. 3 gives a sample a nonzero advantage where its reward is off its group's mean (none in a tie)
         "n_informative": pa.array(np.where(tie, 0, np.add.reduceat((reward != spread).astype(np.int64), start)),
                                   pa.int16()),
     }
+    if "truncated" in order:  # samples cut at the length limit, where the tool logged why each one ended
+        cut = order["truncated"].to_numpy(bool)[rows].astype(np.int64)
+        columns["truncated"] = pa.array(np.add.reduceat(cut, start), pa.int16())
+    if "advantage" in order:  # the advantage each sample trained with, as the tool logged it
+        logged = pd.to_numeric(order["advantage"], errors="coerce").to_numpy(np.float64)[rows]
+        columns["advantages"] = pa.ListArray.from_arrays(offsets, pa.array(logged.astype(np.float32)))
     for name in (c for c in reward_columns if c in order and c != "reward"):  # each function's own values
         columns[f"rewards_{name}"] = pa.ListArray.from_arrays(offsets, pa.array(order[name].to_numpy(np.float64)[rows]))
     return pa.table(columns)
+
+
+def _completions(samples: pd.DataFrame, groups: pa.Table) -> pa.Table:
+    """Every logged completion as a row of the completions table (grpo_lab/run/tables.py), its group's by the
+    groups table's order: the texts the viewer shows beside each group's numbers."""
+    order, rows, size, start = _in_groups(samples)
+    ordered = order.iloc[rows]
+    group = np.repeat(groups.column("unit").to_numpy(), size)  # the group's place among its step's groups
+    sample = np.arange(len(rows)) - np.repeat(start, size)
+    per_group = {c: np.repeat(groups.column(c).to_numpy(zero_copy_only=False), size)
+                 for c in ("run_id", "prompt_id", "difficulty", "tie", "tie_kind", "used")}
+    tokens = ordered["tokens"]
+    return pa.table({
+        "run_id": pa.array(per_group["run_id"]), "step": pa.array(ordered["step"].to_numpy(), pa.int32()),
+        "group": pa.array(group, pa.int32()), "prompt_id": pa.array(per_group["prompt_id"]),
+        "difficulty": pa.array(per_group["difficulty"]), "round": pa.array(np.zeros(len(rows)), pa.int16()),
+        "sample": pa.array(sample, pa.int16()), "group_size": pa.array(np.repeat(size, size), pa.int16()),
+        "prompt": pa.array(ordered["prompt"].astype(str).to_numpy(object)),
+        "gold": pa.nulls(len(rows), pa.string()),  # no tool logs the reference answer beside its completions
+        "completion": pa.array(ordered["completion"].astype(str).to_numpy(object)),
+        "answered": pa.nulls(len(rows), pa.bool_()), "answer": pa.nulls(len(rows), pa.string()),
+        "tokens": pa.array(tokens.to_numpy(), pa.int32(), from_pandas=True),
+        "reward": pa.array(ordered["reward"].to_numpy(np.float64), pa.float32()),
+        "correct": pa.array(ordered["correct"].to_numpy(bool)),
+        "truncated": (pa.array(ordered["truncated"].to_numpy(bool)) if "truncated" in ordered
+                      else pa.nulls(len(rows), pa.bool_())),
+        "tie": pa.array(per_group["tie"]), "tie_kind": pa.array(per_group["tie_kind"], pa.string()),
+        "used": pa.array(per_group["used"]),
+    })
+
+
+def _counts(values: np.ndarray | None, n: int, kind: pa.DataType) -> pa.Array:
+    """Token counts as a column: null where the run has none (never 0, which would read as "no tokens")."""
+    return pa.nulls(n, kind) if values is None else pa.array(values, kind)
 
 
 def _steps(groups: pa.Table, tool_steps: pd.DataFrame | None, run_id: str) -> pa.Table:
@@ -217,9 +285,10 @@ def _steps(groups: pa.Table, tool_steps: pd.DataFrame | None, run_id: str) -> pa
     for name in ("tie_frac", "groups", "samples", "samples_total", "tokens_total"):
         frame[name] = per[name]
     table = pa.Table.from_pandas(frame, preserve_index=False)
-    # a metric the tool never logged is null, not NaN: "not recorded", never a number
-    return table.from_arrays([pa.array(table.column(c).to_numpy(zero_copy_only=False), from_pandas=True)
-                              if c in metrics else table.column(c) for c in table.column_names],
+    # a metric the tool never logged is null, not NaN: "not recorded", never a number; token counts likewise
+    nullable = {**dict.fromkeys(metrics, pa.float64()), "tokens_total": pa.int64()}
+    return table.from_arrays([pa.array(table.column(c).to_numpy(zero_copy_only=False), nullable[c], from_pandas=True)
+                              if c in nullable else table.column(c) for c in table.column_names],
                              names=table.column_names)
 
 
@@ -230,7 +299,10 @@ def _eval(held_out: pd.DataFrame, groups: pa.Table, run_id: str, reading: Readin
     frame["sample"] = frame.groupby(["step", "prompt_id"]).cumcount()
     frame["n"] = frame.groupby(["step", "prompt_id"])["sample"].transform("size")
     totals = groups.select(["step", "samples_total", "tokens_total"]).to_pandas().groupby("step").max()
-    drawn = totals.reindex(range(int(max(totals.index.max(), frame["step"].max())) + 1)).ffill().fillna(0)
+    drawn = totals.reindex(range(int(max(totals.index.max(), frame["step"].max())) + 1)).ffill()
+    drawn["samples_total"] = drawn["samples_total"].fillna(0)  # before the first training step: none drawn
+    if totals["tokens_total"].notna().all():
+        drawn["tokens_total"] = drawn["tokens_total"].fillna(0)
     if reading.answer_from is not None and reading.answer_from not in frame:
         raise IngestError(f"--answer-from {reading.answer_from}: no such field in the held-out rows "
                           f"(fields: {_fields(frame)})")
@@ -244,10 +316,10 @@ def _eval(held_out: pd.DataFrame, groups: pa.Table, run_id: str, reading: Readin
         "sample": pa.array(frame["sample"].to_numpy(), pa.int32()),
         "answer": pa.array(answers, pa.string()),
         "correct": pa.array(frame["correct"].to_numpy(bool)),
-        "tokens": pa.array(frame["tokens"].to_numpy(), pa.int32()),
+        "tokens": pa.array(frame["tokens"].to_numpy(), pa.int32(), from_pandas=True),
         "n": pa.array(frame["n"].to_numpy(), pa.int32()),
         "samples_total": pa.array(drawn["samples_total"].reindex(frame["step"]).to_numpy(np.int64), pa.int64()),
-        "tokens_total": pa.array(drawn["tokens_total"].reindex(frame["step"]).to_numpy(np.int64), pa.int64()),
+        "tokens_total": pa.array(drawn["tokens_total"].reindex(frame["step"]).to_numpy(), pa.int64(), from_pandas=True),
     })
 
 

@@ -4,7 +4,8 @@ What TRL writes (trl/trainer/grpo_trainer.py, `log`): at every logging step, the
 (a window of `generation_batch_size` completions): `step` (the global step at the log), `prompt`, `completion`
 (text, or chat messages), one column per reward function (its raw value, before `reward_weights`), the columns
 reward functions logged with `log_extra`, and `advantage`. It records no group id: a group is `num_generations`
-consecutive completions of one prompt (TRL's RepeatSampler), and no token counts. So:
+consecutive completions of one prompt (TRL's RepeatSampler), and no token counts. So (the grouping is
+`grouping.py`'s, shared with NeMo-RL's):
 
 - groups are the runs of one prompt within a file, cut into groups of G (`--group-size`, else the greatest common
   divisor of those runs' lengths, said in the provenance); a run whose length is no multiple of G is refused;
@@ -15,13 +16,18 @@ consecutive completions of one prompt (TRL's RepeatSampler), and no token counts
   to reward - group mean, as every `scale_rewards` makes them), else the weights are wrong and the ingest says so;
 - the reward functions are named by `trainer_state.json` (`rewards/<name>/mean`) where the run saved it, else the
   float columns between `completion` and the first extra column;
-- TRL's own `frac_reward_zero_std` per step (trainer_state.json) is kept to be compared with the recomputed ties.
+- TRL's own `frac_reward_zero_std` per step (trainer_state.json) is kept to be compared with the recomputed ties;
+- token counts: a `completion_tokens` column where a reward function logged one (`log_extra`), else the completion
+  texts re-encoded with `--tokenizer`, else with the tokenizer.json TRL saved with the processing class (the
+  output_dir's own, else its latest `checkpoint-<step>/`: `Trainer._save`), else none: a plain run
+  (`log_completions=True` and nothing more) ingests with its tokens null, the token-aligned parts of its report
+  left out, and run.json's `imported.absent` and the ingest's summary say so.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
-import math
 import re
 from pathlib import Path
 
@@ -29,10 +35,13 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 
+from analysis.ingest.grouping import advantages_off, common_size, consecutive_groups
 from analysis.ingest.logs import IngestError, Logged
 from analysis.ingest.text import as_text
+from analysis.ingest.tool import Option, Tool
 
 FILE = re.compile(r"completions_(\d+)\.parquet")
+SIZE = "TRL's num_generations"  # what the group size is called, in messages
 REQUIRED = ("step", "prompt", "completion", "advantage")
 
 
@@ -76,10 +85,14 @@ def read(source: Path, group_size: int | None = None, reward_weights: list[float
         raise IngestError(f"{at}: every reward function gave None (NaN) for this completion: TRL trains it with "
                           "advantage 0 and no reward; such rows cannot enter a group's rewards")
     samples["reward"] = np.nansum(values * np.asarray(weights), axis=1)
-    samples["group"] = ""
-    g = group_size or _group_size(samples)
-    samples["group"] = _consecutive_groups(samples, g)
-    _check_advantages(samples, weights, rewards)
+    g = group_size or common_size(samples, "prompt", SIZE)
+    samples["group"] = consecutive_groups(samples, "prompt", g, SIZE)
+    off = advantages_off(samples, samples["group"].to_numpy())
+    if off is not None:  # every scale_rewards of TRL's sum_then_normalize makes them proportional to r - mean
+        weights_text = ", ".join(f"{c}={w:g}" for c, w in zip(rewards, weights))
+        raise IngestError(f"{samples['where'].iloc[off[0]]}: the logged advantages of this group do not follow "
+                          f"from its rewards summed with weights {weights_text} (pass TRL's reward_weights as "
+                          "--reward-weights; multi_objective_aggregation='normalize_then_sum' is not read)")
     extras = [c for c in columns if c not in (*REQUIRED, "where", *rewards)]
     how = {
         "grouping": (f"{g} consecutive completions of one prompt within a file (TRL's num_generations; "
@@ -126,54 +139,6 @@ def _read_file(path: Path, source: Path) -> pd.DataFrame:
         raise IngestError(f"{rel}:row {bad}: step {frame['step'].iloc[bad]!r} is no step number")
     frame["step"] = steps.astype(np.int64)
     return frame
-
-
-def _group_size(samples: pd.DataFrame) -> int:
-    """The greatest common divisor of the lengths of the runs of one prompt within a file."""
-    lengths = [len(run) for run in _runs(samples)]
-    g = math.gcd(*lengths)
-    if g < 2:
-        raise IngestError(f"{samples['where'].iloc[0].rsplit(':', 1)[0]}: cannot tell TRL's num_generations: runs "
-                          f"of one prompt have lengths {sorted(set(lengths))[:5]} (pass --group-size)")
-    return g
-
-
-def _runs(samples: pd.DataFrame) -> list[np.ndarray]:
-    """Row indices of each run of one prompt within one file, in order."""
-    file = samples["where"].str.rsplit(":", n=1).str[0].to_numpy()
-    prompt = samples["prompt"].to_numpy()
-    starts = np.flatnonzero(np.r_[True, (prompt[1:] != prompt[:-1]) | (file[1:] != file[:-1])])
-    return np.split(np.arange(len(samples)), starts[1:])
-
-
-def _consecutive_groups(samples: pd.DataFrame, g: int) -> np.ndarray:
-    keys = np.empty(len(samples), dtype=object)
-    for n, run in enumerate(_runs(samples)):
-        if len(run) % g:
-            raise IngestError(f"{samples['where'].iloc[run[0]]}: {len(run)} consecutive completions of one prompt, "
-                              f"not a multiple of the group size {g} (TRL's num_generations: --group-size)")
-        for k in range(0, len(run), g):
-            keys[run[k:k + g]] = f"{n}.{k // g}"
-    return keys
-
-
-def _check_advantages(samples: pd.DataFrame, weights: list[float], rewards: list[str]) -> None:
-    """Each group's logged advantages are proportional to reward - group mean (every scale_rewards of TRL's
-    sum_then_normalize gives that), with one sign; else the rewards were summed otherwise than TRL did."""
-    r = samples["reward"].to_numpy(np.float64)
-    a = pd.to_numeric(samples["advantage"], errors="coerce").to_numpy(np.float64)
-    for _, idx in samples.groupby("group", sort=False).indices.items():
-        d = r[idx] - r[idx].mean()
-        adv = a[idx]
-        if np.isnan(adv).any():
-            continue
-        scale = float(d @ adv / (d @ d)) if (d @ d) > 0 else 0.0
-        off = np.abs(adv - scale * d).max()
-        if scale < 0 or off > 1e-3 * max(1.0, np.abs(adv).max()) + (1e-2 if scale == 0 else 0):
-            weights_text = ", ".join(f"{c}={w:g}" for c, w in zip(rewards, weights))
-            raise IngestError(f"{samples['where'].iloc[idx[0]]}: the logged advantages of this group do not follow "
-                              f"from its rewards summed with weights {weights_text} (pass TRL's reward_weights as "
-                              "--reward-weights; multi_objective_aggregation='normalize_then_sum' is not read)")
 
 
 def _trainer_state(source: Path) -> dict | None:
@@ -248,3 +213,20 @@ def _version(source: Path) -> str | None:
             if m:
                 return m.group(1)
     return None
+
+
+def _weights(text: str) -> list[float]:
+    try:
+        return [float(w) for w in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: not comma-separated numbers") from None
+
+
+TOOL = Tool(
+    name="trl", title="TRL", read=read,
+    source="the run's output_dir (or its completions/ folder)",
+    example="python -m analysis.ingest trl runs/trl --out runs/trl-run --correct-from accuracy "
+            "--difficulty-from level",
+    options=(Option("reward_weights", "GRPOConfig's reward_weights, one per reward function (default 1 each)",
+                    _weights, "W1,W2,..."),),
+)

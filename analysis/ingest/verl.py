@@ -20,7 +20,6 @@ ties it filtered are not in the dump (said in the provenance when the dump has n
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from pathlib import Path
@@ -28,8 +27,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from analysis.ingest.jsonl import objects
 from analysis.ingest.logs import IngestError, Logged
 from analysis.ingest.text import as_text
+from analysis.ingest.tool import Option, Tool
 
 FILE = re.compile(r"(\d+)\.jsonl")
 REQUIRED = ("input", "output", "score")
@@ -37,6 +38,9 @@ REQUIRED = ("input", "output", "score")
 
 def read(source: Path, group_size: int | None = None, validation: Path | None = None) -> Logged:
     """The verl rollout dumps in `source` and, with `validation`, its validation dumps."""
+    if validation is not None and not Path(validation).is_dir():
+        raise IngestError(f"--validation {validation}: no such folder")
+    validation = Path(validation) if validation is not None else None
     samples, files = _read_folder(source, "rollout_data_dir")
     val_files: list[str] = []
     samples["group"] = _group_keys(samples, group_size, held_out=False)
@@ -83,29 +87,19 @@ def _read_file(path: Path, folder: Path) -> list[dict]:
     rel = path.relative_to(folder.parent) if folder.parent != folder else path.name
     file_step = int(FILE.fullmatch(path.name).group(1))
     rows = []
-    with open(path, encoding="utf-8", errors="strict") as f:
-        for number, line in enumerate(f, start=1):
-            where = f"{rel}:{number}"
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except ValueError as e:
-                raise IngestError(f"{where}: not a JSON line ({e.msg} at column {e.colno})") from None
-            if not isinstance(row, dict):
-                raise IngestError(f"{where}: a JSON {type(row).__name__}, not an object")
-            missing = [k for k in REQUIRED if k not in row]
-            if missing:
-                raise IngestError(f"{where}: no {missing[0]!r} (verl's dumps have {', '.join(REQUIRED)}, step)")
-            score = row["score"]
-            if isinstance(score, bool) or not isinstance(score, (int, float)) or not math.isfinite(score):
-                raise IngestError(f"{where}: score {score!r} is not a finite number")
-            step = row.get("step", file_step)
-            if isinstance(step, bool) or not isinstance(step, int) or step != file_step:
-                raise IngestError(f"{where}: step {step!r} where the file is step {file_step}")
-            row.update(step=step, where=where, reward=float(score),
-                       prompt=as_text(row["input"], where), completion=as_text(row["output"], where, True))
-            rows.append(row)
+    for where, row in objects(path, rel):
+        missing = [k for k in REQUIRED if k not in row]
+        if missing:
+            raise IngestError(f"{where}: no {missing[0]!r} (verl's dumps have {', '.join(REQUIRED)}, step)")
+        score = row["score"]
+        if isinstance(score, bool) or not isinstance(score, (int, float)) or not math.isfinite(score):
+            raise IngestError(f"{where}: score {score!r} is not a finite number")
+        step = row.get("step", file_step)
+        if isinstance(step, bool) or not isinstance(step, int) or step != file_step:
+            raise IngestError(f"{where}: step {step!r} where the file is step {file_step}")
+        row.update(step=step, where=where, reward=float(score),
+                   prompt=as_text(row["input"], where), completion=as_text(row["output"], where, True))
+        rows.append(row)
     return rows
 
 
@@ -136,3 +130,13 @@ def _group_keys(samples: pd.DataFrame, group_size: int | None, held_out: bool) -
             f"(each prompt's {key}; a prompt twice in one batch forms one group of twice the size unless the dump "
             "has `uid`)")
     return groups.to_numpy(object)
+
+
+TOOL = Tool(
+    name="verl", title="verl", read=read,
+    source="the folder trainer.rollout_data_dir named",
+    example="python -m analysis.ingest verl DIR --validation VAL --out runs/verl-run --correct-from acc "
+            "--answer-from pred --tokenizer MODEL_DIR",
+    options=(Option("validation", "the folder trainer.validation_data_dir named (held-out evaluations)", Path,
+                    "DIR"),),
+)

@@ -21,7 +21,7 @@ from analysis.ingest.logs import IngestError
 
 MARKER = ".grpo-lab-ingest"
 WRITTEN_BY = "python -m analysis.ingest"
-TABLES = ("groups", "steps", "eval")
+TABLES = ("groups", "steps", "eval", "completions")
 
 
 def owned_files(out: Path) -> list[str] | None:

@@ -77,7 +77,9 @@ def flags(groups: pd.DataFrame) -> pd.DataFrame:
     sum. Computed once, it is passed to them."""
     counts = _counts(groups)
     first = groups["round"].to_numpy() == 0
-    return pd.DataFrame({**counts, "job": groups["job"].array, "tokens": groups["tokens"].to_numpy(np.int64),
+    # a run ingested from logs without token counts has none (null): NaN, never a number cast from it
+    tokens = groups["tokens"].to_numpy(np.float64 if groups["tokens"].isna().any() else np.int64)
+    return pd.DataFrame({**counts, "job": groups["job"].array, "tokens": tokens,
                          "round0": np.where(first, counts["samples"], 0),
                          "round0_correct": np.where(first, groups["n_correct"].to_numpy(np.int64), 0)},
                         index=groups.index, copy=False)  # made here: no copy, no block of every int column
@@ -92,14 +94,17 @@ def spend(groups: pd.DataFrame, arm: Sequence[str], by_difficulty: bool = False,
     keys = ["job", *(["difficulty"] if by_difficulty else [])]
     if by_difficulty:
         counted = counted.assign(difficulty=groups["difficulty"])
-    per_job = counted.groupby(keys, observed=True).agg(
-        groups=("samples", "size"), samples=("samples", "sum"), tokens=("tokens", "sum"),
-        informative=("informative", "sum"), wasted=("wasted", "sum")).reset_index()
+    by_job = counted.groupby(keys, observed=True)
+    per_job = by_job.agg(groups=("samples", "size"), samples=("samples", "sum"), informative=("informative", "sum"),
+                         wasted=("wasted", "sum"))
+    per_job.insert(2, "tokens", by_job["tokens"].sum(skipna=False))  # NaN: a job without token counts
+    per_job = per_job.reset_index()
     if by_difficulty:  # as text, like every key the report shows
         per_job["difficulty"] = per_job["difficulty"].astype(str)
     per_job = per_job.join(job_arms(groups, arm), on="job")
-    out = per_job.groupby([*arm, *keys[1:]], observed=True, dropna=False).agg(
-        jobs=("job", "nunique"), **{c: (c, "sum") for c in ("groups", "samples", "tokens", "informative", "wasted")})
+    by_arm = per_job.groupby([*arm, *keys[1:]], observed=True, dropna=False)
+    out = by_arm.agg(jobs=("job", "nunique"), **{c: (c, "sum") for c in ("groups", "samples", "informative", "wasted")})
+    out.insert(3, "tokens", by_arm["tokens"].sum(skipna=False))
     out["samples_per_job"] = out["samples"] / out["jobs"]
     out["wasted_frac"] = out["wasted"] / out["samples"]
     return sort_naturally(out.reset_index(), [*arm, *keys[1:]])

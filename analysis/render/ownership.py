@@ -24,7 +24,8 @@ from typing import NoReturn
 
 REPORT = "REPORT.md"  # the page a reader opens: the findings, the figures that carry them, short tables
 DETAILS = "DETAILS.md"  # the second page, linked from the first: provenance, every test, the longer sections
-OWN = (REPORT, DETAILS, "figures/*.png", "tables/*.csv")  # what a build writes; nothing else is ever its own
+VIEWER = "viewer.html"  # every group on one page, where the build was asked for it (`--viewer`)
+OWN = (REPORT, DETAILS, VIEWER, "figures/*.png", "tables/*.csv")  # what a build writes; nothing else is its own
 MARKER = ".grpo-lab-report"
 WRITTEN_BY = "python -m analysis"
 # a job's record, its disk reserve while it runs, or its writer's lock (grpo_lab/run/lock.py): a `.lock` counts

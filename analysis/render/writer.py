@@ -27,6 +27,7 @@ from analysis.render.ownership import (
     DETAILS,
     MARKER,
     REPORT,
+    VIEWER,
     ReportNotWritable,
     claim,
     is_marker,
@@ -35,6 +36,7 @@ from analysis.render.ownership import (
     marked_files,
     marker_text,
 )
+from analysis.view.page import is_viewer_page
 
 __all__ = ["DETAILS", "REPORT", "Files", "ReportNotWritable", "finish_build", "relative", "relative_paths",
            "start_build", "write_report"]
@@ -169,6 +171,8 @@ def _carry(out: Path, building: Path, own: frozenset[str]) -> list[tuple[Path, i
                 info = os.lstat(source)
                 if is_marker(relative) or (relative in own and stat.S_ISREG(info.st_mode)):
                     continue
+                if relative == VIEWER and (building / VIEWER).exists() and is_viewer_page(source):
+                    continue  # a page `python -m analysis.view` wrote here: a `--viewer` build writes it anew
                 mode = _carry_one(source, building / relative, info)
             except FileExistsError:
                 raise ReportNotWritable(f"cannot write the report in {out}: {relative} there is not the report's own "

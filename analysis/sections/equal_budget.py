@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from analysis.data.imported import without_tokens
 from analysis.data.load import Tables
 from analysis.measures.spend import across_seeds, budget_curves, tokens_per_sample
 from analysis.render import curves as figures
@@ -21,6 +22,12 @@ def section(tables: Tables, ctx: Context, counted: pd.DataFrame | None, budget: 
     groups, arm = tables.groups, list(ctx.arm)
     if groups.empty:
         return None
+    uncounted = without_tokens(groups) if budget == "tokens" else []
+    if uncounted:  # an ingested run whose tool logged no token counts: no budget of tokens to align at
+        named = ", ".join(f"`{job}`" for job in uncounted[:markdown.MAX_LISTED]) + (
+            f" and {len(uncounted) - markdown.MAX_LISTED} more" if len(uncounted) > markdown.MAX_LISTED else "")
+        return Section(text=f"## At equal {budget}\n\nNot measured: {named} record{'s' * (len(uncounted) == 1)} no "
+                       "token counts (imported from logs that hold none: the provenance says what each source lacks).")
     files = Files()
     curves = budget_curves(groups, arm, budget, BUDGET_POINTS, counted=counted)
     bands = across_seeds(curves, arm)

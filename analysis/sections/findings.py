@@ -120,8 +120,12 @@ def _budget(budgets: pd.DataFrame | None) -> str:
         return "each job to its end"
     samples, tokens = budgets["samples"].astype(float), budgets["tokens"].astype(float)
     drawn = f"{samples.iloc[0]:,.0f}" if samples.nunique() == 1 else f"{samples.min():,.0f}–{samples.max():,.0f}"
+    if tokens.isna().all():  # runs ingested from logs that hold no token counts
+        return f"{drawn} samples per job (arm means; generated tokens not recorded)"
     generated = f"{tokens.min():,.0f}" if tokens.min() == tokens.max() else f"{tokens.min():,.0f}–{tokens.max():,.0f}"
-    return f"{drawn} samples and {generated} generated tokens per job (arm means)"
+    unknown = f", not recorded for {tokens.isna().sum()} arm{'s' * (tokens.isna().sum() > 1)}" if tokens.isna().any() \
+        else ""
+    return f"{drawn} samples and {generated} generated tokens per job (arm means{unknown})"
 
 
 def _alignment(alignment, tests: pd.DataFrame) -> str:

@@ -20,5 +20,7 @@ def section(tables: Tables, ctx: Context) -> Section:
         f"{compared}; {len(jobs)} job{'s' * (len(jobs) != 1)} ({seeds} seed{'s' * (seeds != 1)} per "
         f"arm){setup_text(jobs)}. Findings first; the "
         "command, code, packages and machine are in the collapsed block below them; every test, the wall times, "
-        "the resolved config and the longer sections are on the second page, [DETAILS.md](DETAILS.md).",
+        "the resolved config and the longer sections are on the second page, [DETAILS.md](DETAILS.md)."
+        + (" Every group, its replies and its tie, with filters and a tie heatmap per arm: [viewer.html](viewer.html) "
+           "(one file; open it from disk)." if ctx.viewer else ""),
     ]))

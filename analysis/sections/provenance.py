@@ -107,7 +107,7 @@ def provenance(tables: Tables, arm: Sequence[str], report_dir: Path, command: st
     ])
 
 
-TOOLS = {"trl": "TRL", "verl": "verl"}  # tool -> its name in prose
+TOOLS = {"trl": "TRL", "verl": "verl"}  # tool -> its name in prose, for runs ingested before run.json recorded it
 
 
 def _imported(jobs: pd.DataFrame, report_dir: Path) -> list[str]:
@@ -123,7 +123,7 @@ def _imported(jobs: pd.DataFrame, report_dir: Path) -> list[str]:
 
 def _source_line(block: dict, report_dir: Path) -> str:
     """Where an imported run came from, how its ties agree with the tool's own count, what its source lacks."""
-    tool = TOOLS.get(str(block.get("tool")), str(block.get("tool")))
+    tool = str(block.get("title") or TOOLS.get(str(block.get("tool")), str(block.get("tool"))))
     version = f"{tool} {block['version']}" if block.get("version") else f"{tool} (version not recorded)"
     files = [str(f) for f in block.get("files") or []]
     shown = f"`{files[0]}` to `{files[-1]}`" if len(files) > 1 else f"`{files[0]}`" if files else "no file"

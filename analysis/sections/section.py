@@ -22,6 +22,7 @@ class Context:
     names: Mapping[str, str]  # what each difficulty label is ("1" -> "1+1 digits"), as the runs recorded
     # each arm's colour in every figure, by its label (`render.canvas.report_colours`); None: each figure its own
     colours: Mapping[str, str] | None = None
+    viewer: bool = False  # the build writes every group on one page beside the report (viewer.html)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -229,8 +229,8 @@ def judges_for(problems: Sequence[Problem], n: int, kind: str, grader) -> list[C
 
 def score_rollout(ro: Rollout, problems: list[Problem], kind: str, weights: RewardWeights, scorer: Scorer,
                   answer_format: str = "bare", grader=None):
-    """Rewards, correctness and whether an answer was read as (B, G) arrays, and how many answers' checks ran
-    out of time."""
+    """Rewards, correctness and the answer read (None: none in the task's format) as (B, G) arrays, and how many
+    answers' checks ran out of time."""
     import numpy as np  # here: the scoring workers import this module and need no numpy
 
     g = ro.group_size
@@ -240,5 +240,6 @@ def score_rollout(ro: Rollout, problems: list[Problem], kind: str, weights: Rewa
                               judges_for(problems, g, kind, grader))
     rewards = np.array([s.reward for s in scored], dtype=np.float32).reshape(-1, g)
     correct = np.array([s.correct for s in scored], dtype=bool).reshape(-1, g)
-    answered = np.array([s.answer is not None for s in scored], dtype=bool).reshape(-1, g)
-    return rewards, correct, answered, sum(s.timed_out for s in scored)
+    answers = np.empty(len(scored), dtype=object)
+    answers[:] = [s.answer for s in scored]
+    return rewards, correct, answers.reshape(-1, g), sum(s.timed_out for s in scored)

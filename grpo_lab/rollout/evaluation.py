@@ -70,7 +70,8 @@ def evaluate(
             kept[p.difficulty] = kept.get(p.difficulty, 0) + keep
             rows.append(dict(run_id=run_id, step=step, prompt_id=p.prompt_id, difficulty=p.difficulty,
                              sample=k % n, answer=s.answer, answered=s.answer is not None, correct=s.correct,
-                             tokens=lengths[k], **setting, completion=ro.texts[k] if keep else None))
+                             tokens=lengths[k], **setting, completion=ro.texts[k] if keep else None,
+                             prompt=p.prompt if keep else None, gold=p.answer if keep else None))
     model.train(was_training)
     return rows
 

@@ -37,10 +37,11 @@ def completion_rows(groups: list[Group], group_rows: list[dict], keep: int,
     rows: list[dict] = []
     for index, kept in kept_groups(groups, keep, first_of_each_difficulty):
         grp, row = groups[index], group_rows[index]
-        truncated = grp.samples.truncated.tolist()
+        truncated, lengths = grp.samples.truncated.tolist(), grp.samples.lengths.tolist()
         for j in range(kept):
             rows.append(dict({k: row[k] for k in GROUP_KEYS}, group=index, sample=j, prompt=grp.problem.prompt,
-                             completion=grp.samples.texts[j],
+                             gold=grp.problem.answer, completion=grp.samples.texts[j],
                              answered=None if grp.answered is None else bool(grp.answered[j]),
+                             answer=None if grp.answers is None else grp.answers[j], tokens=int(lengths[j]),
                              reward=float(grp.rewards[j]), correct=bool(grp.correct[j]), truncated=bool(truncated[j])))
     return rows

@@ -115,8 +115,11 @@ EVAL = pa.schema([
     ("top_p", pa.float32()),
     ("max_new_tokens", pa.int32()),
     # the reply, kept for the first few samples of each difficulty at the base evaluation (null elsewhere): what a
-    # reader, and the warning of a run that cannot learn, quote
+    # reader, and the warning of a run that cannot learn, quote; with its prompt and the reference answer (null
+    # where the reply is)
     ("completion", pa.string()),
+    ("prompt", pa.string()),
+    ("gold", pa.string()),
 ])
 
 # A few completions a step (log_completions=N), so a reader sees what groups and ties look like.
@@ -130,8 +133,11 @@ COMPLETIONS = pa.schema([
     ("sample", pa.int16()),  # index within its group
     ("group_size", pa.int16()),  # samples in the whole group (rows kept may be fewer when log_completions < G)
     ("prompt", pa.string()),
+    ("gold", pa.string()),  # the problem's reference answer
     ("completion", pa.string()),  # untrusted model output, as decoded
     ("answered", pa.bool_()),  # an answer could be read from it in the task's answer format (null: not recorded)
+    ("answer", pa.string()),  # the answer read (null: none, or not recorded)
+    ("tokens", pa.int32()),  # tokens generated for it, the end token included
     ("reward", pa.float32()),
     ("correct", pa.bool_()),
     ("truncated", pa.bool_()),

@@ -117,8 +117,9 @@ def merge_groups(groups: list[Group]) -> Group:
 
     samples = join_rollouts([g.samples for g in groups], pad_id=0) if first.samples is not None else None
     answered = None if any(g.answered is None for g in groups) else np.concatenate([g.answered for g in groups])
+    answers = None if any(g.answers is None for g in groups) else np.concatenate([g.answers for g in groups])
     return Group(first.problem, first.round, samples, rewards, correct, tie, rank=first.rank,
-                 tokens=sum(g.tokens for g in groups), answered=answered,
+                 tokens=sum(g.tokens for g in groups), answered=answered, answers=answers,
                  prompt_tokens=sum(g.prompt_tokens for g in groups))  # each chunk's prompt was prefilled
 
 

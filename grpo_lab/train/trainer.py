@@ -178,14 +178,14 @@ class Trainer:
                                     generator=self.generator, end_ids=self.end_ids,
                                     max_rows=cfg.rollout.max_rows_per_call, stop=cfg.rollout.stop,
                                     fast=cfg.model.fast_math)
-            rewards, correct, answered, timeouts = score_rollout(ro, mine, self.task.answer_kind, self.weights,
-                                                                 self.scorer, self.task.answer_format, self.task.grader)
+            rewards, correct, answers, timeouts = score_rollout(ro, mine, self.task.answer_kind, self.weights,
+                                                                self.scorer, self.task.answer_format, self.task.grader)
             # population std in float64, as eq. 3; one answer ties with nothing (SPO's groups of one)
             ties = (rewards.astype(np.float64).std(axis=1) <= cfg.algo.std_eps) & (rewards.shape[1] > 1)
             prompts = ro.prompt_mask.sum(1).tolist()  # each prompt's tokens, prefilled once for its group
             groups = [Group(p, rnd, chunk, rewards[i], correct[i], bool(ties[i]), rank=rank,
                             tokens=int(chunk.lengths.sum()), truncated=int(chunk.truncated.sum()),
-                            answered=answered[i], prompt_tokens=int(prompts[i]))
+                            answered=np.not_equal(answers[i], None), answers=answers[i], prompt_tokens=int(prompts[i]))
                       for i, (p, chunk) in enumerate(zip(mine, split_groups(ro)))]
         if world == 1:
             self.score_timeouts += timeouts
