@@ -70,9 +70,10 @@
   const s = D.sample;
   document.getElementById("summary").textContent =
     `${s.shown.toLocaleString("en")} of ${s.total.toLocaleString("en")} groups on this page ` +
-    `(${s.train_total.toLocaleString("en")} training draws, ${s.held_out_total.toLocaleString("en")} held-out groups ` +
-    `of the base evaluation with their replies); ${plural(D.jobs.length, "job")}, ${plural(D.arms.length, "arm")}` +
-    (D.arm_keys.length ? ` told apart by ${D.arm_keys.join(", ")}` : "") + `. Source: ${D.source}.`;
+    `(${s.train_total.toLocaleString("en")} training draws` +
+    (s.held_out_total ? `, ${s.held_out_total.toLocaleString("en")} held-out groups of the base evaluation with their replies` : "") +
+    `); ${plural(D.jobs.length, "job")}, ${plural(D.arms.length, "arm")}` +
+    (D.arms.length > 1 && D.arm_keys.length ? ` told apart by ${D.arm_keys.join(", ")}` : "") + `. Source: ${D.source}.`;
   document.getElementById("rule").textContent = s.rule;
   if (!s.whole) document.getElementById("how").open = true;
 
