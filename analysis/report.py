@@ -1,10 +1,9 @@
 """The report: `REPORT.md` for a run or sweep directory, its figures beside it (`figures/*.png`)
 and every table it shows as CSV (`tables/*.csv`), all computed from the run's tables.
 
-This module only assembles: it loads the tables, runs the sections (`analysis.sections`) in the
-order their values flow (the comparisons of held-out, what-trained and ties make the tests' family;
-the tests feed the ranking; ranking, coverage and ties feed the Findings), and writes them in the
-order a reader wants them.
+This module only assembles: it loads the tables, has the runner (`analysis.runner`) make the parts the
+sections share in the order their values flow (`analysis.parts` declares what each reads and needs), and writes
+the sections in the order a reader wants them (`PAGE`, `DETAILS_PAGE`).
 """
 
 from __future__ import annotations
@@ -15,63 +14,29 @@ import warnings
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
-from functools import partial
 from pathlib import Path
 
 import pandas as pd
 
-from analysis import scheduler
+from analysis import parts, runner, scheduler
 from analysis.data import select, settings
 from analysis.data.alignment import with_tokens
 from analysis.data.arms import arm_keys, arms_as_text
 from analysis.data.checkpoints import attach_samples
-from analysis.data.completions import read_completions
 from analysis.data.config import launch_command, report_against
-from analysis.data.load import Tables, load, source_names
+from analysis.data.load import Tables, load
 from analysis.data.plan import missing_jobs
 from analysis.data.records import difficulty_names
 from analysis.data.resources import attach_updates
-from analysis.measures import equal_updates
-from analysis.measures.construction import fixed_by_rule
-from analysis.measures.equal_updates import updates_per_arm
 from analysis.measures.health import MISMATCH_COLUMNS
-from analysis.measures.questions import questions
-from analysis.measures.spend import budgets_per_arm
 from analysis.measures.tie_learning import split_reused
 from analysis.measures.tied_loss import STEPS_COLUMNS as TIED_LOSS_COLUMNS
 from analysis.measures.transfer import ReferenceUnreadable, read_reference
-from analysis.measures.verdict import reference_arm
 from analysis.render.canvas import report_colours
 from analysis.render.ownership import VIEWER
 from analysis.render.paging import MAX_LINES, anchor, move_long_tables
 from analysis.render.writer import finish_build, start_build, write_report
-from analysis.sections import (
-    at_k,
-    cost,
-    coverage,
-    equal_budget,
-    examples,
-    failures,
-    findings,
-    group_size,
-    header,
-    health,
-    heldout,
-    in_words,
-    jobs,
-    persistence,
-    predictions,
-    provenance,
-    ranking,
-    tests,
-    tie_learning,
-    tied_loss,
-    ties,
-    trained,
-    transfer,
-    verdict,
-)
-from analysis.sections import budgets as budgets_text
+from analysis.sections import group_size, header, health, predictions, tied_loss
 from analysis.sections.section import DETAILS, Context, Section
 
 # the columns the sections read; the others (the groups' reward lists first) stay on disk
@@ -131,8 +96,9 @@ def build_report(path: str | Path | Sequence[str | Path], out_dir: str | Path | 
 
 SectionMaker = Callable[[Tables, Context], Section | None]
 # The report, in page order. A section that reads only the tables is its module's `section(tables, ctx)`, listed
-# here by that function: adding one is its module and its line. None: a section the build makes from the others
-# (the findings quote the tests' family, the ranking reads the held-out scores, ...), by its name in `_build`.
+# here by that function: adding one is its module and its line. None: a part the runner makes, of the tables and
+# the others' values (the findings quote the tests' family, the ranking reads the held-out scores, ...): its name
+# in `analysis.parts.PARTS`, which declares what it reads and needs.
 PAGE: tuple[tuple[str, SectionMaker | None], ...] = (
     ("header", header.section), ("findings", None), ("verdict", None), ("provenance", None), ("transfer", None),
     ("heldout", None), ("cost", None), ("at_k", None), ("trained", None), ("ties", None),
@@ -141,8 +107,7 @@ PAGE: tuple[tuple[str, SectionMaker | None], ...] = (
 # the second page: what a reader may want once the findings are read (every test, the longer sections)
 DETAILS_PAGE: tuple[tuple[str, SectionMaker | None], ...] = (
     ("caveats", None), ("in_words", None), ("ranking", None), ("coverage", None), ("provenance_details", None),
-    ("tests", None),
-    ("persistence", None), ("group_size", group_size.section),
+    ("significance", None), ("persistence", None), ("group_size", group_size.section),
     ("predictions", predictions.section), ("equal_budget", None), ("health", health.section), ("examples", None),
     ("jobs", None),
 )
@@ -153,6 +118,7 @@ PROJECT = Path(__file__).resolve().parent.parent  # the folder of conf/ and repo
 FIGURE_MODULES = ("analysis.render.cost", "analysis.render.curves", "analysis.render.intervals",
                   "analysis.render.scores", "analysis.render.tie_learning", "analysis.render.ties",
                   "analysis.render.verdict")
+
 
 @contextmanager
 def _old_objects_frozen() -> Iterator[None]:
@@ -173,10 +139,10 @@ def _build(sources: Sequence[Path], out: Path, building: Path, command: str | No
     where, baseline), as `build_report` takes them; `reference`: (its name, its tests table) or None; `viewer`:
     whether the header links a viewer page."""
     root = sources[0]
-    early: list[tuple[pd.DataFrame, scheduler.Later, scheduler.Later]] = []  # (jobs, held-out sections, coverage)
+    early: list[tuple[pd.DataFrame, dict[str, scheduler.Later]]] = []  # (the jobs, the parts begun from them)
 
-    def begin_held_out(loaded: Tables) -> None:
-        """Where the build has a second process: the held-out sections begun there from the eval rows, read
+    def begin_early(loaded: Tables) -> None:
+        """Where the build has a second process: the parts of the eval rows begun there from the eval rows, read
         first, while this process reads the groups; kept if the jobs loaded in the end are these."""
         try:
             tables, arm = _prepared(loaded, choice)
@@ -184,109 +150,42 @@ def _build(sources: Sequence[Path], out: Path, building: Path, command: str | No
             return
         if "samples_total" not in tables.eval or tables.eval["samples_total"].isna().any():  # from the groups
             return
-        ctx = Context(root=root, out=out, arm=tuple(arm), names=difficulty_names(tables.jobs), viewer=viewer,
-                      colours=report_colours(tables.jobs, arm))
-        early.append((loaded.jobs, scheduler.begin(held_out_sections, tables, ctx, figures=held_out_files),
-                      scheduler.begin(coverage.section, tables, ctx, claimable=True)))
+        early.append((loaded.jobs, runner.begin_early(parts.PARTS, tables, _context(tables, arm, root, out, viewer))))
 
     tables = load(sources if len(sources) > 1 else root, tables=("groups", "eval", "steps"), columns=COLUMNS,
-                  first=("eval", "steps"), on_first=begin_held_out if scheduler.active() else None)
-    loaded_jobs = tables.jobs
+                  first=("eval", "steps"), on_first=begin_early if scheduler.active() else None)
+    same = bool(early) and early[0][0].equals(tables.jobs)
+    if early and not same:
+        runner.drop(early[0][1])  # begun from other jobs than these: the worker need not make them
+    begun = early[0][1] if same else {}
     if command is None and len(sources) > 1:
         command = "; ".join(filter(None, (launch_command(s) for s in sources))) or None
     tables, arm = _prepared(tables, choice)
-    pooled = select.pooled_line(tables, select.unaccounted(tables, arm))
-    plan = missing_jobs(tables.roots)  # the jobs the sweep meant to run that left no run
-    ctx = Context(root=root, out=out, arm=tuple(arm), names=difficulty_names(tables.jobs), viewer=viewer,
-                  colours=report_colours(tables.jobs, arm))  # one colour per arm in every figure
-    learning = tie_learning.section(tables, ctx)
-    # a replayed group was drawn (and counted) at an earlier step: every other section counts draws only
-    tables = replace(tables, groups=split_reused(tables.groups)[0])
-
-    # the held-out sections read only the eval rows: begun in the second process while the groups loaded
-    # (kept where the jobs are the same in the end: the same rows), else begun now; taken as soon as they are
-    # done, between the sections of the groups (their figures drawn there with them)
-    same = bool(early) and early[0][0].equals(loaded_jobs)
-    eval_rows = replace(tables, groups=tables.groups.iloc[:0], steps=tables.steps.iloc[:0])
-    evaluated = early[0][1] if same else scheduler.begin(held_out_sections, eval_rows, ctx, figures=held_out_files)
-    # coverage, of the eval rows too, goes to the worker after them, which has the time where the groups take
-    # long to read; taken back here now where the worker has not begun it (it is still busy with those)
-    if early and not same:
-        early[0][2].take()  # dropped: the worker need not make it
-    covering = early[0][2] if same else scheduler.Later(partial(coverage.section, eval_rows, ctx))
-    covering.take()
-    # persistence reads a few columns of the groups: small enough to send to the second process, which has
-    # the time; handed over before any figure of the groups, so it is ready when the findings want it (computed
-    # here where there is no second process)
-    persisted = scheduler.begin(persistence.section, _only(tables, groups=persistence.COLUMNS_READ, arm=arm), ctx,
-                             claimable=True)
-    held_out: list[Section | None] = []  # held and at_k, once taken
-
-    def take_held_out(wait: bool = False) -> None:
-        if not held_out and (wait or evaluated.done()):
-            held, curves = value = evaluated()
-            scheduler.hand_over(held_out_files(value), of=evaluated)
-            held_out.extend([held, at_k.section(tables, ctx, curves)])
-
-    take_held_out()
-    # ties first: its figure over samples is the largest, drawn soonest where it is handed over first
-    tied = ties.section(tables, ctx)
-    take_held_out()
-    what_trained = trained.section(tables, ctx)
-    take_held_out()
-    covered = covering()
-    dynamics = equal_updates.comparisons(tables.groups, tables.steps, arm) if not tables.groups.empty else None
-    budget = equal_budget.section(tables, ctx, what_trained.counted)
-    take_held_out(wait=True)
-    held, scores_at_k = held_out
-    persisted = persisted()
-    fixed = fixed_by_rule(tables.jobs, tables.groups, arm)  # quantities an arm's rule fixes: never a finding
-    family = tests.family([held.comparisons, what_trained.comparisons, tied.comparisons if tied else None, dynamics],
-                          fixed)
-    ranked = ranking.section(tables, ctx, family, held.scores, what_trained.comparable, fixed.unranked_comparable(),
-                             held.prompt_scores, what_trained.by_difficulty, fixed.unranked())
-    carried = transfer.section(reference[1], reference[0], family) if reference else None
-    budgets = budgets_per_arm(tables.groups, arm) if not tables.groups.empty else None
-    idle = failures.nothing_trained(tables.groups, arm, tied.answered if tied else None)
-    caveats = [line for line in (*idle, pooled, jobs.incomplete_line(tables, plan),
-                                 budgets_text.budget_warning(budgets, family) if budgets is not None else None,
-                                 budgets_text.skipped_updates_line(tables.steps, arm),
-                                 budgets_text.unknown_updates_line(tables.eval),
-                                 provenance.mixed_code(tables, ctx.out), settings.left_out_line(tables)) if line]
-    quoted = in_words.Inputs(calibration=tied.calibration if tied else None, budgets=budgets,
-                             steps=updates_per_arm(tables.steps, arm).to_dict() if dynamics is not None else {},
-                             waste_by_difficulty=what_trained.by_difficulty,
-                             ties_by_difficulty=tied.by_difficulty if tied else None, names=dict(ctx.names),
-                             answered=tied.answered if tied else None, arm=tuple(arm))
-    arms = len(tables.groups.groupby(list(arm), observed=True).size()) if arm and len(tables.groups) else 1
-    idle_all = bool(idle) and len(idle) == arms
-    worded = in_words.section(family, quoted, what_trained.unit_weight,
-                              [*(ranked.sentences if ranked else []), *(carried.sentences if carried else [])],
-                              covered.sentence if covered else None, idle=idle_all)
-    judged = verdict.section(tables, ctx, family, held.scores, held.prompt_scores)
-    asked = questions(tables.jobs, arm, tables.config_columns, reference_arm(family))
-    found = findings.section(findings.Inputs(alignments=judged.alignments if judged else (), tests=family,
-                                             budgets=budgets, caveats=caveats, arm=tuple(arm), idle=idle_all,
-                                             questions=asked))
-
-    made = {  # the sections the build makes from each other; the rest read only the tables (PAGE, DETAILS_PAGE)
-        "findings": found, "verdict": judged, "caveats": findings.caveats_section(caveats), "in_words": worded,
-        "provenance": provenance.section(tables, ctx, command or launch_command(root), plan),
-        "ranking": ranked, "transfer": carried, "heldout": held, "at_k": scores_at_k, "coverage": covered,
-        "cost": cost.section(tables, ctx, held.prompt_scores),
-        "trained": what_trained,
-        "ties": tied, "tie_learning": learning, "provenance_details": provenance.details(tables, ctx),
-        "tests": tests.section(family), "persistence": persisted, "equal_budget": budget,
-        "examples": examples.section(completions(tables), ctx, tables.eval), "jobs": jobs.section(tables, plan),
-    }
+    given = {"command": command or launch_command(root), "plan": missing_jobs(tables.roots),
+             "pooled": select.pooled_line(tables, select.unaccounted(tables, arm)), "reference": reference}
+    ctx = _context(tables, arm, root, out, viewer)
+    # a replayed group was drawn (and counted) at an earlier step: every section but one counts draws only
+    drawn = replace(tables, groups=split_reused(tables.groups)[0])
+    made = runner.make_all(parts.PARTS, tables, drawn, ctx, given, begun)
 
     def sections(order: Sequence[tuple[str, SectionMaker | None]]) -> list[Section]:
-        out = [made[name] if make is None else make(tables, ctx) for name, make in order]
-        return [s for s in out if s is not None]  # a section is None where its data does not exist
+        found = [made[name] if make is None else make(drawn, ctx) for name, make in order]
+        return [s for s in found if s is not None]  # a section is None where its data does not exist
 
-    shown, more = sections(PAGE), sections(DETAILS_PAGE)
+    return _write(building, out, root, sections(PAGE), sections(DETAILS_PAGE))
+
+
+def _context(tables: Tables, arm: Sequence[str], root: Path, out: Path, viewer: bool) -> Context:
+    """What every section reads besides the tables: one colour per arm in every figure."""
+    return Context(root=root, out=out, arm=tuple(arm), names=difficulty_names(tables.jobs), viewer=viewer,
+                   colours=report_colours(tables.jobs, arm))
+
+
+def _write(building: Path, out: Path, root: Path, shown: list[Section], more: list[Section]) -> Path:
+    """The two pages: REPORT.md with `shown` and the list of the second page, its long tables moved to DETAILS.md
+    after `more`."""
     texts, long_tables = move_long_tables([s.text for s in shown], DETAILS, MAX_LINES,
-                                        reserved=len(more) + 4)  # the list of the second page below
+                                          reserved=len(more) + 4)  # the list of the second page below
     if long_tables:
         more.append(Section(text=long_tables))
     title = shown[0].text.splitlines()[0].removeprefix("# ").removeprefix("Report: ")
@@ -329,24 +228,6 @@ def _prepared(tables: Tables, choice: tuple[tuple[str, ...], tuple[str, ...], st
                               for t in ("groups", "eval", "steps")}), arm
 
 
-def _only(tables: Tables, groups: Sequence[str], arm: Sequence[str]) -> Tables:
-    """`tables` with only the `groups` columns (and the arm keys) of the groups, and no eval or steps rows:
-    what a section that reads only those needs, small to send to the second process."""
-    return replace(tables, groups=tables.groups[[c for c in dict.fromkeys([*groups, *arm]) if c in tables.groups]],
-                   eval=tables.eval.iloc[:0], steps=tables.steps.iloc[:0])
-
-
-def held_out_sections(tables: Tables, ctx: Context) -> tuple[heldout.HeldOut, at_k.Curves | None]:
-    """What the eval rows make first: the held-out scores and comparisons, and the at-k curves."""
-    held = heldout.section(tables, ctx)
-    return held, at_k.curves_of(tables, ctx, held.prompt_scores)
-
-
-def held_out_files(made: tuple[heldout.HeldOut, at_k.Curves | None]) -> list:
-    """The `Files` of `held_out_sections`' value: its figures, drawn where it was computed."""
-    return [part.files for part in made if part is not None]
-
-
 def _heading(section: Section) -> str:
     """A section's first heading, as the words of a link list."""
     return next((line.lstrip("# ") for line in section.text.splitlines() if line.startswith("#")), "")
@@ -356,15 +237,3 @@ def _pointer(section: Section) -> str:
     """A second-page section as the first page lists it: its heading, linked, and what is there where it says."""
     heading = _heading(section)
     return f"- [{heading}]({DETAILS}#{anchor(heading)})" + (f": {section.pointer}" if section.pointer else "")
-
-
-def completions(tables: Tables) -> pd.DataFrame:
-    """Every source's completions tables, their jobs named as `load` named them."""
-    if len(tables.roots) <= 1:
-        found = read_completions(tables.root)
-    else:
-        frames = [part.assign(job=f"{name}/" + part["job"].astype(str))
-                  for root, name in zip(tables.roots, source_names(tables.roots))
-                  if not (part := read_completions(root)).empty]
-        found = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
-    return found[found["job"].astype(str).isin(tables.jobs["job"].astype(str))] if len(found) else found

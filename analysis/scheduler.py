@@ -1,10 +1,10 @@
 """The report's second process: where two cores are usable, a build shares its work with one worker.
 
 The worker is started as the build begins: forked where that is safe (`start_method`), else spawned (it then
-imports matplotlib and pandas while this process reads). It computes what `report` hands it with `begin` (this
-module knows no section): what the eval rows make (held-out scores, the at-k curves), from the eval rows that
-`load` reads first, while this process reads the groups, drawing their figures too before it hands the value
-back (`begin(..., figures=)`; `hand_over` moves them into place); coverage and tie persistence as values either
+imports matplotlib and pandas while this process reads). It computes what the runner hands it with `begin`
+(`analysis.runner` decides what, from what the report's parts declare; this module knows no section): values
+begun from the eval rows that `load` reads first, while this process reads the groups, their figures drawn there
+too before it hands a value back (`begin(..., figures=)`; `hand_over` moves them into place); values either
 process makes, whichever claims them first (`begin(..., claimable=True)`, `Later.take`). It draws each other
 figure as soon as its section records it (`Helper.start`, from `Files.figure`); while this process waits for a
 value the worker is making, and once the sections are done, it takes back the figures the worker has not
@@ -267,7 +267,7 @@ def _unless_claimed(function: Callable[..., Any], args: tuple, claim: Path) -> t
 
 def _drawn(function: Callable[..., Any], args: tuple, figures: Callable[[Any], Iterable[Any]], folder: Path) -> Any:
     """In the worker: `function(*args)`, the figures of its value (`figures(value)`: `Files`) drawn into `folder`.
-    A computation begun while the tables load (the held-out sections) has its figures drawn there meanwhile,
+    A computation begun while the tables load has its figures drawn there meanwhile,
     not handed back and forth once the build has them."""
     value = function(*args)
     for found in figures(value):

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterator
 
 from grpo_lab.model.lora import LoraConfig
+from grpo_lab.rollout.engines import RolloutConfig
 from grpo_lab.samplers import SamplerConfig
 from grpo_lab.tasks.gym import GymConfig
 
@@ -123,29 +124,6 @@ class AlgoConfig:
     # every this many steps (0: never), measure the norm of the KL term's gradient from tied units and from untied
     # ones (the steps table's kl_grad_tied, kl_grad_untied): two more backward passes there, training unchanged
     kl_grad_every: int = 0
-
-
-@dataclass
-class VLLMConfig:
-    """rollout.engine=vllm: a vLLM engine in the trainer's process (grpo_lab/rollout/vllm_engine.py)."""
-
-    kv_cache_gb: float = 1.0  # CPU: the engine's KV cache, GiB (it batches as many samples as fit)
-    gpu_memory_utilization: float = 0.3  # CUDA: the share of the GPU the engine takes; the trainer needs the rest
-    sleep: bool = True  # CUDA: the engine frees its weights and KV cache between rollouts (woken, weights re-sent)
-    enforce_eager: bool | None = None  # None: eager on CPU (starts in seconds), CUDA graphs on a GPU
-    dtype: str = "auto"  # the engine's weights: auto = float32 on CPU, bfloat16 on CUDA (the trainer's autocast)
-
-
-@dataclass
-class RolloutConfig:
-    # hf: grpo-lab's decode loop with a shared prompt cache | vllm: a colocated vLLM engine (the vllm extra), its
-    # weights synced after every optimizer step; samples, budgets and tables are the same either way
-    engine: str = "hf"
-    temperature: float = 1.0  # sampling temperature of training rollouts (0: greedy, every group tied)
-    max_new_tokens: int = 6  # arithmetic answers are <= 4 digits + the end token
-    max_rows_per_call: int | None = None  # rows (prompts x samples) per generation call, here and in eval; None: all
-    stop: list[str] = field(default_factory=list)  # strings that end a completion (cut before them, as vLLM)
-    vllm: VLLMConfig = field(default_factory=VLLMConfig)
 
 
 @dataclass

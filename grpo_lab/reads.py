@@ -1,10 +1,11 @@
 """Which keys each option reads. A key that only some option reads does nothing in a job that chose another:
 `-m sampler.pods.n=8,16` without sampler=pods ran two identical arms, and `model.path=DIR` without model=local
 trained the built-in model. Each option here names the keys only it reads, taken from the code that reads them:
-the samplers' registry gives every sampler its block (`sampler.<name>.*`), each task names its keys
-(grpo_lab/tasks/), and the rest are listed below beside the option that chooses them. `unread` is generic over
-that data; the preflight (experiments/common.py) refuses, in one line, a key the user set that no job of the
-command reads, and a swept key that some job does not read (its jobs would differ in nothing that runs).
+the samplers' registry gives every sampler its block (`sampler.<name>.*`), the engines' registry every engine
+its block (`rollout.<name>.*`), each task names its keys (grpo_lab/tasks/), and the rest are listed below beside
+the option that chooses them. `unread` is generic over that data; the preflight (experiments/common.py) refuses,
+in one line, a key the user set that no job of the command reads, and a swept key that some job does not read (its
+jobs would differ in nothing that runs).
 
 A key no option claims is read by every job. Not claimed, though some jobs never read them: `dist.*` (read only
 under torchrun, which no config key chooses)."""
@@ -16,6 +17,7 @@ from functools import reduce
 from typing import Any, Callable
 
 from grpo_lab.advantage import RULES
+from grpo_lab.rollout.engines import ENGINES
 from grpo_lab.samplers import SAMPLERS
 from grpo_lab.tasks import TASKS
 
@@ -65,7 +67,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("task.chat_template", _one_of(True), "task.chat_template=true", ("task.system_prompt", "task.shots")),
     Option("checkpoint.keep_last", lambda value: value is not None, "checkpoint.keep_last=N (pruning)",
            ("checkpoint.keep_steps", "checkpoint.keep_eval")),
-    Option("rollout.engine", _one_of("vllm"), "rollout.engine=vllm", ("rollout.vllm",)),
+    *(Option("rollout.engine", _one_of(name), f"rollout.engine={name}", (f"rollout.{name}",))
+      for name, cls in ENGINES.items() if cls.settings_type is not None),
     Option("logger.backends", _has("console"), "a console logger (logger=console, tensorboard or many)",
            ("logger.every_s", "logger.every", "logger.name", "logger.group")),
     Option("logger.backends", _has("wandb"), "logger=wandb (or many)",

@@ -250,7 +250,7 @@ def test_saturated_difficulties_are_those_at_an_edge_at_every_k():
 def test_forest_plot_keeps_to_pairs_with_the_first_arm_when_there_are_many(tmp_path):
     from itertools import combinations
 
-    from analysis.sections.tests import FAMILY_COLUMNS, FOREST_PAIRS, section
+    from analysis.sections.significance import FAMILY_COLUMNS, FOREST_PAIRS, section
 
     arms = [f"sampler=s{i}" for i in range(5)]  # 10 pairs
     rows = [dict.fromkeys(FAMILY_COLUMNS, 0.0) | {"metric": "wasted_frac", "a": a, "b": b, "ci_low": -0.1,

@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from analysis.stats.exact_tests import holm, holm_detectable_effect, min_detectable_effect, seed_test, smallest_p
 from analysis.stats.intervals import (
     bootstrap_counts,
     cluster_ratio_ci,
@@ -17,7 +18,6 @@ from analysis.stats.intervals import (
     t_difference_cis,
 )
 from analysis.stats.seeds import compare_arms_by_seed, compare_values, with_holm
-from analysis.stats.tests import holm, holm_detectable_effect, min_detectable_effect, seed_test, smallest_p
 
 
 def test_sign_flip_test_equals_enumeration_by_hand():

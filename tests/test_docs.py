@@ -52,7 +52,8 @@ ELSEWHERE = ("experiments/DARS",  # DARS's own repository (docs/RECIPES.md, anal
              "reports/my_study", "reports/a_vs_b",  # what an example command writes
              # what tests/test_extending.py adds to a copy of the project
              "grpo_lab/samplers/first_only", "grpo_lab/advantage/centered", "grpo_lab/tasks/doubles",
-             "conf/sampler/first_only", "conf/algo/centered", "conf/task/doubles", "analysis/sections/prompts_drawn")
+             "conf/sampler/first_only", "conf/algo/centered", "conf/task/doubles", "analysis/sections/prompts_drawn",
+             "grpo_lab/rollout/counting_engine", "analysis/ingest/csvlog")
 PATH = re.compile(r"(?<![\w./-])((?:grpo_lab|analysis|experiments|benchmarks|fixtures|tests|conf|docs|reports)/"
                   r"[\w./-]*\w)")
 

@@ -278,6 +278,7 @@ def test_evaluation_batches_hold_at_most_max_batch_rows(monkeypatch):
     same however the prompts are batched."""
     from grpo_lab.model.load import eos_ids, load_policy
     from grpo_lab.rollout import evaluation
+    from grpo_lab.rollout.hf_engine import HFEngine
     from grpo_lab.tasks import ArithmeticTask
 
     model, tok = load_policy("tiny", None, device="cpu", dtype="float32")
@@ -286,15 +287,14 @@ def test_evaluation_batches_hold_at_most_max_batch_rows(monkeypatch):
                 run_id="r", step=0)
     whole = evaluation.evaluate(model, tok, task.held_out, **args)
     calls = []
-    generate = evaluation.sample_groups
 
-    def counted(model, tokenizer, prompts, group_size, **kw):
-        calls.append(len(prompts) * group_size)
-        return generate(model, tokenizer, prompts, group_size, **kw)
+    class Counted(HFEngine):  # the hf engine, each call's rows counted
+        def draw(self, prompts, group_size, sampling, generator):
+            calls.append(len(prompts) * group_size)
+            return super().draw(prompts, group_size, sampling, generator)
 
     monkeypatch.setattr(evaluation, "EVAL_BATCH_ROWS", 8)
-    monkeypatch.setattr(evaluation, "sample_groups", counted)
-    batched = evaluation.evaluate(model, tok, task.held_out, **args)
+    batched = evaluation.evaluate(model, tok, task.held_out, engine=Counted(model, tok), **args)
     assert calls == [8, 8, 8] and batched == whole
     assert {(r["n"], r["temperature"], r["top_p"], r["max_new_tokens"]) for r in whole} == {(4, 0.0, 1.0, 6)}
 

@@ -179,3 +179,112 @@ def test_a_report_section_is_one_module_and_one_line(tmp_path):
     ours = (tmp_path / "ours" / "DETAILS.md").read_text()
     assert details.replace(f"## Prompts drawn\n\n{prompts} distinct prompts.\n\n", "") \
         .replace(", Prompts drawn", "") == ours.replace(", Prompts drawn", "")
+
+
+def test_an_engine_is_one_module_and_one_line(tmp_path):
+    """A throwaway engine with a key of its own (it wraps the hf engine and counts its draws into a file beside the
+    run): its module and its line in the engines' registry, no preset (`rollout.engine=counting` chooses it); its
+    key is checked before the run starts and refused where it is not chosen."""
+    copy = project_copy(tmp_path)
+    (copy / "grpo_lab/rollout/counting_engine.py").write_text(
+        '"""A throwaway engine: the hf engine, its draws counted into counting.json beside the run."""\n\n'
+        "import json\n"
+        "from dataclasses import dataclass\n"
+        "from pathlib import Path\n\n"
+        "from grpo_lab.errors import require\n"
+        "from grpo_lab.rollout.engine import EngineSettings\n"
+        "from grpo_lab.rollout.hf_engine import HFEngine\n\n\n"
+        "@dataclass\n"
+        "class CountingSettings(EngineSettings):\n"
+        "    label: int = 1  # written beside the counts\n\n"
+        "    def check(self, key):\n"
+        '        require(self.label >= 1, f"{key}.label", self.label, "must be >= 1")\n\n\n'
+        "class CountingEngine(HFEngine):\n"
+        '    name = "counting"\n'
+        "    settings_type = CountingSettings\n\n"
+        "    def __init__(self, model, tokenizer, cfg, device):\n"
+        "        super().__init__(model, tokenizer, cfg, device)\n"
+        '        self.file = Path(cfg.out_dir).parent / "counting.json"\n'
+        '        self.counts = dict(label=cfg.rollout.counting.label, draws=0, rows=0, syncs=0)\n\n'
+        "    def draw(self, prompts, group_size, sampling, generator):\n"
+        '        self.counts["draws"] += 1\n'
+        '        self.counts["rows"] += len(prompts) * group_size\n'
+        "        return super().draw(prompts, group_size, sampling, generator)\n\n"
+        "    def sync(self, model):\n"
+        '        self.counts["syncs"] += 1\n'
+        "        super().sync(model)\n\n"
+        "    def close(self):\n"
+        "        self.file.write_text(json.dumps(self.counts))\n")
+    registry = copy / "grpo_lab/rollout/engines.py"
+    text = registry.read_text()
+    anchor = "(HFEngine, VLLMEngine"
+    assert anchor in text
+    registry.write_text(_with_import(text.replace(anchor, f"{anchor}, CountingEngine", 1),
+                                     "from grpo_lab.rollout.counting_engine import CountingEngine"))
+    out = train(copy, tmp_path / "run", "rollout.engine=counting", "rollout.counting.label=7", *ARITHMETIC)
+    assert out.returncode == 0, out.stderr[-2000:]
+    counts = json.loads((tmp_path / "counting.json").read_text())
+    steps = pd.read_parquet(tmp_path / "run" / "steps")
+    evals = pd.read_parquet(tmp_path / "run" / "eval")
+    assert counts["label"] == 7 and counts["rows"] == int(steps["samples_total"].max()) + len(evals)
+    assert counts["syncs"] == int((steps["opt_steps"] > 0).sum())
+    refused = train(copy, tmp_path / "refused", "rollout.engine=counting", "rollout.counting.label=0", *ARITHMETIC)
+    assert refused.returncode != 0 and not (tmp_path / "refused").exists()
+    assert "rollout.counting.label=0 is invalid: must be >= 1" in refused.stderr, refused.stderr[-2000:]
+    unread = train(copy, tmp_path / "unread", "rollout.counting.label=3", *ARITHMETIC)
+    assert unread.returncode != 0 and "read only by rollout.engine=counting" in unread.stderr, unread.stderr[-2000:]
+
+
+def test_an_ingest_source_is_one_module_and_one_line(tmp_path):
+    """A throwaway tool whose logs are `<step>.csv` files (prompt, completion, reward; a prompt's rows in a row):
+    its module, declaring its own option and example, and its line in the ingest's registry; `--help` shows both,
+    and its run ingests with the groups the files hold."""
+    copy = tmp_path / "project"
+    shutil.copytree(ROOT / "analysis", copy / "analysis", ignore=shutil.ignore_patterns("__pycache__"))
+    (copy / "analysis/ingest/csvlog.py").write_text(
+        '"""A throwaway tool: <step>.csv files of prompt, completion and reward, a prompt\'s rows in a row."""\n\n'
+        "from pathlib import Path\n\n"
+        "import pandas as pd\n\n"
+        "from analysis.ingest.grouping import common_size, consecutive_groups\n"
+        "from analysis.ingest.logs import Logged\n"
+        "from analysis.ingest.tool import Option, Tool\n\n\n"
+        "def read(source: Path, group_size=None, delimiter=','):\n"
+        "    frames = []\n"
+        '    for path in sorted(source.glob("*.csv"), key=lambda p: int(p.stem)):\n'
+        "        frame = pd.read_csv(path, sep=delimiter)\n"
+        '        frames.append(frame.assign(step=int(path.stem), where=[f"{path.name}:{i + 2}" for i in '
+        "range(len(frame))]))\n"
+        "    samples = pd.concat(frames, ignore_index=True)\n"
+        '    g = group_size or common_size(samples, "prompt", "the group size")\n'
+        '    samples["group"] = consecutive_groups(samples, "prompt", g, "the group size")\n'
+        '    files = [p.name for p in source.glob("*.csv")]\n'
+        '    return Logged(tool="csvlog", version=None, source=str(source), files=files, samples=samples,\n'
+        "                  held_out=pd.DataFrame(columns=samples.columns), reward_columns=['reward'])\n\n\n"
+        'TOOL = Tool(name="csvlog", title="csvlog", source="the folder of <step>.csv files",\n'
+        '            example="python -m analysis.ingest csvlog logs/ --out runs/csv --delimiter ;", read=read,\n'
+        '            options=(Option("delimiter", "the files\' column separator"),))\n')
+    registry = copy / "analysis/ingest/__init__.py"
+    text = registry.read_text()
+    anchor = "nemo_rl.TOOL"
+    assert anchor in text
+    registry.write_text(_with_import(text.replace(anchor, f"{anchor}, csvlog.TOOL", 1),
+                                     "from analysis.ingest import csvlog"))
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    rng = np.random.default_rng(0)
+    rewards = {}
+    for step in (1, 2, 3):
+        rows = [(f"q{step}-{k}", f"reply {j}", float(rng.random() < 0.5)) for k in range(3) for j in range(4)]
+        rewards[step] = [r for _, _, r in rows]
+        pd.DataFrame(rows, columns=["prompt", "completion", "reward"]).to_csv(logs / f"{step}.csv", sep=";",
+                                                                            index=False)
+    env = {**os.environ, "PYTHONPATH": str(copy), "OMP_NUM_THREADS": "1"}
+    cli = [sys.executable, "-m", "analysis.ingest", "csvlog"]
+    shown = subprocess.run([*cli, "--help"], cwd=copy, env=env, capture_output=True, text=True, timeout=120)
+    assert shown.returncode == 0 and "--delimiter" in shown.stdout and "--out runs/csv --delimiter ;" in shown.stdout
+    out = subprocess.run([*cli, str(logs), "--out", str(tmp_path / "run"), "--delimiter", ";"], cwd=copy, env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    ingested = groups(tmp_path / "run")
+    assert len(ingested) == 9 and set(ingested["group_size"]) == {4}
+    assert [x for r in ingested["rewards"] for x in r] == [x for s in (1, 2, 3) for x in rewards[s]]

@@ -21,7 +21,7 @@ from reference import both_pages, raw
 from analysis.render.markdown import cell
 from analysis.report import build_report
 from analysis.sections.in_words import calibration_text
-from analysis.stats.tests import holm
+from analysis.stats.exact_tests import holm
 from fixtures.synthetic import eval_table, job_config, prompt_pool, write_sweep
 
 SEEDS = range(6)  # the exact sign-flip test's floor is 2/64 < 0.05

@@ -5,9 +5,9 @@ ingest's."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -331,7 +331,8 @@ def test_racing_ingests_into_one_folder_leave_one_whole_run(tmp_path):
     run_id = json.loads((out / "run.json").read_text())["run_id"]
     groups = read_parts(out, "groups")
     assert set(groups["run_id"]) == {run_id}
-    source = next(s for s in sources if run_id.endswith(hashlib.sha1(str(s.resolve()).encode()).hexdigest()[:10]))
+    source = Path(json.loads((out / "run.json").read_text())["imported"]["source"])
+    assert source in [s.resolve() for s in sources]
     assert sorted(set(groups["step"])) == sorted(int(p.stem) for p in source.glob("*.jsonl"))
     assert not [p for p in tmp_path.iterdir() if ".ingest-" in p.name]  # no staging folder left
 
@@ -442,3 +443,102 @@ def test_each_tool_says_its_own_options_and_refuses_anothers_in_one_line(tmp_pat
     with pytest.raises(IngestError, match=r"^--validation: not an option of trl \(its own: --reward-weights; "):
         ingest("trl", rollouts, tmp_path / "run", validation=rollouts)
     assert not (tmp_path / "run").exists()
+
+
+def _trl_edit(tmp_path: Path, edit) -> Path:
+    """A plain TRL run's completions files, the first one edited by `edit(frame)`."""
+    trl = _plain_trl(tmp_path)
+    first = sorted((trl / "completions").glob("*.parquet"))[0]
+    frame = pd.read_parquet(first)
+    edit(frame)
+    frame.to_parquet(first)
+    return trl
+
+
+def _six_of_one(frame):  # one prompt logged 6 times among groups of 4 (two rows of the next group renamed)
+    frame.loc[4:5, "prompt"] = frame.loc[0, "prompt"]
+    frame.loc[0:5, "prompt"] = frame.loc[0, "prompt"]
+    frame.loc[6:7, "prompt"] = "another prompt"
+
+
+PROBED = {  # the hostile trials of issue 56 on the ingest: name -> (make the source, the one line's pattern)
+    "a run of 6 among groups of 4": (lambda t: _trl_edit(t, _six_of_one),
+                                     r"completions_00001\.parquet:row 0: 6 consecutive completions of one prompt where "
+                                     r"most runs are 4 long"),
+    "an infinite reward": (lambda t: _trl_edit(t, lambda f: f.__setitem__("accuracy", f["accuracy"].where(
+        f.index != 2, np.inf))), r"completions_00001\.parquet:row 2: reward inf is not a finite number"),
+    "a step column against its file's name": (lambda t: _trl_edit(t, lambda f: f.__setitem__("step", 3)),
+                                              r"completions_00001\.parquet:row 0: step 3 in a file named for step 1"),
+    "a verl score past float32": (lambda t: _dump_with(t, lambda s: s[2][1].__setitem__("score", 1e39)),
+                                  r"dump/2\.jsonl:2: reward 1e\+39 is not a finite number"),
+    "a byte that is not UTF-8": (lambda t: _bytes(_dump_with(t, lambda s: None), b'{"input": "\xff"}'),
+                                 r"dump/2\.jsonl:3: not UTF-8 text \(byte 12"),
+    "a line nested too deep": (lambda t: _bytes(_dump_with(t, lambda s: None), b"[" * 100_000 + b"]" * 100_000),
+                               r"dump/2\.jsonl:3: JSON nested too deep to read"),
+}
+
+
+def _bytes(dump: Path, line: bytes) -> Path:
+    lines = (dump / "2.jsonl").read_bytes().splitlines()
+    lines[2] = line
+    (dump / "2.jsonl").write_bytes(b"\n".join(lines) + b"\n")
+    return dump
+
+
+@pytest.mark.parametrize("case", PROBED)
+def test_the_probes_hostile_logs_are_one_line_each(tmp_path, case):
+    make, says = PROBED[case]
+    source = make(tmp_path)
+    tool = "verl" if (source / "1.jsonl").exists() else "trl"
+    reading = Reading(tokens_from="response_length") if tool == "verl" else Reading(correct_from="accuracy")
+    with pytest.raises(IngestError, match=says):
+        ingest(tool, source, tmp_path / "run", reading)
+    assert not (tmp_path / "run").exists()
+
+
+def test_where_an_ingest_may_write_and_what_it_leaves(tmp_path):
+    trl = _plain_trl(tmp_path)
+    with pytest.raises(IngestError, match=r"--correct-at nan: must be a number"):
+        ingest("trl", trl, tmp_path / "a", Reading(correct_from="accuracy", correct_at=float("nan")))
+    job = tmp_path / "job"  # a running job's folder: nothing is ingested inside it
+    job.mkdir()
+    (job / "run.json").write_text("{}")
+    with pytest.raises(IngestError, match=r"inside the run folder .*job \(its run\.json\)"):
+        ingest("trl", trl, job / "imported", Reading(correct_from="accuracy"))
+    with pytest.raises(IngestError, match=r"--out /proc/grpo-lab-ingest: cannot write there"):
+        ingest("trl", trl, Path("/proc/grpo-lab-ingest"), Reading(correct_from="accuracy"))
+    out = ingest("trl", trl, tmp_path / "run", Reading(correct_from="accuracy"))
+    record = json.loads((out / "run.json").read_text())["imported"]
+    assert any("checked against nothing (no trainer_state.json" in a for a in record["absent"])
+    (out / "eval").mkdir()  # the user's empty folder, and a file of theirs where the ingest writes one
+    ours = sorted((out / "groups").glob("part-*.parquet"))[0]
+    (out / "groups" / "part-000099.parquet").write_bytes(b"mine")
+    ingest("trl", trl, out, Reading(correct_from="accuracy"))  # again: the user's files stay
+    assert (out / "eval").is_dir() and (out / "groups" / "part-000099.parquet").read_bytes() == b"mine"
+    ours.unlink()
+    ours.write_bytes(b"mine too")  # a name the ingest writes, no longer its own file: refused, nothing replaced
+    marker = json.loads((out / ".grpo-lab-ingest").read_text())
+    marker["files"].remove(f"groups/{ours.name}")
+    (out / ".grpo-lab-ingest").write_text(json.dumps(marker))
+    with pytest.raises(IngestError, match=rf"groups/{ours.name} there is not the ingest's"):
+        ingest("trl", trl, out, Reading(correct_from="accuracy"))
+    assert ours.read_bytes() == b"mine too"
+
+
+def test_run_ids_come_from_the_logs_not_their_path(tmp_path):
+    trl = _plain_trl(tmp_path)
+    first = json.loads((ingest("trl", trl, tmp_path / "a", Reading(correct_from="accuracy")) / "run.json")
+                       .read_text())["run_id"]
+    copy = tmp_path / "elsewhere"
+    shutil.copytree(trl, copy)
+    again = json.loads((ingest("trl", copy, tmp_path / "b", Reading(correct_from="accuracy")) / "run.json")
+                       .read_text())["run_id"]
+    assert again == first  # one run copied is one run
+    path = sorted((trl / "completions").glob("*.parquet"))[-1]
+    frame = pd.read_parquet(path)
+    frame["accuracy"] = 1.0 - frame["accuracy"]  # a second run written to the same path
+    frame["advantage"] = -frame["advantage"]
+    frame.to_parquet(path)
+    other = json.loads((ingest("trl", trl, tmp_path / "c", Reading(correct_from="accuracy")) / "run.json")
+                       .read_text())["run_id"]
+    assert other != first

@@ -137,8 +137,8 @@ BAD = {  # name -> (edit, what the one line says)
                               r"train_data_step2\.jsonl:1: 3 consecutive completions of one prompt, not a multiple of "
                               "the group size 4"),
     "group size not told": (lambda f: _edit(f, 2, 3, lambda line: None),
-                            r"train_data_step1\.jsonl: cannot tell NeMo-RL's num_generations_per_prompt: runs of one "
-                            r"prompt have lengths \[3, 4\] \(pass --group-size\)"),
+                            r"train_data_step2\.jsonl:1: 3 consecutive completions of one prompt where most runs are 4 "
+                            r"long: cannot tell NeMo-RL's num_generations_per_prompt \(pass --group-size\)"),
     "no loss mask": (lambda f: _edit(f, 1, 2, _field("token_loss_mask", None)),
                      r"train_data_step1\.jsonl:3: token_ids without token_loss_mask"),
     "empty folder": (_empty, r"no train_data_step<N>\.jsonl \(NeMo-RL writes them into logger\.log_dir"),

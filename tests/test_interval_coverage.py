@@ -28,8 +28,8 @@ from scipy import stats
 from scipy.special import expit, logit
 
 from analysis.measures.comparisons import compare_arms
+from analysis.stats.exact_tests import seed_test
 from analysis.stats.intervals import seed_difference_ci
-from analysis.stats.tests import seed_test
 from fixtures.synthetic import held_out_shift_sweep, prompt_pool
 
 LEVELS = ("1", "2", "3", "4", "5", "6")

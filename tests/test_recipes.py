@@ -134,6 +134,20 @@ def test_the_method_is_read_from_the_rule_then_the_sampler():
         "mopps", "speed", "ar3po"]
 
 
+def test_what_makes_a_job_a_method_is_named_as_the_registries_name_it():
+    """The analysis never imports grpo_lab, so each recipe names its rule or sampler as text: each name, and each
+    sampler a recipe sets, must be a member of grpo_lab's registries (a renamed member would silently make its jobs
+    plain GRPO's)."""
+    from grpo_lab.advantage import RULES
+    from grpo_lab.samplers import SAMPLERS
+
+    assert {r.rule for r in RECIPES.values() if r.rule} <= set(RULES) - {"grpo"}
+    assert {r.sampler for r in RECIPES.values() if r.sampler} <= set(SAMPLERS) - {"fixed"}
+    assert {r.keys["sampler.name"] for r in RECIPES.values() if "sampler.name" in r.keys} <= set(SAMPLERS)
+    assert all(method_of({"algo.advantage": r.rule or "grpo", "sampler.name": r.sampler or "fixed"}) == name
+               for name, r in RECIPES.items())
+
+
 def test_the_base_recipe_the_common_arms_share_is_named():
     jobs = jobs_of({name: keys for name, (keys, _) in CASES.items()})
     arms, recipe = shared_base(jobs, ARM)

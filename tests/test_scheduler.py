@@ -18,11 +18,12 @@ import pytest
 from analysis import load, scheduler
 from analysis.data.cores import PROCESSES, processes
 from analysis.measures.health import health_curves
+from analysis.parts import held_out_sections
 from analysis.render import curves
 from analysis.render.canvas import styled
 from analysis.render.curves import health
 from analysis.render.writer import Files
-from analysis.report import build_report, held_out_sections
+from analysis.report import build_report
 from analysis.scheduler import Helper
 from analysis.sections.section import Section
 from fixtures.synthetic import job_config, prompt_pool, write_sweep
@@ -127,7 +128,7 @@ def _marked(log, path):
 
 
 def _section_with_a_figure(log):
-    """A computation whose value holds a figure (what `report.held_out_sections` returns, in small)."""
+    """A computation whose value holds a figure (what `parts.held_out_sections` returns, in small)."""
     found = Files()
     return Section(text=found.figure("marked", _marked, log), files=found)
 
@@ -286,7 +287,7 @@ def test_every_figure_is_drawn_once_however_the_two_processes_race(tmp_path):
 
 
 def _held_out_counted(tables, ctx):
-    """`report.held_out_sections`, saying where it ran and on how many jobs (in the file $HELD_OUT_LOG)."""
+    """`parts.held_out_sections`, saying where it ran and on how many jobs (in the file $HELD_OUT_LOG)."""
     with open(os.environ["HELD_OUT_LOG"], "a") as log:
         log.write(f"{os.getpid()} {len(tables.jobs)}\n")
     return held_out_sections(tables, ctx)
@@ -300,14 +301,16 @@ def test_held_out_sections_begun_while_the_groups_load_are_kept_only_for_the_sam
     the groups are read (it may change the arms, the labels): those sections are then computed again, from the
     whole tables. Either way the report is the one built in one process."""
     import shutil
+    from dataclasses import replace
 
-    import analysis.report
+    from analysis import parts
 
     root = sweep(tmp_path / "sweep")
     if not eval_of_every_job:
         shutil.rmtree(root / "3" / "eval")
         shutil.rmtree(root / "3" / "steps")
-    monkeypatch.setattr(analysis.report, "held_out_sections", _held_out_counted)
+    monkeypatch.setattr(parts, "PARTS", tuple(replace(p, make=_held_out_counted) if p.name == "held_out" else p
+                                             for p in parts.PARTS))
     log = tmp_path / "held_out.log"
     monkeypatch.setenv("HELD_OUT_LOG", str(log))
     monkeypatch.setenv(PROCESSES, "1")

@@ -102,8 +102,9 @@ def study(tmp_path_factory):
 
 def _made(root: Path, where: tuple[str, ...] = (), baseline: str | None = None):
     from analysis.data.load import load
-    from analysis.report import COLUMNS, _prepared, held_out_sections
-    from analysis.sections import tests, verdict
+    from analysis.parts import held_out_sections
+    from analysis.report import COLUMNS, _prepared
+    from analysis.sections import significance, verdict
     from analysis.sections.section import Context
 
     with warnings.catch_warnings():
@@ -111,7 +112,7 @@ def _made(root: Path, where: tuple[str, ...] = (), baseline: str | None = None):
         tables, arm = _prepared(load(root, tables=("groups", "eval", "steps"), columns=COLUMNS), ((), where, baseline))
         ctx = Context(root=root, out=root / "report", arm=tuple(arm), names={})
         held, _ = held_out_sections(tables, ctx)
-        family = tests.family([held.comparisons])
+        family = significance.family([held.comparisons])
         return family, verdict.section(tables, ctx, family, held.scores, held.prompt_scores)
 
 
@@ -280,7 +281,7 @@ def test_holm_agrees_with_statsmodels():
     """The report's Holm adjustment is statsmodels' (`multipletests(method="holm")`), NaN left out of the family."""
     from statsmodels.stats.multitest import multipletests
 
-    from analysis.stats.tests import holm
+    from analysis.stats.exact_tests import holm
 
     rng = np.random.default_rng(3)
     for size in (1, 2, 6, 21, 136):

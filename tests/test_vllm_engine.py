@@ -22,9 +22,10 @@ from grpo_lab.config import TrainConfig  # noqa: E402
 from grpo_lab.model.load import eos_ids, load_policy  # noqa: E402
 from grpo_lab.model.logprobs import completion_logprobs  # noqa: E402
 from grpo_lab.model.lora import LoraConfig, add_adapters  # noqa: E402
-from grpo_lab.rollout.engines import HFEngine  # noqa: E402
 from grpo_lab.rollout.evaluation import evaluate  # noqa: E402
-from grpo_lab.rollout.vllm_engine import VLLMEngine, full_weights  # noqa: E402
+from grpo_lab.rollout.external import full_weights  # noqa: E402
+from grpo_lab.rollout.hf_engine import HFEngine  # noqa: E402
+from grpo_lab.rollout.vllm_engine import VLLMEngine  # noqa: E402
 from grpo_lab.samplers import SAMPLERS  # noqa: E402
 from grpo_lab.tasks import ArithmeticTask  # noqa: E402
 
@@ -173,6 +174,8 @@ def test_every_sampler_draws_through_the_engine_and_counts_every_sample(sampler,
     cfg.out_dir, cfg.prompts_per_step, cfg.eval.n, cfg.checkpoint_every = str(tmp_path / "run"), 6, 0, 100
     cfg.task.levels, cfg.task.train_per_level, cfg.sampler.group_size = [1, 3, 4], 8, 4
     cfg.rollout.engine, cfg.sampler.name = "vllm", sampler
+    if sampler == "pilot_commit":  # every pilot passes: a random-weight model's pass rates would exhaust it
+        cfg.sampler.pilot_commit.p_lower, cfg.sampler.pilot_commit.p_upper = 0.0, 0.0
     Path(cfg.out_dir).mkdir()
     trainer = Trainer(cfg, RunRecord(Path(cfg.out_dir), cfg.seed))
     try:

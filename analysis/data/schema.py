@@ -112,7 +112,61 @@ def value_problems(table: str, parts: Sequence[pa.Table]) -> list[str | None]:
                 if found[i] is None:
                     n = int(nans[i])
                     found[i] = f"{n} NaN value{'s' * (n > 1)} in column {column}"
+    starts = np.r_[0, ends[:-1]]
+    for row, problem in impossible_rows(table, whole):  # rows the contract's meaning rules out
+        i = int(np.searchsorted(ends, row, side="right"))
+        if found[i] is None:
+            found[i] = f"row {row - starts[i]}: {problem}"
     return found
+
+
+def impossible_rows(table: str, whole: pa.Table) -> list[tuple[int, str]]:
+    """(row, what is impossible in it) for the first row that breaks each rule the schema implies, over one job's
+    table in part order: a count outside its group, an infinite reward, a tie flag that disagrees with its kind or
+    its rewards, steps or cumulative samples that go backwards. Checked among the columns read."""
+    have = set(whole.column_names)
+
+    def col(name: str) -> np.ndarray:
+        values = whole.column(name)
+        if pa.types.is_dictionary(values.type):  # read as a dictionary: its values, nulls kept as None
+            values = values.cast(values.type.value_type)
+        return values.to_numpy(zero_copy_only=False)
+
+    rules: list[tuple[np.ndarray, object]] = []
+    if table == "groups" and {"n_correct", "group_size"} <= have:
+        n, g = col("n_correct"), col("group_size")
+        rules.append(((n < 0) | (n > g), lambda r: f"n_correct {n[r]} outside 0..group_size {g[r]}"))
+    for name in ("reward_mean", "reward_std") if table == "groups" else ():
+        if name in have:
+            v = col(name).astype(np.float64)
+            rules.append((np.isinf(v), lambda r, v=v, name=name: f"{name} {v[r]} is not finite"))
+    if table == "groups" and {"tie", "tie_kind"} <= have:
+        tie, kind = col("tie").astype(bool), col("tie_kind")
+        named = np.array([k is not None for k in kind])
+        rules.append((tie != named, lambda r: f"tie {tie[r]} with tie_kind {kind[r]}"))
+        if {"n_correct", "group_size"} <= have:
+            n, g = col("n_correct"), col("group_size")
+            rules.append(((kind == "all_correct") & (n != g), lambda r: f"tie_kind all_correct with n_correct {n[r]} "
+                                                                        f"of {g[r]}"))
+            rules.append(((kind == "all_wrong") & (n != 0), lambda r: f"tie_kind all_wrong with n_correct {n[r]}"))
+        if {"reward_std", "group_size"} <= have:  # every reward equal is a tie (a group of one ties with nothing)
+            std, g = col("reward_std"), col("group_size")
+            rules.append(((~tie) & (std == 0) & (g > 1), lambda r: "not tied though every reward is equal "
+                                                                   "(reward_std 0)"))
+    if "step" in have and table in ("groups", "steps"):
+        step = col("step").astype(np.int64)
+        back = np.r_[False, (step[1:] <= step[:-1]) if table == "steps" else (step[1:] < step[:-1])]
+        rules.append((back, lambda r: f"step {step[r]} after step {step[r - 1]}"))
+    if "samples_total" in have and table in ("groups", "steps"):
+        total = col("samples_total").astype(np.float64)  # null (NaN here) where not recorded: never backwards
+        back = np.r_[False, total[1:] < total[:-1]]
+        rules.append((back, lambda r: f"samples_total {total[r]:.0f} after {total[r - 1]:.0f}"))
+    out = []
+    for broken, say in rules:
+        if broken.any():
+            row = int(np.flatnonzero(broken)[0])
+            out.append((row, say(row)))
+    return out
 
 
 def _nan_counts(values: pa.ChunkedArray, ends: np.ndarray, lists: bool) -> np.ndarray:

@@ -14,6 +14,7 @@ report's provenance quotes. A new tool: its module, and its line in `TOOLS` belo
 from __future__ import annotations
 
 import hashlib
+import math
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -53,16 +54,31 @@ def ingest(tool: str, source: str | Path, out: str | Path, reading: Reading | No
     source, out = Path(source), Path(out)
     if not source.is_dir():
         raise IngestError(f"{source}: no such folder")
+    if not math.isfinite(reading.correct_at):
+        raise IngestError(f"--correct-at {reading.correct_at}: must be a number (a sample is correct where its field "
+                          "is at least this)")
     if group_size is not None and group_size < 2:
         raise IngestError(f"--group-size {group_size}: a group needs at least 2 completions")
     check_writable(out)  # before any reading: a folder not the ingest's is one line at once
     logged = declared.read(source, group_size=group_size, **given)
-    run_id = f"{tool}-{hashlib.sha1(str(source.resolve()).encode()).hexdigest()[:10]}"
+    run_id = f"{tool}-{_content_id(Path(logged.source), logged.files)}"
     built = build(logged, run_id, reading)
     write(out, _record(declared, logged, built.how, built.absent, built.tie_check, run_id, source, settings or {}),
           _config(logged, built.groups, reading, settings or {}),
           {"groups": built.groups, "steps": built.steps, "eval": built.eval, "completions": built.completions})
     return out
+
+
+def _content_id(source: Path, files: list[str]) -> str:
+    """A run's id from what its logs hold, never where they lie: two runs written to one path in turn are two runs,
+    and one run copied elsewhere is one (the report counts a run id once)."""
+    digest = hashlib.sha1()
+    for name in sorted(files):
+        digest.update(name.encode() + b"\0")
+        with open(source / name, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                digest.update(block)
+    return digest.hexdigest()[:12]
 
 
 def _config(logged: Logged, groups: pa.Table, reading: Reading, settings: dict) -> dict:

@@ -5,8 +5,6 @@ otherwise than the tool grouped them)."""
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pandas as pd
 
@@ -26,13 +24,21 @@ def runs(samples: pd.DataFrame, key: str) -> list[np.ndarray]:
 
 
 def common_size(samples: pd.DataFrame, key: str, size_name: str) -> int:
-    """G: the greatest common divisor of the lengths of the runs of one prompt (a prompt drawn twice in a row is one
-    run of 2G; G itself divides every run)."""
-    lengths = [len(run) for run in runs(samples, key)]
-    g = math.gcd(*lengths)
+    """G: the most common length of a run of one prompt, where every run is a multiple of it (a prompt drawn twice in
+    a row is one run of 2G). A run that is not, a prompt logged 6 times among groups of 4, is refused at its row:
+    a common divisor would silently cut every group in pieces."""
+    found = runs(samples, key)
+    lengths = np.array([len(run) for run in found])
+    values, counts = np.unique(lengths, return_counts=True)
+    g = int(values[np.argmax(counts)])  # ties: the smaller length
     if g < 2:
-        raise IngestError(f"{_file(samples)[0]}: cannot tell {size_name}: runs of one prompt have lengths "
-                          f"{sorted(set(lengths))[:5]} (pass --group-size)")
+        raise IngestError(f"{_file(samples)[0]}: cannot tell {size_name}: most runs of one prompt are of one "
+                          "completion (pass --group-size)")
+    odd = np.flatnonzero(lengths % g)
+    if len(odd):
+        run = found[odd[0]]
+        raise IngestError(f"{samples['where'].iloc[run[0]]}: {len(run)} consecutive completions of one prompt where "
+                          f"most runs are {g} long: cannot tell {size_name} (pass --group-size)")
     return g
 
 
@@ -51,13 +57,13 @@ def consecutive_groups(samples: pd.DataFrame, key: str, g: int, size_name: str) 
 def advantages_off(samples: pd.DataFrame, groups: np.ndarray) -> np.ndarray | None:
     """The rows of the first group whose logged `advantage`s are not proportional to reward - group mean with one
     positive scale (what mean-centred advantages, over any std of the group, all are); None where every group's are.
-    A group with any NaN advantage is not checked."""
+    A group with any NaN advantage, or a reward that is no finite number, is not checked."""
     r = samples["reward"].to_numpy(np.float64)
     a = pd.to_numeric(samples["advantage"], errors="coerce").to_numpy(np.float64)
     for idx in pd.Series(np.arange(len(samples))).groupby(groups, sort=False).indices.values():
         d = r[idx] - r[idx].mean()
         adv = a[idx]
-        if np.isnan(adv).any():
+        if np.isnan(adv).any() or not np.isfinite(r[idx]).all():  # an infinite reward is refused when tables are built
             continue
         scale = float(d @ adv / (d @ d)) if (d @ d) > 0 else 0.0
         off = np.abs(adv - scale * d).max()

@@ -69,6 +69,14 @@ def pass_rate_bin(p: float, bins: int = 5) -> str:
 def build(logged: Logged, run_id: str, reading: Reading) -> Built:
     """The groups, steps and eval tables of `logged` (IngestError, one line, for a field that is not there)."""
     how: dict[str, str] = {}
+    for frame in (logged.samples, logged.held_out):  # an infinite reward would enter every mean as a number
+        rewards = pd.to_numeric(frame["reward"], errors="coerce").to_numpy(np.float64) if len(frame) else np.zeros(0)
+        with np.errstate(over="ignore"):  # the tables keep rewards in float32: 1e39 is an infinity there
+            finite = np.isfinite(rewards.astype(np.float32))
+        if not finite.all():
+            at = int(np.flatnonzero(~finite)[0])
+            raise IngestError(f"{frame['where'].iloc[at]}: reward {rewards[at]:g} is not a finite number "
+                              "(the tables keep rewards as float32)")
     samples = _prepared(logged.samples, reading, logged, how, "training")
     absent = [] if samples["tokens"].notna().all() else [f"token counts ({NO_TOKENS}): {TOKENS_ABSENT}"]
     groups = _groups(samples, run_id, logged.reward_columns)

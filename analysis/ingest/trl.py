@@ -96,7 +96,8 @@ def read(source: Path, group_size: int | None = None, reward_weights: list[float
     extras = [c for c in columns if c not in (*REQUIRED, "where", *rewards)]
     how = {
         "grouping": (f"{g} consecutive completions of one prompt within a file (TRL's num_generations; "
-                     + ("--group-size" if group_size else "the greatest common divisor of the runs of one prompt")
+                     + ("--group-size" if group_size else "the most common length of a run of one prompt, every "
+                        "run a multiple of it")
                      + ")"),
         "reward": ("the sum of " if len(rewards) > 1 else "") + ", ".join(
             f"`{c}`" + (f" x {w:g}" if w != 1 else "") for c, w in zip(rewards, weights)),
@@ -112,7 +113,8 @@ def read(source: Path, group_size: int | None = None, reward_weights: list[float
     ties, steps = _logged_metrics(state)
     absent = ["held-out evaluation (TRL logs none apart from its training completions)"]
     if state is None:
-        absent.append("TRL's per-step metrics (no trainer_state.json: trainer.save_state() writes it)")
+        absent.append("TRL's per-step metrics and its own frac_reward_zero_std, so the recomputed ties are checked "
+                      "against nothing (no trainer_state.json: trainer.save_state() writes it)")
     return Logged(tool="trl", version=_version(source), source=str(source),
                   files=[str(p.relative_to(source)) for p in files], samples=samples,
                   held_out=pd.DataFrame(columns=samples.columns), reward_columns=rewards, how=how, absent=absent,
@@ -138,6 +140,10 @@ def _read_file(path: Path, source: Path) -> pd.DataFrame:
         bad = int(np.flatnonzero(steps.isna() | (steps < 0) | (steps != np.floor(steps)))[0])
         raise IngestError(f"{rel}:row {bad}: step {frame['step'].iloc[bad]!r} is no step number")
     frame["step"] = steps.astype(np.int64)
+    named = int(FILE.fullmatch(path.name).group(1))
+    if (frame["step"] != named).any():  # TRL names each file by the global step it logs in every row
+        bad = int(np.flatnonzero(frame["step"].to_numpy() != named)[0])
+        raise IngestError(f"{rel}:row {bad}: step {frame['step'].iloc[bad]} in a file named for step {named}")
     return frame
 
 

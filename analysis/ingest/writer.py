@@ -17,11 +17,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from analysis.folders import run_above
 from analysis.ingest.logs import IngestError
 
 MARKER = ".grpo-lab-ingest"
 WRITTEN_BY = "python -m analysis.ingest"
-TABLES = ("groups", "steps", "eval", "completions")
 
 
 def owned_files(out: Path) -> list[str] | None:
@@ -51,7 +51,12 @@ def _inside(name: str) -> bool:
 
 
 def check_writable(out: Path) -> list[str]:
-    """The files of `out` the ingest may replace; IngestError (one line) where `out` is not its to write."""
+    """The files of `out` the ingest may replace; IngestError (one line) where `out` is not its to write: a folder
+    holding anything no ingest wrote, or one inside a run's folder (its files are the run's)."""
+    if found := run_above(out):
+        above, sign = found
+        raise IngestError(f"--out {out}: inside the run folder {above} (its {sign}): an ingested run is a folder "
+                          "of its own; give one outside any run")
     owned = owned_files(out)
     if owned is None:
         raise IngestError(f"--out {out}: exists and is not a folder an ingest wrote (no {MARKER} listing its "
@@ -87,8 +92,12 @@ def _claimed(out: Path) -> Iterator[None]:
 
 def write(out: Path, record: dict, config: dict, tables: dict[str, pa.Table | None]) -> list[str]:
     """Write the run into `out`; returns the files written (relative to `out`)."""
-    with _claimed(out):
-        return _write(out, record, config, tables)
+    try:
+        with _claimed(out):
+            return _write(out, record, config, tables)
+    except OSError as err:  # a folder it cannot write (read-only, full): one line, what was there left as it was
+        raise IngestError(f"--out {out}: cannot write there ({err.strerror or err}): give a folder you can write"
+                          ) from None
 
 
 def _write(out: Path, record: dict, config: dict, tables: dict[str, pa.Table | None]) -> list[str]:
@@ -110,15 +119,20 @@ def _write(out: Path, record: dict, config: dict, tables: dict[str, pa.Table | N
                 pq.write_table(table.filter(pc.equal(table.column("step"), step)), staging / part)
                 files.append(part)
         owned = check_writable(out)  # again: the folder may have changed while this one was written
+        if clash := next((f for f in files if f not in owned and os.path.lexists(out / f)), None):
+            raise IngestError(f"--out {out}: {clash} there is not the ingest's (its {MARKER} does not list it), and "
+                              "this ingest writes a file of that name: move it away")
         # the marker first, naming the old files and the new: at no moment does the folder hold a file no marker
         # lists (an ingest starting meanwhile reads it as an ingest's folder, and then finds it locked)
         _mark(out, [*owned, *(f for f in files if f not in owned)])
+        emptied = set()
         for name in owned:  # an earlier ingest's files, by name: nothing else in the folder is touched
             if (out / name).is_file() or (out / name).is_symlink():
                 (out / name).unlink()
-        for table in TABLES:
-            if (out / table).is_dir() and not any((out / table).iterdir()):
-                (out / table).rmdir()
+                emptied.add(Path(name).parent)
+        for folder in emptied - {Path(".")}:  # a table folder it emptied; a user's own folder stays
+            if (out / folder).is_dir() and not any((out / folder).iterdir()):
+                (out / folder).rmdir()
         for name in files:
             (out / name).parent.mkdir(parents=True, exist_ok=True)
             os.replace(staging / name, out / name)

@@ -27,8 +27,8 @@ from analysis.data.checkpoints import BASE, FINAL, checkpoint_labels, checkpoint
 from analysis.data.resources import RESOURCES, had_more
 from analysis.measures.scores import prompt_scores, smallest_n
 from analysis.stats.at_k import BudgetMismatch, per_prompt, score_column
+from analysis.stats.exact_tests import seed_test
 from analysis.stats.intervals import bootstrap_mean_ci, seed_difference_ci
-from analysis.stats.tests import seed_test
 
 # config columns that change what a sample is worth; two results compare only when all agree
 # (`temperature` is load's alias of rollout.temperature)
@@ -199,6 +199,21 @@ def compare_arms(a: pd.DataFrame, b: pd.DataFrame, level: float = 0.95) -> tuple
     return result, per_seed.assign(difference=per_seed["mean_b"] - per_seed["mean_a"])
 
 
+@dataclass(frozen=True)
+class Pair:
+    """One comparison's two sides: arm `a` at `point_a` against arm `b` at `point_b` (an arm's final against its
+    own base too), named `checkpoint` in the table."""
+
+    checkpoint: str
+    a: str
+    point_a: Point
+    b: str
+    point_b: Point
+
+    def sides(self) -> tuple[tuple[str, Point], tuple[str, Point]]:
+        return (self.a, self.point_a), (self.b, self.point_b)
+
+
 def checkpoint_comparisons(eval: pd.DataFrame, by: Sequence[str], points: Sequence[tuple[str, int]],
                            n_boot: int = 2000, level: float = 0.95, seed: int = 0,
                            scores: pd.DataFrame | None = None) -> Comparisons:
@@ -230,96 +245,138 @@ def checkpoint_comparisons(eval: pd.DataFrame, by: Sequence[str], points: Sequen
     steps = eval.drop_duplicates(["job", "step"])  # what the comparisons need of the eval rows is per job and step
     steps = steps.assign(checkpoint=checkpoint_labels(steps))
     arms = {label: rows for label, rows in iter_arms(steps, by)}
+    aligned = _aligned_points(steps)
+    pairs = _pairs(steps, by, arms, aligned)
+    names = {(alignment, point): name for alignment, point, name in aligned}
+    sides = list(dict.fromkeys(side for pair in pairs for side in pair.sides()))  # each (arm, point) once
+    selections = {(arm, point): _selection(arms[arm], point) for arm, point in sides}
+    metrics = list(dict.fromkeys(points))
+    scored_at = pd.MultiIndex.from_arrays([scores["job"].astype(str), scores["step"]])
+    scored = {side: _scored(scores, scored_at, selections[side].rows, _point_name(side[1], names)) for side in sides}
+    matrices = {(*side, metric, k): _matrix(eval, selections[side].rows, scored[side], metric, k)
+                for metric, k in metrics for side in sides}
+    final_by = final_alignment(steps)  # the budget that ended the jobs: what their last checkpoints share
+    records, per_seed = [], []
+    for metric, k in metrics:
+        for pair in pairs:
+            at_a, at_b = selections[pair.a, pair.point_a], selections[pair.b, pair.point_b]
+            record = _record(pair, metric, k, at_a, at_b, final_by, names)
+            seeds = _compared(record, matrices[pair.a, pair.point_a, metric, k],
+                              matrices[pair.b, pair.point_b, metric, k], at_a, at_b, level)
+            records.append(record)
+            if seeds is not None:
+                per_seed.append(seeds)
+    table = pd.DataFrame(records, columns=list(COMPARISON_COLUMNS))
+    seeds = pd.concat(per_seed, ignore_index=True) if per_seed else pd.DataFrame()
+    return Comparisons(table, seeds.reindex(columns=list(PER_SEED_COLUMNS)))
+
+
+def _aligned_points(steps: pd.DataFrame) -> list[tuple[str, object, str]]:
+    """(alignment, point, its name) of the study's equal-updates and equal-tokens points, where it has them."""
+    at_updates, at_tokens = equal_updates_point(steps), equal_tokens_point(steps)
+    aligned: list[tuple[str, object, str]] = [(UPDATES, at_updates, f"{at_updates} updates")] \
+        if at_updates is not None else []
+    aligned += [(TOKENS, at_tokens, f"{at_tokens:,.0f} tokens")] if at_tokens is not None else []
+    return aligned
+
+
+def _pairs(steps: pd.DataFrame, by: Sequence[str], arms: dict[str, pd.DataFrame],
+           aligned: Sequence[tuple[str, object, str]]) -> list[Pair]:
+    """Every pair of arms at base, final, each checkpoint all their jobs share and each aligned point; then each
+    arm's final against its base."""
     job_labels = {label: rows.groupby("job", observed=True)["checkpoint"].unique().map(set)
                   for label, rows in arms.items()}
-
-    at_updates, at_tokens = equal_updates_point(steps), equal_tokens_point(steps)
-    final_by = final_alignment(steps)  # the budget that ended the jobs: what their last checkpoints share
-    selections: dict[tuple[str, Point], Selection] = {}
-
-    def select(arm: str, point: Point) -> Selection:
-        """The arm's jobs and steps at an aligned point, each job's step there, the mean of each resource spent,
-        and the sampling settings (`_settings`)."""
-        if (arm, point) not in selections:
-            rows = at_point(arms[arm], *point)
-            once = rows.drop_duplicates("job")
-            spent = {name: once[column].astype(float).mean() if column in rows and len(once) else np.nan
-                     for name, (column, _) in RESOURCES.items()}
-            selections[arm, point] = Selection(rows, steps_text(rows[["job", "step"]]), spent, _settings(rows))
-        return selections[arm, point]
-
     counted = "samples_total" in steps and steps["samples_total"].notna().any()
-    pairs: list[tuple[str, str, Point, str, Point]] = []  # (checkpoint, arm a, point a, arm b, point b)
-    aligned = [(UPDATES, at_updates, f"{at_updates} updates")] if at_updates is not None else []
-    aligned += [(TOKENS, at_tokens, f"{at_tokens:,.0f} tokens")] if at_tokens is not None else []
     taken = {name for _, _, name in aligned}  # one comparison a name: the per-seed rows are looked up by it
+    pairs = []
     for (a, _), (b, _) in arm_pairs(steps, by):  # in a two-key grid, within each level of the second key
-        pairs += [(BASE, a, (SAMPLES, BASE), b, (SAMPLES, BASE)), (FINAL, a, (SAMPLES, FINAL), b, (SAMPLES, FINAL))]
+        pairs += [Pair(BASE, a, (SAMPLES, BASE), b, (SAMPLES, BASE)),
+                  Pair(FINAL, a, (SAMPLES, FINAL), b, (SAMPLES, FINAL))]
         # the points aligned by samples drawn; where the rows count samples, a "step N" label (a second checkpoint
         # within one multiple of `eval.every_samples`) is no budget the jobs share: the equal-updates point is
         common = {label for label in set.intersection(*job_labels[a], *job_labels[b]) - {BASE, FINAL}
                   if not (counted and label.startswith("step ")) and label not in taken}
-        pairs += [(label, a, (SAMPLES, label), b, (SAMPLES, label)) for label in sorted(common, key=checkpoint_rank)]
-        pairs += [(name, a, (alignment, point), b, (alignment, point)) for alignment, point, name in aligned]
-    pairs += [("final vs base", arm, (SAMPLES, BASE), arm, (SAMPLES, FINAL)) for arm in arms]
-    named = {(alignment, point): name for alignment, point, name in aligned}
+        pairs += [Pair(label, a, (SAMPLES, label), b, (SAMPLES, label))
+                  for label in sorted(common, key=checkpoint_rank)]
+        pairs += [Pair(name, a, (alignment, point), b, (alignment, point)) for alignment, point, name in aligned]
+    return pairs + [Pair("final vs base", arm, (SAMPLES, BASE), arm, (SAMPLES, FINAL)) for arm in arms]
 
-    def name(point: Point) -> str:
-        return str(point[1]) if point[0] == SAMPLES else named[point]
 
-    matrices: dict[tuple[str, Point, str, int], pd.DataFrame | str] = {}  # a score matrix, or why there is none
-    scored_at = pd.MultiIndex.from_arrays([scores["job"].astype(str), scores["step"]])
+def _selection(rows: pd.DataFrame, point: Point) -> Selection:
+    """An arm's jobs and steps at an aligned point (`rows`: its rows, one per job and step), each job's step
+    there, the mean of each resource spent, and the sampling settings (`_settings`)."""
+    rows = at_point(rows, *point)
+    once = rows.drop_duplicates("job")
+    spent = {name: once[column].astype(float).mean() if column in rows and len(once) else np.nan
+             for name, (column, _) in RESOURCES.items()}
+    return Selection(rows, steps_text(rows[["job", "step"]]), spent, _settings(rows))
 
-    def score(arm: str, point: Point, metric: str, k: int) -> pd.DataFrame | str:
-        if (arm, point, metric, k) not in matrices:
-            rows = select(arm, point).rows
-            try:
-                if not len(rows):
-                    raise BudgetMismatch(f"no eval rows at {name(point)}")
-                sampling_settings(rows)  # refuses mixed sampling settings
-                chosen = pd.MultiIndex.from_arrays([rows["job"].astype(str), rows["step"]])
-                mine = scores[scored_at.isin(chosen)]
-                column = score_column(metric, k)
-                if k > mine["n"].min():
-                    raise BudgetMismatch(f"k={k} is more than the {mine['n'].min()} samples some prompts have")
-                if column not in mine:  # a k beyond some other arm's samples: score this arm's rows alone
-                    at = pd.MultiIndex.from_arrays([eval["job"].astype(str), eval["step"]]).isin(chosen)
-                    mine = per_prompt(eval[at], [k], [metric])
-                matrices[arm, point, metric, k] = score_matrix(rows, metric, k, mine)
-            except BudgetMismatch as refusal:
-                matrices[arm, point, metric, k] = str(refusal)
-        return matrices[arm, point, metric, k]
 
-    records, per_seed = [], []
-    for metric, k in dict.fromkeys(points):
-        for checkpoint, a, point_a, b, point_b in pairs:
-            at_a, at_b = select(a, point_a), select(b, point_b)
-            record: dict[str, object] = {
-                "metric": metric, "k": k, "checkpoint": checkpoint,
-                "alignment": final_by if checkpoint == FINAL else point_a[0],
-                "a": f"{a} @ {name(point_a)}", "b": f"{b} @ {name(point_b)}", "steps_a": at_a.steps,
-                "steps_b": at_b.steps, **{f"{r}_{side}": at.spent[r] for r in RESOURCES
-                                          for side, at in (("a", at_a), ("b", at_b))},
-                "a_had_more": ", ".join(had_more(at_b.spent, at_a.spent)),
-                "b_had_more": ", ".join(had_more(at_a.spent, at_b.spent))}
-            score_a, score_b = score(a, point_a, metric, k), score(b, point_b, metric, k)
-            if isinstance(score_a, str) or isinstance(score_b, str):
-                record["refused"] = score_a if isinstance(score_a, str) else score_b
-            else:
-                try:
-                    mismatch = _settings_mismatch(at_a.settings, at_b.settings)
-                    if mismatch:
-                        raise BudgetMismatch(f"not comparable at unequal budgets: {mismatch}")
-                    result, seeds = compare_arms(score_a, score_b, level)
-                    record |= result
-                    per_seed.append(seeds.assign(**{key: record[key] for key in ("metric", "k", "checkpoint", "a",
-                                                                                   "b")}))
-                except (BudgetMismatch, ValueError) as refusal:  # unequal budgets, or no prompt in common
-                    record["refused"] = str(refusal)
-            records.append(record)
-    table = pd.DataFrame(records, columns=list(COMPARISON_COLUMNS))
-    seeds = pd.concat(per_seed, ignore_index=True) if per_seed else pd.DataFrame()
-    return Comparisons(table, seeds.reindex(columns=list(PER_SEED_COLUMNS)))
+def _scored(scores: pd.DataFrame, scored_at: pd.MultiIndex, rows: pd.DataFrame, where: str) -> pd.DataFrame | str:
+    """The per-prompt `scores` (indexed by job and step: `scored_at`) of an arm's selected `rows`, or why there are
+    none at `where` (no rows there, or mixed sampling settings)."""
+    if not len(rows):
+        return f"no eval rows at {where}"
+    try:
+        sampling_settings(rows)  # refuses mixed sampling settings
+    except BudgetMismatch as refusal:
+        return str(refusal)
+    return scores[scored_at.isin(pd.MultiIndex.from_arrays([rows["job"].astype(str), rows["step"]]))]
+
+
+def _matrix(eval: pd.DataFrame, rows: pd.DataFrame, mine: pd.DataFrame | str, metric: str, k: int
+            ) -> pd.DataFrame | str:
+    """The score matrix (`score_matrix`) of an arm's selected `rows` from their per-prompt scores (`_scored`), or
+    why there is none (theirs, or a k beyond some prompt's samples)."""
+    if isinstance(mine, str):
+        return mine
+    if k > mine["n"].min():
+        return f"k={k} is more than the {mine['n'].min()} samples some prompts have"
+    try:
+        if score_column(metric, k) not in mine:  # a k beyond some other arm's samples: score this arm's rows alone
+            chosen = pd.MultiIndex.from_arrays([rows["job"].astype(str), rows["step"]])
+            mine = per_prompt(eval[pd.MultiIndex.from_arrays([eval["job"].astype(str), eval["step"]]).isin(chosen)],
+                              [k], [metric])
+        return score_matrix(rows, metric, k, mine)
+    except BudgetMismatch as refusal:
+        return str(refusal)
+
+
+def _point_name(point: Point, names: dict[Point, str]) -> str:
+    """A point as a row names it: a checkpoint label where aligned by samples, else "N updates" or "N tokens"."""
+    return str(point[1]) if point[0] == SAMPLES else names[point]
+
+
+def _record(pair: Pair, metric: str, k: int, at_a: Selection, at_b: Selection, final_by: str,
+            names: dict[Point, str]) -> dict[str, object]:
+    """A comparison's row before its numbers: what is compared, where, and what each side had spent there."""
+    return {"metric": metric, "k": k, "checkpoint": pair.checkpoint,
+            "alignment": final_by if pair.checkpoint == FINAL else pair.point_a[0],
+            "a": f"{pair.a} @ {_point_name(pair.point_a, names)}",
+            "b": f"{pair.b} @ {_point_name(pair.point_b, names)}",
+            "steps_a": at_a.steps, "steps_b": at_b.steps,
+            **{f"{r}_{side}": at.spent[r] for r in RESOURCES for side, at in (("a", at_a), ("b", at_b))},
+            "a_had_more": ", ".join(had_more(at_b.spent, at_a.spent)),
+            "b_had_more": ", ".join(had_more(at_a.spent, at_b.spent))}
+
+
+def _compared(record: dict[str, object], score_a: pd.DataFrame | str, score_b: pd.DataFrame | str,
+              at_a: Selection, at_b: Selection, level: float) -> pd.DataFrame | None:
+    """`record` given its numbers (`compare_arms`) or the reason it has none (`refused`); each seed's difference,
+    labelled by the record, where compared."""
+    if isinstance(score_a, str) or isinstance(score_b, str):
+        record["refused"] = score_a if isinstance(score_a, str) else score_b
+        return None
+    try:
+        mismatch = _settings_mismatch(at_a.settings, at_b.settings)
+        if mismatch:
+            raise BudgetMismatch(f"not comparable at unequal budgets: {mismatch}")
+        result, seeds = compare_arms(score_a, score_b, level)
+    except (BudgetMismatch, ValueError) as refusal:  # unequal budgets, or no prompt in common
+        record["refused"] = str(refusal)
+        return None
+    record |= result
+    return seeds.assign(**{key: record[key] for key in ("metric", "k", "checkpoint", "a", "b")})
 
 
 def _settings(rows: pd.DataFrame) -> dict[str, list]:

@@ -39,6 +39,10 @@ class Recipe:
     not_settable: tuple[str, ...] = ()
     published: bool = True  # False: no paper gives a recipe (a library's trainer)
     verified: bool = False  # docs/RECIPES.md: every value compared was read in a source reachable here
+    # what makes a job this method, by its name in grpo_lab's registries (`tests/test_recipes.py` holds them to
+    # those): its advantage rule (`algo.advantage`), else its sampler (`sampler.name`); neither: plain GRPO's
+    rule: str | None = None
+    sampler: str | None = None
 
 
 AS_PAPER = "as the paper"  # no departure from a verified recipe
@@ -62,55 +66,62 @@ RECIPES: dict[str, Recipe] = {
     "ngrpo": Recipe("NGRPO", {"sampler.name": "dynamic", "sampler.dynamic.drop": "all_correct", "algo.eps_low": 0.16,
                               "algo.eps_high": 0.24, "algo.beta": 0.0, "algo.loss_agg": "token", "algo.mu": 1},
                     (mini_batches(4), ENTROPY_BONUS, "surplus kept groups carried to the next step",
-                     "no cap on generation rounds"), verified=True),
+                     "no cap on generation rounds"), verified=True, rule="ngrpo"),
     # conf/algo/rl_zvp.yaml (the paper's appendix C), not verified; its updates a batch were not found
     "rl_zvp": Recipe("RL-ZVP", {"sampler.name": "fixed", "algo.eps_low": 0.2, "algo.eps_high": 0.28, "algo.beta": 0.0,
-                                "algo.loss_agg": "token", "algo.zvp_alpha": 0.1}),
+                                "algo.loss_agg": "token", "algo.zvp_alpha": 0.1}, rule="rl_zvp"),
     # PODS's trainer/maxvargrpo_trainer.py, config/train.yaml and its runs (64 -> 16, 32 -> 8); no clip at mu = 1
     "pods": Recipe("PODS", {"sampler.name": "pods", KEEP: 0.25, "algo.std": "sample", "algo.std_eps": 1e-4,
-                            "algo.beta": 0.0, "algo.loss_agg": "sequence", "algo.mu": 1}, verified=True),
+                            "algo.beta": 0.0, "algo.loss_agg": "sequence", "algo.mu": 1}, verified=True,
+                   sampler="pods"),
     # DARS's experiments/DARS-*-ET-Breadth.sh, ray_dars_trainer.py, core_algos.py and verl's ppo_trainer.yaml
     "dars": Recipe("DARS", {"sampler.name": "dars", "sampler.dars.max_per_prompt": 32, "sampler.dars.schedule": "et",
                             "algo.std": "none", "algo.eps_low": 0.2, "algo.eps_high": 0.2, "algo.beta": 0.0,
                             "algo.loss_agg": "constant", "algo.unit_weight": "sample", "algo.mu": 2},
-                   (ENTROPY_BONUS,), verified=True),
+                   (ENTROPY_BONUS,), verified=True, sampler="dars"),
     # DAPO (arXiv:2503.14476) and verl's recipe/dapo/run_dapo_qwen2.5_32b.sh
     "dynamic": Recipe("DAPO (dynamic sampling)", {"sampler.name": "dynamic", "sampler.dynamic.drop": "tied",
                                                   "algo.eps_low": 0.2, "algo.eps_high": 0.28, "algo.beta": 0.0,
                                                   "algo.loss_agg": "token", "algo.mu": 1},
-                      (mini_batches(16), "overlong reward shaping"), verified=True),
-    "replay": Recipe("replay buffer (TRL's trainer)", published=False),
+                      (mini_batches(16), "overlong reward shaping"), verified=True, sampler="dynamic"),
+    "replay": Recipe("replay buffer (TRL's trainer)", published=False, sampler="replay"),
     # verl-recipe spo/train.sh, spo/config/spo_trainer.yaml and spo_ray_trainer.py (48ea0a797fa2); verl's actor.yaml
     "spo": Recipe("SPO", {"sampler.name": "spo", "sampler.spo.offline_n": 8, "sampler.spo.rho_min": 0.875,
                           "sampler.spo.rho_max": 0.96, "sampler.spo.d_half": 0.06, "sampler.spo.epsilon": 0.05,
                           "algo.eps_low": 0.2, "algo.eps_high": 0.28, "algo.beta": 0.0, "algo.loss_agg": "token",
                           "algo.mu": 1},
                   (mini_batches(8), "dual clip c = 10", "offline answers by another model, read from a file"),
-                  verified=True),
+                  verified=True, rule="spo"),
     # thu-rllab/MoPPS recipe/ours (a883f519bb2e): the sampler's values; its scripts' objective was not read, so the
     # recipe is not verified as a whole
     "mopps": Recipe("MoPPS", {"sampler.name": "mopps", "sampler.mopps.prior_alpha": 1.0,
                               "sampler.mopps.prior_beta": 1.0, "sampler.mopps.decay": 0.5, "sampler.mopps.target": 0.5,
-                              "sampler.mopps.candidates": 8, "sampler.mopps.selection": "thompson"}),
+                              "sampler.mopps.candidates": 8, "sampler.mopps.selection": "thompson"},
+                    sampler="mopps"),
     # Zanette-Labs/speed-rl run_fast_rloo_7b.sh and data_controller.py (80e47b5f7bd7)
     "speed": Recipe("SPEED-RL", {"sampler.name": "speed", "sampler.speed.screen_size": 4,
                                  "sampler.speed.screen_factor": 4, "sampler.speed.max_rounds": 49, "algo.beta": 0.0,
                                  "algo.eps_low": 0.2, "algo.eps_high": 0.2, "algo.loss_agg": "token"},
-                    ("RLOO advantages", "qualified prompts beyond the batch carried to the next step"), verified=True),
+                    ("RLOO advantages", "qualified prompts beyond the batch carried to the next step"), verified=True,
+                    sampler="speed"),
     # arXiv:2509.25808: its rounds, cap and reuse were not reachable (docs/RECIPES.md): nothing to compare
     "ar3po": Recipe("AR3PO", {"sampler.name": "ar3po"},
-                    ("its round size, cap and how a reused answer enters a group: not found in a reachable source",)),
+                    ("its round size, cap and how a reused answer enters a group: not found in a reachable source",),
+                    sampler="ar3po"),
 }
 
 
+BY_RULE = {recipe.rule: method for method, recipe in RECIPES.items() if recipe.rule}
+BY_SAMPLER = {recipe.sampler: method for method, recipe in RECIPES.items() if recipe.sampler}
+
+
 def method_of(config: Mapping[str, object]) -> str:
-    """The tie method a job config runs (a key of RECIPES): the advantage rule where it is not eq. 3's, else the
-    sampler where it is one of the studied ones, else plain GRPO."""
+    """The tie method a job config runs (a key of RECIPES): the one its advantage rule makes it (`Recipe.rule`),
+    else the one its sampler makes it (`Recipe.sampler`), else plain GRPO."""
     rule = value_text(config.get("algo.advantage"))
-    if rule in ("ngrpo", "rl_zvp", "spo"):
-        return rule
-    sampler = value_text(config.get("sampler.name", config.get("sampler")))
-    return sampler if sampler in ("pods", "dars", "dynamic", "replay", "mopps", "speed", "ar3po") else "grpo"
+    if rule in BY_RULE:
+        return BY_RULE[rule]
+    return BY_SAMPLER.get(value_text(config.get("sampler.name", config.get("sampler"))), "grpo")
 
 
 def _values(rows: pd.DataFrame, key: str) -> list[object] | None:

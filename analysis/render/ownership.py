@@ -22,16 +22,14 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import NoReturn
 
+from analysis.folders import LOCK, RUN_SIGNS, holds_a_record, run_above, run_sign
+
 REPORT = "REPORT.md"  # the page a reader opens: the findings, the figures that carry them, short tables
 DETAILS = "DETAILS.md"  # the second page, linked from the first: provenance, every test, the longer sections
 VIEWER = "viewer.html"  # every group on one page, where the build was asked for it (`--viewer`)
 OWN = (REPORT, DETAILS, VIEWER, "figures/*.png", "tables/*.csv")  # what a build writes; nothing else is its own
 MARKER = ".grpo-lab-report"
 WRITTEN_BY = "python -m analysis"
-# a job's record, its disk reserve while it runs, or its writer's lock (grpo_lab/run/lock.py): a `.lock` counts
-# where it holds a holder's record ({pid, host, since}), as grpo-lab's does (pytest leaves empty ones, for one)
-RUN_SIGNS = ("run.json", "status.json", ".run.json.reserve", ".lock")
-LOCK = ".lock"
 TITLES = {REPORT: "# Report: ", DETAILS: "# Details: "}  # each page's first line, as a build writes it
 
 # what `analysis.pack` writes: a sweep folder of each job's records and one part per table
@@ -123,12 +121,12 @@ def _claim(out: Path) -> frozenset[str]:
     if not out.is_dir():
         _refuse(out, "a file, not a folder: --out names the report's folder (a new or empty one, or a report "
                      "built before)")
-    if sign := _run_sign(out):
+    if sign := run_sign(out):
         _refuse(out, f"a run folder (its {sign}): a report swaps its folder whole; a run's report goes in "
                      f"{out / 'report'} (the default)")
     entries = sorted(os.listdir(out))
     if runs := [name for name in entries if (out / name).is_dir() and not (out / name).is_symlink()
-                and _run_sign(out / name)]:
+                and run_sign(out / name)]:
         _refuse(out, f"holds runs ({_names(runs)}): a report swaps its folder whole, which would cut their files "
                      f"out from under a job; a sweep's report goes in {out / 'report'} (the default)")
     if not entries:
@@ -220,13 +218,11 @@ def _earlier_report(out: Path, entries: list[str]) -> tuple[frozenset[str], list
 def _not_in_a_run(out: Path) -> None:
     """Refuse a folder inside a run (a folder above it holds a run's record or lock), but that run's `report/`
     (the default where a run's report goes: beside its files, never over them)."""
-    here = out.resolve()
-    for above in here.parents:
-        if sign := _run_sign(above):
-            if here != above / "report":
-                _refuse(out, f"inside the run folder {above} (its {sign}): a run's report goes in "
-                             f"{above / 'report'} (the default), or in a folder outside the run")
-            return
+    if found := run_above(out):
+        above, sign = found
+        if out.resolve() != above / "report":
+            _refuse(out, f"inside the run folder {above} (its {sign}): a run's report goes in "
+                         f"{above / 'report'} (the default), or in a folder outside the run")
 
 
 def _run_below(out: Path) -> str | None:
@@ -239,25 +235,9 @@ def _run_below(out: Path) -> str | None:
         here = Path(at)
         if here == out and PACKED_DATA in folders and is_packed(out / PACKED_DATA):
             folders.remove(PACKED_DATA)
-        if sign := next((s for s in RUN_SIGNS if s in files and (s != LOCK or _holder(here / s))), None):
+        if sign := next((s for s in RUN_SIGNS if s in files and (s != LOCK or holds_a_record(here / s))), None):
             return (here.relative_to(out) / sign).as_posix()
     return None
-
-
-def _run_sign(folder: Path) -> str | None:
-    """The first of `RUN_SIGNS` in `folder`, or None where it is not a run's."""
-    return next((sign for sign in RUN_SIGNS if os.path.lexists(folder / sign)
-                 and (sign != LOCK or _holder(folder / sign))), None)
-
-
-def _holder(lock: Path) -> bool:
-    """Whether a `.lock` is a run's: it holds its holder's record (grpo_lab/run/lock.py writes it once held)."""
-    try:
-        with open(lock, "rb") as f:
-            record = json.loads(f.read(4096))
-    except (OSError, ValueError):
-        return False
-    return isinstance(record, dict) and "pid" in record
 
 
 def _names(names: list[str], shown: int = 3) -> str:

@@ -17,6 +17,7 @@ from analysis.data.load import Tables
 from analysis.measures.ties import (
     ASSUMPTION,
     MIN_PROMPTS,
+    TieRows,
     all_wrong_split,
     per_job_first_rounds,
     predict_ties,
@@ -112,24 +113,13 @@ def section(tables: Tables, ctx: Context) -> Ties | None:
     by_difficulty = tie_fractions(round0, by, rows=rows)
     by_step = tie_fractions(round0, by, window=window, rows=rows)
     by_step = by_step.merge(samples_by_window(round0, by, window), on=[*by, "step_window"], how="left")
-    shown_by, shown_difficulty, shown_step, pooled = by, by_difficulty, by_step, ""
-    if "group_size" not in arm and round0.groupby(list(arm), observed=True)["group_size"].nunique().max() > 1:
-        # an arm drawing groups of many sizes (knapsack) would be a bar and a line per size: pool them
-        shown_by = list(arm)
-        shown_difficulty = tie_fractions(round0, shown_by, rows=rows)
-        shown_step = tie_fractions(round0, shown_by, window=window, rows=rows).merge(
-            samples_by_window(round0, shown_by, window), on=[*shown_by, "step_window"], how="left")
-        pooled = (" Arms that draw first-round groups of several sizes (knapsack's allocations, Reinforce-Ada's "
-                  "rounds) are pooled over their sizes in the figures (the prediction is per group, so it pools "
-                  "alike); the tables split them by `group_size`.")
+    shown_by, shown_difficulty, shown_step, pooled = shown_in_figures(round0, rows, arm, window, by, by_difficulty,
+                                                                      by_step)
     # the report's colour of each arm, by the keys the figures tell arms apart by (the group size drawn first)
     colours = colours_by(ctx.colours, job_arms(round0, list(dict.fromkeys([*shown_by, *arm]))), arm, shown_by)
     comparisons = (compare_arms_by_seed(per_job_first_rounds(groups, arm).reset_index(), arm, ["tie_frac"])
                    .assign(metric="tie_frac (first rounds)", interval="seeds"))
-    every = pd.Categorical.from_codes(np.zeros(len(round0), np.int8), ["all"])  # not a column of 1M strings
-    overall = tie_fractions(round0[["difficulty", "prompt_id", *arm]].assign(difficulty=every), arm, rows=rows)
-    calibration = pd.concat([part.assign(arm=label) for label, part in iter_arms(overall, arm)], ignore_index=True) \
-        if len(overall) else pd.DataFrame()
+    calibration = overall_calibration(round0, rows, arm)
     few = int(by_difficulty["ci_low"].isna().sum())
     too_few = (f" {few} of the {len(by_difficulty)} rows by difficulty have fewer than {MIN_PROMPTS} prompts: no "
                "interval for them (too few prompts to resample)." if few else "")
@@ -175,6 +165,33 @@ def section(tables: Tables, ctx: Context) -> Ties | None:
     ])
     return Ties(text=text, files=files, comparisons=comparisons, calibration=calibration,
                 by_difficulty=arm_tie_fractions(round0, arm), answered=answered)
+
+
+def shown_in_figures(round0: pd.DataFrame, rows: TieRows, arm: list[str], window: int, by: list[str],
+                     by_difficulty: pd.DataFrame, by_step: pd.DataFrame
+                     ) -> tuple[list[str], pd.DataFrame, pd.DataFrame, str]:
+    """(keys, tie fractions by difficulty, by step window, the caption's word) as the figures show them: the
+    tables' (`by`), but pooled over group sizes where an arm draws first-round groups of several (knapsack would
+    be a bar and a line per size)."""
+    if "group_size" in arm or round0.groupby(list(arm), observed=True)["group_size"].nunique().max() <= 1:
+        return by, by_difficulty, by_step, ""
+    shown_by = list(arm)
+    shown_step = tie_fractions(round0, shown_by, window=window, rows=rows).merge(
+        samples_by_window(round0, shown_by, window), on=[*shown_by, "step_window"], how="left")
+    return shown_by, tie_fractions(round0, shown_by, rows=rows), shown_step, (
+        " Arms that draw first-round groups of several sizes (knapsack's allocations, Reinforce-Ada's rounds) are "
+        "pooled over their sizes in the figures (the prediction is per group, so it pools alike); the tables split "
+        "them by `group_size`.")
+
+
+def overall_calibration(round0: pd.DataFrame, rows: TieRows, arm: list[str]) -> pd.DataFrame:
+    """Each arm's first-round tie fraction over all its groups beside its prediction, its label in `arm` (empty
+    without groups)."""
+    every = pd.Categorical.from_codes(np.zeros(len(round0), np.int8), ["all"])  # not a column of 1M strings
+    overall = tie_fractions(round0[["difficulty", "prompt_id", *arm]].assign(difficulty=every), arm, rows=rows)
+    if not len(overall):
+        return pd.DataFrame()
+    return pd.concat([part.assign(arm=label) for label, part in iter_arms(overall, arm)], ignore_index=True)
 
 
 def with_predictable(fractions: pd.DataFrame, round0: pd.DataFrame, by: list[str], window: int | None = None

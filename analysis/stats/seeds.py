@@ -12,8 +12,8 @@ import numpy as np
 import pandas as pd
 
 from analysis.data.arms import arm_pairs
+from analysis.stats.exact_tests import holm, holm_detectable_effect, min_detectable_effect, seed_test, smallest_p
 from analysis.stats.intervals import t_difference_ci
-from analysis.stats.tests import holm, holm_detectable_effect, min_detectable_effect, seed_test, smallest_p
 
 SEED_TEST = ("exact sign-flip test over paired seeds (else exact permutation test over seeds); interval: "
              "Student's t over the same per-seed values (of the per-seed differences when paired, else with unequal "

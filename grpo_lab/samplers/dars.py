@@ -24,7 +24,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from grpo_lab.errors import require
-from grpo_lab.samplers.base import Draw, Sampler, SamplerSettings
+from grpo_lab.records import Draw
+from grpo_lab.samplers.base import Sampler, SamplerSettings
 
 SCHEDULES = ("et", "hw")
 

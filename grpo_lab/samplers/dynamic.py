@@ -3,7 +3,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from grpo_lab.errors import require
-from grpo_lab.samplers.base import Draw, Group, Sampler, SamplerSettings, use
+from grpo_lab.records import Draw, Group
+from grpo_lab.samplers.base import Sampler, SamplerSettings, use
 
 # tied: DAPO's filter, a group whose rewards are all equal goes (both kinds) | all_correct: NGRPO's script
 # (filter_groups.strategy=all_correct), only a group whose every answer is right goes; an all-wrong one trains

@@ -1,4 +1,5 @@
-from grpo_lab.samplers.base import Draw, Sampler, use
+from grpo_lab.records import Draw
+from grpo_lab.samplers.base import Sampler, use
 
 
 class FixedSampler(Sampler):

@@ -40,7 +40,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from grpo_lab.errors import require
-from grpo_lab.samplers.base import Draw, Sampler, SamplerSettings, distinct_candidates, use
+from grpo_lab.records import Draw
+from grpo_lab.samplers.base import Sampler, SamplerSettings, distinct_candidates, use
 
 CURVES = ("group_informative", "pass_variance")
 ESTIMATES = ("thompson", "mean")

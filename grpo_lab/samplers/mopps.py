@@ -34,7 +34,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from grpo_lab.errors import require
-from grpo_lab.samplers.base import Draw, Sampler, SamplerSettings, distinct_candidates, use
+from grpo_lab.records import Draw
+from grpo_lab.samplers.base import Sampler, SamplerSettings, distinct_candidates, use
 
 SELECTIONS = ("thompson", "mean")
 

@@ -37,7 +37,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from grpo_lab.errors import require
-from grpo_lab.samplers.base import Draw, Sampler, SamplerSettings, use
+from grpo_lab.records import Draw
+from grpo_lab.samplers.base import Sampler, SamplerSettings, use
 from grpo_lab.samplers.retire_solved import retires, take_unretired
 
 CHOICES = ("random", "max_variance")  # the code's buffer_sampling_method values its scripts use

@@ -25,7 +25,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from grpo_lab.errors import require
-from grpo_lab.samplers.base import Draw, Group, Sampler, SamplerSettings
+from grpo_lab.records import Draw, Group
+from grpo_lab.samplers.base import Sampler, SamplerSettings
 
 
 @dataclass

@@ -27,8 +27,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from grpo_lab.errors import require
-from grpo_lab.records import Problem
-from grpo_lab.samplers.base import Draw, PromptStream, Sampler, SamplerSettings, use
+from grpo_lab.records import Draw, Problem
+from grpo_lab.samplers.base import PromptStream, Sampler, SamplerSettings, use
 
 
 @dataclass

@@ -36,7 +36,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from grpo_lab.errors import require
-from grpo_lab.samplers.base import Draw, Sampler, SamplerSettings, use
+from grpo_lab.records import Draw
+from grpo_lab.samplers.base import Sampler, SamplerSettings, use
 from grpo_lab.samplers.learnability import floored, weighted_picks
 
 SELECTIONS = ("weights", "best")

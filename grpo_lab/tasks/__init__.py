@@ -4,8 +4,9 @@ Each task is one module owning its keys, checks, advice, pool sizes and build (g
 `TaskKind`), registered below once; `conf/task/<name>.yaml` is its preset."""
 
 from grpo_lab.errors import require
+from grpo_lab.records import Problem, Task
 from grpo_lab.tasks.arithmetic import Arithmetic, ArithmeticTask
-from grpo_lab.tasks.base import Problem, Task, TaskKind
+from grpo_lab.tasks.base import TaskKind
 from grpo_lab.tasks.gym import Gym
 from grpo_lab.tasks.mathset import Mathset, load_math_task
 

@@ -8,7 +8,8 @@ import zlib
 from functools import lru_cache
 
 from grpo_lab.errors import ConfigError
-from grpo_lab.tasks.base import Problem, Task, TaskKind
+from grpo_lab.records import Problem, Task
+from grpo_lab.tasks.base import TaskKind
 
 # level -> digits of the two operands. More digits means more carries to get right, and the
 # character model writes the most significant digit first, so difficulty rises steeply.

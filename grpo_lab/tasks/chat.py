@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-from grpo_lab.tasks.base import Task
+from grpo_lab.records import Task
 
 _PROBE = "\u2063"  # an invisible separator: marks where an assistant message's content ends in a rendered chat
 

@@ -14,9 +14,10 @@ from functools import lru_cache
 from pathlib import Path
 
 from grpo_lab.errors import InputError, require
+from grpo_lab.records import Problem, Task
 from grpo_lab.rewards.answers import clean
 from grpo_lab.rewards.rules import MAX_ANSWER_CHARS, last_boxed, undefined
-from grpo_lab.tasks.base import Problem, Task, TaskKind
+from grpo_lab.tasks.base import TaskKind
 
 log = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@ import numpy as np
 import torch
 
 from grpo_lab.advantage import rule as advantage_rule
-from grpo_lab.samplers import Group
+from grpo_lab.records import Group
 
 
 def rule_advantages(rule: str, rewards: torch.Tensor, correct: torch.Tensor, *, std: str = "population",

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from grpo_lab.rollout.generate import Rollout, concat_groups, join_rollouts, take_rows
+from grpo_lab.records import Rollout
+from grpo_lab.rollout.generate import concat_groups, join_rollouts, take_rows
 
 
 def training_units(units: list[list], pad_id: int) -> tuple[list[list[Rollout]], np.ndarray]:

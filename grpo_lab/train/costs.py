@@ -21,6 +21,7 @@ import math
 from pathlib import Path
 
 from grpo_lab.run.tables import read_table
+from grpo_lab.train.objective import kl_on
 
 # the run's totals, saved in every checkpoint (state.pt's counters, counters.json) and restored on resume
 COUNTERS = {"samples_total": 0, "tokens_total": 0, "updates": 0, "flops_total": 0.0}
@@ -42,7 +43,7 @@ def step_costs(n: int, prompt_tokens: int, gen_tokens: int, work: dict, beta: fl
     """The steps table's cost columns of one step. `work`: the update's training positions (`positions`), the
     policy passes it ran (`passes`) and whether they ran a backward (`backward`)."""
     positions, passes = work["positions"], work["passes"]
-    reference = int(beta != 0 and positions > 0)  # the reference's one forward over the training rows
+    reference = int(kl_on(beta) and positions > 0)  # the reference's one forward over the training rows
     policy = 6 if work["backward"] else 2  # a forward and its backward: 2N + 4N a position
     flops = 2.0 * n * (prompt_tokens + gen_tokens) + float(policy * n * positions * passes) \
         + 2.0 * n * positions * reference

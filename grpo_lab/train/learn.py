@@ -14,9 +14,8 @@ from grpo_lab import distributed
 from grpo_lab.advantage import rule as advantage_rule
 from grpo_lab.advantage.ties import tied_units
 from grpo_lab.config import TrainConfig
-from grpo_lab.rollout.generate import Rollout
-from grpo_lab.run.rows import Trained, unit_columns
-from grpo_lab.samplers import Draw, Group
+from grpo_lab.records import Draw, Group, Rollout, Trained
+from grpo_lab.run.rows import unit_columns
 from grpo_lab.train.advantages import unit_advantages
 from grpo_lab.train.batching import training_units
 from grpo_lab.train.microbatch import micro_batches

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from grpo_lab.rollout.generate import Rollout, concat_groups
+from grpo_lab.records import Rollout
+from grpo_lab.rollout.generate import concat_groups
 
 
 @dataclass

@@ -19,6 +19,12 @@ def _check(name: str, value: str, allowed: tuple[str, ...]) -> None:
         raise ValueError(f"{name}={value!r} is not supported. Must be one of {', '.join(map(repr, allowed))}.")
 
 
+def kl_on(beta: float) -> bool:
+    """Whether the loss carries the beta x k3 KL to the frozen reference, so that a reference is kept, passed over
+    the training rows and counted in a step's cost: the one place `algo.beta = 0` is decided."""
+    return beta != 0
+
+
 def kl_k3(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
     """Per-token k3 estimator of KL(pi || ref): exp(ref - logp) - (ref - logp) - 1 (>= 0, unbiased)."""
     log_ratio = ref_logp - logp
@@ -168,7 +174,7 @@ def grpo_loss(
         pg = pg * is_weight
     per_token = pg
     kl_mean = float("nan")  # beta == 0: no reference, no KL measured (0.0 would claim the policy never moved)
-    if beta != 0:
+    if kl_on(beta):
         if ref_logp is None:
             raise ValueError("beta != 0 needs ref_logp (log-probs of the frozen reference model)")
         kl = kl_k3(logp, ref_logp)

@@ -22,7 +22,7 @@ from torch.distributed.fsdp import MixedPrecisionPolicy
 
 from grpo_lab import distributed
 from grpo_lab.model import sharding
-from grpo_lab.rollout.generate import Rollout
+from grpo_lab.records import Rollout
 from grpo_lab.train.microbatch import MicroBatch
 
 log = logging.getLogger(__name__)

@@ -18,9 +18,11 @@ built here. Every step measures the mismatch whatever the mode (`mismatch_sums`,
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 
+from grpo_lab import distributed
 from grpo_lab.config import ROLLOUT_CORRECTIONS as MODES  # noqa: F401 - the modes, named where they are checked
 from grpo_lab.run.tables import MISMATCH as COLUMNS  # the steps table's columns `mismatch_stats` fills
 
@@ -75,3 +77,27 @@ def mismatch_stats(sums: torch.Tensor, max_diff: float) -> dict[str, float]:
     ess = w * w / (seqs * w2) if seqs and w2 > 0 and math.isfinite(w2) else float("nan")
     return dict(zip(COLUMNS, (absd / tokens, max_diff, k3 / tokens, r / tokens, ess, over / units if units else
                               float("nan"))))
+
+
+@dataclass
+class Mismatch:
+    """A step's mismatch so far, on the samples' device until `figures` reads it: the sums of `mismatch_sums`
+    added over micro-batches, its largest |d| kept apart (a max, not a sum)."""
+
+    sums: torch.Tensor  # (9,) float64: tokens, sum |d|, sum k3, sum r, sequences, units over the cap, units, sum w, w^2
+    max_diff: torch.Tensor  # () float64: the largest |d| so far
+
+    @classmethod
+    def none(cls, device) -> Mismatch:
+        return cls(torch.zeros(9, dtype=torch.float64, device=device),
+                   torch.zeros((), dtype=torch.float64, device=device))
+
+    def add(self, found: torch.Tensor) -> None:
+        """Add a micro-batch's `mismatch_sums`."""
+        self.sums += found[:9]
+        self.max_diff = torch.maximum(self.max_diff, found[9])
+
+    def figures(self) -> dict[str, float]:
+        """The steps table's rollout_* figures over every rank's fresh samples (`mismatch_stats`)."""
+        top = distributed.max_over_ranks(float(self.max_diff))
+        return mismatch_stats(distributed.all_reduce_(self.sums).cpu(), top)

@@ -16,6 +16,7 @@ import torch
 
 from grpo_lab import distributed
 from grpo_lab.advantage import rule as advantage_rule
+from grpo_lab.advantage.ties import reward_ties
 from grpo_lab.checks import validate
 from grpo_lab.config import TrainConfig
 from grpo_lab.errors import InputError
@@ -25,11 +26,13 @@ from grpo_lab.model.load import amp, frozen_copy
 from grpo_lab.model.logprobs import completion_logprobs, enable_checkpointing
 from grpo_lab.model.lora import add_adapters, trainable
 from grpo_lab.model.sharding import local
+from grpo_lab.records import Draw, Group, Problem, Rollout
 from grpo_lab.rewards.rules import RewardWeights
 from grpo_lab.rewards.scorer import Scorer, score_rollout
+from grpo_lab.rollout.engine import SamplingSettings
 from grpo_lab.rollout.engines import build_engine
 from grpo_lab.rollout.evaluation import BASE_REPLIES, evaluate
-from grpo_lab.rollout.generate import Rollout, split_groups
+from grpo_lab.rollout.generate import split_groups
 from grpo_lab.run.checkpoints import (
     checkpoint_steps,
     drop_state,
@@ -48,11 +51,11 @@ from grpo_lab.run.signals import Killed, stop_on_signals
 from grpo_lab.run.summary import run_summary
 from grpo_lab.run.tables import parts, read_table, remove_parts_after, write_part
 from grpo_lab.run.tracking import Tracker, build_tracker, eval_metrics, step_metrics
-from grpo_lab.samplers import Draw, Group, PromptStream, build_sampler
-from grpo_lab.tasks import Problem
+from grpo_lab.samplers import PromptStream, build_sampler
 from grpo_lab.train.cannot_learn import base_warning, first_step_warning
 from grpo_lab.train.costs import COUNTERS, flop_params, restore_counters, row_updates, step_costs
 from grpo_lab.train.learn import learn
+from grpo_lab.train.objective import kl_on
 from grpo_lab.train.parallel import build_parallel
 
 log = logging.getLogger(__name__)
@@ -73,18 +76,17 @@ class Trainer:
     def __init__(self, cfg: TrainConfig, record: RunRecord, policy: tuple | None = None):
         self.cfg, self.record, self.run_dir = cfg, record, Path(cfg.out_dir)
         torch.manual_seed(cfg.seed)
-        task, self.model, self.tokenizer, self.end_ids = load_task_and_policy(cfg, policy)  # policy: preloaded
-        self.task = task
+        self.task, self.model, self.tokenizer, self.end_ids = load_task_and_policy(cfg, policy)  # policy: preloaded
         self.device = next(self.model.parameters()).device
-        record.update(device=str(self.device), difficulty_labels=task.difficulty_labels,
-                      **({"task_source": task.source} if task.source else {}))  # task=gym: generator, version
+        record.update(device=str(self.device), difficulty_labels=self.task.difficulty_labels,
+                      **({"task_source": self.task.source} if self.task.source else {}))  # task=gym: its generator
         # model.lora.rank > 0: the passes take the model with adapters injected, `peft` saves and loads them
         self.model, self.peft = add_adapters(self.model, cfg.model.lora)
         distributed.broadcast_parameters(self.model)  # as DDP does: every rank starts from rank 0's weights
         with self.amp():  # under CUDA's autocast ("auto") the reference is stored in bf16: it only ever runs in it;
             # model.dtype=autocast_bf16 keeps it fp32, as the policy's weights (a bf16 copy: KL 1e-3 at step 0)
             stored = None if cfg.model.dtype == "autocast_bf16" else autocast_dtype(self.device)
-            self.ref = None if cfg.algo.beta == 0 else frozen_copy(self.model, stored) if self.peft is None \
+            self.ref = None if not kl_on(cfg.algo.beta) else frozen_copy(self.model, stored) if self.peft is None \
                 else self.peft  # LoRA: the same model with its adapters switched off
         if cfg.model.gradient_checkpointing:
             enable_checkpointing(self.model)
@@ -102,7 +104,7 @@ class Trainer:
         r = cfg.reward
         self.scorer = Scorer(r.workers, r.answer_timeout_s, r.step_budget_s)  # closed by train()
         self.score_timeouts = 0  # this step's answers whose check ran out of time
-        self.sampler = build_sampler(cfg.sampler, PromptStream(task.train, cfg.seed))
+        self.sampler = build_sampler(cfg.sampler, PromptStream(self.task.train, cfg.seed))
         self.counters = dict(COUNTERS)  # samples_total, tokens_total, updates, flops_total
         self.last_step = 0
         ckpt = distributed.broadcast_object(latest_checkpoint(self.run_dir))  # rank 0's view: one choice for all
@@ -174,16 +176,12 @@ class Trainer:
         groups, timeouts = [], 0
         if mine:
             ro = self.engine.sample([p.prompt for p in mine], size or cfg.sampler.group_size,
-                                    max_new_tokens=cfg.rollout.max_new_tokens, temperature=cfg.rollout.temperature,
-                                    generator=self.generator, end_ids=self.end_ids,
-                                    max_rows=cfg.rollout.max_rows_per_call, stop=cfg.rollout.stop,
-                                    fast=cfg.model.fast_math)
+                                    SamplingSettings.for_training(cfg, self.end_ids), generator=self.generator)
             rewards, correct, answers, timeouts = score_rollout(ro, mine, self.task.answer_kind, self.weights,
                                                                 self.scorer, self.task.answer_format, self.task.grader)
-            # population std in float64, as eq. 3; one answer ties with nothing (SPO's groups of one)
-            ties = (rewards.astype(np.float64).std(axis=1) <= cfg.algo.std_eps) & (rewards.shape[1] > 1)
+            ties = reward_ties(torch.from_numpy(rewards), cfg.algo.std_eps).tolist()  # the advantages' own test
             prompts = ro.prompt_mask.sum(1).tolist()  # each prompt's tokens, prefilled once for its group
-            groups = [Group(p, rnd, chunk, rewards[i], correct[i], bool(ties[i]), rank=rank,
+            groups = [Group(p, rnd, chunk, rewards[i], correct[i], ties[i], rank=rank,
                             tokens=int(chunk.lengths.sum()), truncated=int(chunk.truncated.sum()),
                             answered=np.not_equal(answers[i], None), answers=answers[i], prompt_tokens=int(prompts[i]))
                       for i, (p, chunk) in enumerate(zip(mine, split_groups(ro)))]

@@ -1,6 +1,23 @@
 """One optimizer step's update: mu clipped updates with the k3 KL on a step's training rows, gradients
 accumulated over micro-batches (and summed over ranks). The advantages come from grpo_lab/train/advantages.py;
-RL-ZVP's per-token ones are shaped here, from the entropies of the first policy pass."""
+RL-ZVP's per-token ones are shaped here, from the entropies of the first policy pass.
+
+`update` is a loop over the mu updates; each concern is a helper: the batch's denominators and whether it learns
+(`_plan`, a `BatchPlan`), the reference's pass, a micro-batch's first pass (`_first_pass`: what it fixes for the
+step, a `FirstPass`), one update's accumulation (`_accumulate`, its named sums an `UpdateStats`), the loss, the
+optimizer step, the KL-gradient probe (`KlProbe`) and the rollout mismatch (rollout_correction.Mismatch).
+
+Tied units (`rows.tied`: every advantage 0) enter as grpo_lab/advantage/ties.py says: their tokens' KL term kept
+or masked (algo.tied_kl), their rows counted in the denominator or not (algo.tied_norm). A batch whose every
+advantage is 0 (all tied) still takes its mu optimizer steps under algo.tied_batch=step (DeepSeekMath's
+objective, TRL, verl): on the beta x k3 KL's gradient, or with beta = 0 on a gradient exactly 0, where AdamW
+still moves the weights by its moments and weight decay. Under `skip` it runs one pass without gradients and
+takes none, AdamW's state untouched; under `zero` the same pass, then mu steps on a zero gradient.
+
+The ratio's denominator is the first pass's log-probs (the policy before this step's first update is the
+one that sampled; its own log-probs from this same pass make the first ratio exactly 1, where the sampler's
+cached decode matches only up to kernel rounding), except for reused samples (`rows.behaviour`): theirs are
+the log-probs of the earlier policy that sampled them, stored in their rollout's old_logp."""
 
 from __future__ import annotations
 
@@ -16,11 +33,11 @@ from grpo_lab.advantage.ties import zero_gradient_steps
 from grpo_lab.config import TrainConfig
 from grpo_lab.model.logprobs import completion_logprobs
 from grpo_lab.model.lora import adapters_off
-from grpo_lab.rollout.generate import Rollout
+from grpo_lab.records import Rollout
 from grpo_lab.train.microbatch import MicroBatch
-from grpo_lab.train.objective import Normalisers, aggregate, grpo_loss, kl_k3, loss_normalisers
+from grpo_lab.train.objective import LossStats, Normalisers, aggregate, grpo_loss, kl_k3, kl_on, loss_normalisers
 from grpo_lab.train.parallel import DataParallel
-from grpo_lab.train.rollout_correction import correction_weights, mismatch_stats, mismatch_sums
+from grpo_lab.train.rollout_correction import Mismatch, correction_weights, mismatch_sums
 
 
 @dataclass
@@ -46,6 +63,82 @@ class TrainingRows:
                             more(self.tied))
 
 
+@dataclass
+class BatchPlan:
+    """What the whole batch, every rank's rows, decides before any pass."""
+
+    norm: Normalisers  # the loss's denominators over every rank's rows, algo.tied_norm applied
+    tied_norm_share: float  # tied units' share of the denominator that counts them (NaN: no training row)
+    has_rows: bool  # some rank holds a training row
+    can_learn: bool  # some row carries a signal: a nonzero advantage or a shaped direction
+    always: bool  # algo.tied_batch=step on a batch with training rows: its mu steps whatever the signal
+
+    @property
+    def backward(self) -> bool:
+        """Whether the passes run with gradients and a backward."""
+        return self.can_learn or self.always
+
+
+@dataclass
+class FirstPass:
+    """What a micro-batch's first policy pass fixes for every update of the step."""
+
+    logp: torch.Tensor  # (n, T) detached: the policy before the step's first update, which sampled a fresh row
+    old_logp: torch.Tensor  # (n, T) the ratio's denominator: `logp`, or a reused row's stored behaviour log-probs
+    advantages: torch.Tensor  # (n,) the rows' advantages, or (n, T) a per-token rule's shaped ones
+    entropy: torch.Tensor | None  # (n, 2) each row's mean and max token entropy (a per-token rule), else None
+    correction: torch.Tensor | None  # (n, T) the rollout correction's weights; None under `none`
+
+
+@dataclass
+class UpdateStats:
+    """One optimizer update's loss statistics, each micro-batch's share of the batch's summed (then over ranks),
+    and the gradient's norm before clipping (NaN where the update took no optimizer step)."""
+
+    loss: float = 0.0
+    pg_loss: float = 0.0
+    kl: float = 0.0
+    clip_frac: float = 0.0
+    grad_norm: float = float("nan")
+
+    def add(self, st: LossStats) -> None:
+        self.loss, self.pg_loss = self.loss + st.loss, self.pg_loss + st.pg_loss
+        self.kl, self.clip_frac = self.kl + st.kl, self.clip_frac + st.clip_frac
+
+    def over_ranks(self) -> None:
+        """Every rank's share added: the whole batch's statistics."""
+        sums = distributed.all_reduce_(torch.tensor([self.loss, self.pg_loss, self.kl, self.clip_frac],
+                                                    dtype=torch.float64))
+        self.loss, self.pg_loss, self.kl, self.clip_frac = sums.tolist()
+
+
+@dataclass
+class KlProbe:
+    """algo.kl_grad_every's measure: the gradients of the beta x KL term, as it enters the loss, from tied rows and from
+    untied ones (`_kl_gradients`), summed over the first update's micro-batches (whole parameters, never fsdp's)."""
+
+    params: list[torch.nn.Parameter]  # the trained ones
+    tied_grads: list[torch.Tensor]  # per parameter
+    untied_grads: list[torch.Tensor]  # per parameter
+    tied: torch.Tensor  # (n,) bool: the rows of tied units
+    tied_carry: bool  # tied rows carry the KL term (algo.tied_kl=keep)
+
+    @classmethod
+    def of(cls, model, tied: torch.Tensor, tied_carry: bool) -> KlProbe:
+        params = [p for p in model.parameters() if p.requires_grad]
+        return cls(params, *([torch.zeros_like(p) for p in params] for _ in "tu"), tied, tied_carry)
+
+    def add(self, logp: torch.Tensor, ref_logp: torch.Tensor, mb: MicroBatch, rows: TrainingRows, norm: Normalisers,
+            cfg: TrainConfig) -> None:
+        _kl_gradients([self.tied_grads, self.untied_grads], self.params, logp, ref_logp, mb.rollout.completion_mask,
+                      self.tied[mb.rows], self.tied_carry, norm, rows.weight[mb.rows], cfg)
+
+    def norms(self) -> list[float]:
+        """[tied, untied]: each part summed over ranks (ddp) as the update's gradients are, then its norm."""
+        return [float(torch.linalg.vector_norm(distributed.all_reduce_(torch.cat([g.flatten() for g in part]))))
+                for part in (self.tied_grads, self.untied_grads)]
+
+
 def update(model, ref, optimizer, micro: list[MicroBatch], rows: TrainingRows, cfg: TrainConfig,
            par: DataParallel | None = None, pad_id: int = 0, probe: bool = False) -> dict:
     """mu optimizer updates on one batch of samples, each accumulating the gradients of its micro-batches.
@@ -59,29 +152,82 @@ def update(model, ref, optimizer, micro: list[MicroBatch], rows: TrainingRows, c
     share tied units take of the denominator that counts them (what algo.tied_norm=drop leaves out); with `probe`,
     `kl_grad_tied` and `kl_grad_untied`, the norms of the KL term's gradient from each (else NaN).
 
-    Tied units (`rows.tied`: every advantage 0) enter as grpo_lab/advantage/ties.py says: their tokens' KL term kept
-    or masked (algo.tied_kl), their rows counted in the denominator or not (algo.tied_norm). A batch whose every
-    advantage is 0 (all tied) still takes its mu optimizer steps under algo.tied_batch=step (DeepSeekMath's
-    objective, TRL, verl): on the beta x k3 KL's gradient, or with beta = 0 on a gradient exactly 0, where AdamW
-    still moves the weights by its moments and weight decay. Under `skip` it runs one pass without gradients and
-    takes none, AdamW's state untouched; under `zero` the same pass, then mu steps on a zero gradient.
-
-    The ratio's denominator is the first pass's log-probs (the policy before this step's first update is the
-    one that sampled; its own log-probs from this same pass make the first ratio exactly 1, where the sampler's
-    cached decode matches only up to kernel rounding), except for reused samples (`rows.behaviour`): theirs are
-    the log-probs of the earlier policy that sampled them, stored in their rollout's old_logp.
-
     Across processes `micro` holds this rank's share of the batch (possibly none): the normalisers and
     `informative` are summed over ranks, and so are the gradients after accumulation, before clipping,
     so every rank takes the step one process would take on the whole batch. `par`, the data-parallel strategy
     (default: a full copy per rank), pads the micro-batches with `pad_id` where every pass is a collective."""
     par = par or DataParallel()
     a = cfg.algo
-    temp = cfg.rollout.temperature or 1.0
-    keep = cfg.model.fast_math  # the output layer keeps its softmax for the backward (within float rounding)
-    passes = dict(chunk=cfg.model.logprob_chunk, buckets=cfg.model.length_buckets)  # both models' passes
-    policy = dict(passes, keep=keep)
-    shaped = rows.direction is not None  # a per-token rule: entropies from the first pass
+    device = rows.weight.device
+    plan = _plan(micro, rows, cfg)
+    n_real, n_rows = len(micro), rows.weight.shape[0]
+    micro, rows = par.pad(micro, rows, pad_id)  # fsdp: the same passes on every rank
+    tied = rows.tied if rows.tied is not None else torch.zeros(n_rows, dtype=torch.bool, device=device)
+    kl_rows = ~tied if a.tied_kl == "mask" else None  # (padding rows, fsdp's, tie nothing)
+    probe = probe and kl_on(a.beta) and plan.backward  # measured where the passes run a backward
+    kl_probe = KlProbe.of(model, tied, kl_rows is None) if probe else None
+    ref_logp = _reference_logprobs(ref, micro, cfg, par) if kl_on(a.beta) else [None] * len(micro)
+    first: list[FirstPass | None] = [None] * len(micro)  # each micro-batch's, from the first update's passes
+    mismatch = Mismatch.none(device)  # of the fresh samples
+    updates: list[UpdateStats] = []
+    informative, opt_steps = 0, 0
+    for _ in range(a.mu if plan.backward else 1):
+        optimizer.zero_grad(set_to_none=True)
+        stats = _accumulate(model, micro, rows, first, ref_logp, kl_rows, plan, cfg, mismatch,
+                            None if updates else kl_probe)  # the probe, on the first update's graph
+        if not updates:  # the first update: what each row's advantage came to, and how many carry a gradient
+            per_row = torch.cat([_row_advantage(f.advantages, mb, rows) for f, mb in zip(first, micro)])[:n_rows] \
+                if micro else rows.advantages
+            informative = int(distributed.global_sum(int((per_row != 0).sum())))
+        if plan.backward and (informative or plan.always):
+            stats.grad_norm = _optimizer_step(model, optimizer, par, a.max_grad_norm)
+            opt_steps += 1
+        updates.append(stats)
+        if not (informative or plan.always):
+            break  # skip: a shaped tied unit whose every token came to 0 (one-token answers): nothing to learn
+    if not opt_steps and a.tied_batch == "zero" and plan.has_rows:  # nothing learned, and zero steps anyway
+        zero_gradient_steps(model, optimizer, a.mu)
+        opt_steps, updates[-1].grad_norm = a.mu, 0.0
+    par.after_passes(model)  # fsdp: a pass without backward leaves the root gathered
+    figures = mismatch.figures()  # the step's one read of the mismatch on the host
+    # a (mu, 5) array's mean over its first axis: the order numpy has always summed the updates' statistics in
+    loss, pg, kl, clip, gn = np.mean([dataclasses.astuple(s) for s in updates], axis=0).tolist()
+    behaviour, entropy = _first_pass_rows(first[:n_real], rows.direction is not None, device)
+    kl_grad = kl_probe.norms() if kl_probe is not None else [float("nan")] * 2
+    return dict(loss=loss, pg_loss=pg, kl=kl, clip_frac=clip, grad_norm=gn, informative=informative,
+                tied_norm_share=plan.tied_norm_share, kl_grad_tied=kl_grad[0], kl_grad_untied=kl_grad[1],
+                opt_steps=opt_steps, passes=len(updates), backward=plan.backward, advantages=per_row.detach(),
+                behaviour=behaviour, entropy=entropy, mismatch=figures)
+
+
+def _accumulate(model, micro: list[MicroBatch], rows: TrainingRows, first: list[FirstPass | None],
+                ref_logp: list[torch.Tensor | None], kl_rows: torch.Tensor | None, plan: BatchPlan,
+                cfg: TrainConfig, mismatch: Mismatch, probe: KlProbe | None) -> UpdateStats:
+    """One update's passes over the micro-batches, their gradients accumulated (each micro-batch's loss is its share
+    of the batch's). A micro-batch's first pass fills in `first` and adds its fresh samples to `mismatch`; `probe`
+    adds the KL term's gradients. Returns the loss statistics summed over micro-batches and ranks."""
+    stats = UpdateStats()
+    for k, mb in enumerate(micro):
+        with torch.set_grad_enabled(plan.backward):
+            if first[k] is None:  # the first pass: the denominators, RL-ZVP's entropies, the mismatch
+                logp, first[k], found = _first_pass(model, mb, rows, cfg)
+                mismatch.add(found)
+            else:
+                logp = completion_logprobs(model, mb.rollout, cfg.rollout.temperature or 1.0,
+                                           **_pass_options(cfg, policy=True))  # (n, T)
+            loss, st = _loss(logp, first[k], mb, rows, ref_logp[k], kl_rows, plan.norm, cfg)
+            if probe is not None:
+                probe.add(logp, ref_logp[k], mb, rows, plan.norm, cfg)
+            if plan.backward:  # (every pass's log-probs carry a graph: a zero advantage backs up zeros)
+                loss.backward()
+        stats.add(st)
+    stats.over_ranks()
+    return stats
+
+
+def _plan(micro: list[MicroBatch], rows: TrainingRows, cfg: TrainConfig) -> BatchPlan:
+    """The batch's denominators (over ranks) and whether it learns, decided once, before the passes."""
+    a = cfg.algo
     device = rows.weight.device
     lengths = (torch.cat([mb.rollout.completion_mask.sum(-1) for mb in micro]) if micro
                else torch.zeros(0, dtype=torch.long, device=device))  # (n,) tokens in the loss
@@ -93,97 +239,67 @@ def update(model, ref, optimizer, micro: list[MicroBatch], rows: TrainingRows, c
     drop = a.tied_norm == "drop" and counted > 0  # a batch of tied units only keeps the denominator that counts them
     norm = Normalisers(loss=(counted if drop else total).to(device), tokens=tokens.to(device))  # the whole batch's
     signal = rows.advantages != 0
-    if shaped:
+    if rows.direction is not None:
         signal = signal | (rows.direction != 0)
     counts = distributed.global_sum(torch.tensor([int(signal.sum()), rows.weight.shape[0]]))  # over ranks
-    can_learn = bool(counts[0] > 0)  # rows that may carry a gradient
-    always = a.tied_batch == "step" and bool(counts[1] > 0)  # a batch with training rows takes its mu steps
-    probe = probe and a.beta != 0 and (can_learn or always)  # measured where the passes run a backward
-    grad = can_learn or always  # the passes run with gradients and backward
-    n_real, n_rows = len(micro), rows.weight.shape[0]
-    micro, rows = par.pad(micro, rows, pad_id)  # fsdp: the same passes on every rank
-    if rows.tied is not None:
-        tied = rows.tied  # its padding rows (fsdp) tie nothing
-    kl_rows = ~tied if a.tied_kl == "mask" else None
-    ref_logp = [None] * len(micro)
-    if a.beta != 0:
-        with torch.inference_mode(), adapters_off(ref) as reference:  # LoRA: the base, adapters switched off
-            ref_logp = [completion_logprobs(reference, mb.rollout, temp, **passes) for mb in micro]
-        par.after_passes(ref)
-    stats, informative = [], 0
-    old_logp, first, used = [None] * len(micro), [None] * len(micro), [None] * len(micro)
-    entropy, weights = [None] * len(micro), [None] * len(micro)
-    mismatch = torch.zeros(10, dtype=torch.float64, device=device)  # mismatch_sums of the fresh samples, max |d| last
-    opt_steps = 0
-    params = [p for p in model.parameters() if p.requires_grad]
-    kl_grads = [[torch.zeros_like(p) for p in params] for _ in "tu"] if probe else None  # tied, untied: summed here
-    for _ in range(a.mu if grad else 1):
-        optimizer.zero_grad(set_to_none=True)
-        sums = np.zeros(4)
-        for k, mb in enumerate(micro):
-            mask = mb.rollout.completion_mask
-            with torch.set_grad_enabled(grad):
-                if first[k] is None:  # the first pass: the denominators, and RL-ZVP's entropies
-                    logp, ent = completion_logprobs(model, mb.rollout, temp, entropy=True, **policy) if shaped \
-                        else (completion_logprobs(model, mb.rollout, temp, **policy), None)
-                    first[k] = logp.detach()
-                    old_logp[k] = first[k] if rows.behaviour is None else torch.where(
-                        rows.behaviour[mb.rows, None], mb.rollout.old_logp, first[k])
-                    used[k] = rows.advantages[mb.rows] if not shaped else advantage_rule(a.advantage).shape_tokens(
-                        rows.advantages[mb.rows], rows.direction[mb.rows], ent, mask, a)  # (n,) | (n, T)
-                    entropy[k] = None if ent is None else _token_stats(ent, mask)
-                    weights[k], found = _rollout_correction(first[k], mb, rows, a.rollout_correction,
-                                                            a.rollout_correction_cap)
-                    mismatch[:9] += found[:9]
-                    mismatch[9] = torch.maximum(mismatch[9], found[9])
-                else:
-                    logp = completion_logprobs(model, mb.rollout, temp, **policy)  # (n, T)
-                loss, st = grpo_loss(logp, old_logp[k], used[k], mask, ref_logp=ref_logp[k], beta=a.beta,
-                                     eps_low=a.eps_low, eps_high=a.eps_high, agg=a.loss_agg,
-                                     max_len=cfg.rollout.max_new_tokens, seq_weight=rows.weight[mb.rows], norm=norm,
-                                     is_weight=weights[k], kl_rows=None if kl_rows is None else kl_rows[mb.rows])
-                if kl_grads is not None and not stats:  # the probe, on the first update's graph
-                    _kl_gradients(kl_grads, params, logp, ref_logp[k], mask, tied[mb.rows], kl_rows is None, norm,
-                                  rows.weight[mb.rows], cfg)
-                if grad:  # (every pass's log-probs carry a graph: a zero advantage backs up zeros)
-                    loss.backward()  # gradients accumulate: each micro-batch's loss is its share of the batch's
-            sums += (st.loss, st.pg_loss, st.kl, st.clip_frac)
-        sums = distributed.all_reduce_(torch.from_numpy(sums)).numpy()  # every rank's share of the batch's
-        if not stats:  # the first update: what each row's advantage came to, and how many carry a gradient
-            per_row = torch.cat([_row_advantage(u, mb, rows) for u, mb in zip(used, micro)])[:n_rows] if micro \
-                else rows.advantages
-            informative = int(distributed.global_sum(int((per_row != 0).sum())))
-        grad_norm = float("nan")  # no gradient taken
-        if grad and (informative or always):
-            par.reduce([p for p in model.parameters() if p.requires_grad])  # ddp: summed over ranks
-            grad_norm = par.clip(list(model.parameters()), a.max_grad_norm)
-            optimizer.step()
-            opt_steps += 1
-        stats.append((*sums, grad_norm))
-        if not (informative or always):
-            break  # skip: a shaped tied unit whose every token came to 0 (one-token answers): nothing to learn
-    if not opt_steps and a.tied_batch == "zero" and counts[1] > 0:  # nothing learned, and zero steps anyway
-        zero_gradient_steps(model, optimizer, a.mu)
-        opt_steps, stats[-1] = a.mu, (*stats[-1][:4], 0.0)
-    par.after_passes(model)  # fsdp: a pass without backward leaves the root gathered
-    top = distributed.max_over_ranks(float(mismatch[9]))  # the step's one read of the figures on the host
-    mismatch = distributed.all_reduce_(mismatch).cpu()
-    loss, pg, kl, clip, gn = np.mean(stats, axis=0).tolist()
-    first, entropy = first[:n_real], entropy[:n_real]  # the real micro-batches'
-    width = max((f.shape[1] for f in first), default=0)
-    behaviour = (torch.cat([torch.nn.functional.pad(f, (0, width - f.shape[1])) for f in first]) if first
-                 else torch.zeros(0, 0, device=device))  # (n, T)
-    if shaped:  # a rank with no rows still answers (n, 2): every rank then takes part in the same gathers
-        entropy = torch.cat(entropy) if entropy else torch.zeros(0, 2, device=device)
-    kl_grad = [float("nan")] * 2
-    if kl_grads is not None:
-        for j, part in enumerate(kl_grads):  # summed over ranks (ddp) as the update's gradients are, then its norm
-            flat = distributed.all_reduce_(torch.cat([g.flatten() for g in part]))
-            kl_grad[j] = float(torch.linalg.vector_norm(flat))
-    return dict(loss=loss, pg_loss=pg, kl=kl, clip_frac=clip, grad_norm=gn, informative=informative,
-                tied_norm_share=share, kl_grad_tied=kl_grad[0], kl_grad_untied=kl_grad[1],
-                opt_steps=opt_steps, passes=len(stats), backward=grad, advantages=per_row.detach(),
-                behaviour=behaviour, entropy=entropy if shaped else None, mismatch=mismatch_stats(mismatch, top))
+    has_rows = bool(counts[1] > 0)
+    return BatchPlan(norm, share, has_rows, can_learn=bool(counts[0] > 0), always=a.tied_batch == "step" and has_rows)
+
+
+def _pass_options(cfg: TrainConfig, policy: bool) -> dict:
+    """completion_logprobs' options for both models' passes; the policy's output layer also keeps its softmax for
+    the backward under model.fast_math (within float rounding)."""
+    options = dict(chunk=cfg.model.logprob_chunk, buckets=cfg.model.length_buckets)
+    return dict(options, keep=cfg.model.fast_math) if policy else options
+
+
+def _reference_logprobs(ref, micro: list[MicroBatch], cfg: TrainConfig, par: DataParallel) -> list[torch.Tensor]:
+    """The frozen reference's log-probs (n, T) of each micro-batch, without gradients (LoRA: the base model, its
+    adapters switched off)."""
+    with torch.inference_mode(), adapters_off(ref) as reference:
+        out = [completion_logprobs(reference, mb.rollout, cfg.rollout.temperature or 1.0,
+                                   **_pass_options(cfg, policy=False)) for mb in micro]
+    par.after_passes(ref)
+    return out
+
+
+def _first_pass(model, mb: MicroBatch, rows: TrainingRows,
+                cfg: TrainConfig) -> tuple[torch.Tensor, FirstPass, torch.Tensor]:
+    """A micro-batch's first policy pass: its log-probs (n, T), with their graph for the first update's loss; what
+    they fix for the step (the ratio's denominator, a per-token rule's shaped advantages from their entropies, the
+    rollout correction's weights); and the mismatch sums of its fresh samples (`mismatch_sums`)."""
+    a = cfg.algo
+    temp, options = cfg.rollout.temperature or 1.0, _pass_options(cfg, policy=True)
+    mask = mb.rollout.completion_mask
+    shaped = rows.direction is not None  # a per-token rule: entropies from this pass
+    logp, ent = completion_logprobs(model, mb.rollout, temp, entropy=True, **options) if shaped \
+        else (completion_logprobs(model, mb.rollout, temp, **options), None)
+    behaviour = logp.detach()
+    old_logp = behaviour if rows.behaviour is None else torch.where(rows.behaviour[mb.rows, None],
+                                                                    mb.rollout.old_logp, behaviour)
+    used = rows.advantages[mb.rows] if not shaped else advantage_rule(a.advantage).shape_tokens(
+        rows.advantages[mb.rows], rows.direction[mb.rows], ent, mask, a)  # (n,) | (n, T)
+    entropy = None if ent is None else _token_stats(ent, mask)
+    weights, found = _rollout_correction(behaviour, mb, rows, a.rollout_correction, a.rollout_correction_cap)
+    return logp, FirstPass(behaviour, old_logp, used, entropy, weights), found
+
+
+def _loss(logp: torch.Tensor, first: FirstPass, mb: MicroBatch, rows: TrainingRows, ref_logp: torch.Tensor | None,
+          kl_rows: torch.Tensor | None, norm: Normalisers, cfg: TrainConfig) -> tuple[torch.Tensor, LossStats]:
+    """A micro-batch's share of the batch's loss (objective.grpo_loss) and its statistics."""
+    a = cfg.algo
+    return grpo_loss(logp, first.old_logp, first.advantages, mb.rollout.completion_mask, ref_logp=ref_logp,
+                     beta=a.beta, eps_low=a.eps_low, eps_high=a.eps_high, agg=a.loss_agg,
+                     max_len=cfg.rollout.max_new_tokens, seq_weight=rows.weight[mb.rows], norm=norm,
+                     is_weight=first.correction, kl_rows=None if kl_rows is None else kl_rows[mb.rows])
+
+
+def _optimizer_step(model, optimizer, par: DataParallel, max_grad_norm: float) -> float:
+    """The accumulated gradients summed over ranks (ddp), clipped, stepped. Returns their norm before clipping."""
+    par.reduce([p for p in model.parameters() if p.requires_grad])
+    grad_norm = par.clip(list(model.parameters()), max_grad_norm)
+    optimizer.step()
+    return grad_norm
 
 
 def _kl_gradients(into: list[list[torch.Tensor]], params: list, logp: torch.Tensor, ref_logp: torch.Tensor,
@@ -215,6 +331,18 @@ def _rollout_correction(train_logp: torch.Tensor, mb: MicroBatch, rows: Training
         reused = rows.behaviour[mb.rows, None] & mb.rollout.completion_mask
         weight = torch.where(reused, torch.ones_like(weight), weight)
     return weight, mismatch_sums(train_logp, mb.rollout.old_logp, mask, mode, cap)
+
+
+def _first_pass_rows(first: list[FirstPass], shaped: bool, device) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """This rank's rows' behaviour log-probs (n, T), each micro-batch's padded to the widest, and under a per-token
+    rule their entropies (n, 2), else None; a rank with no rows still answers (0, 2), so every rank takes part in the
+    same gathers."""
+    width = max((f.logp.shape[1] for f in first), default=0)
+    behaviour = (torch.cat([torch.nn.functional.pad(f.logp, (0, width - f.logp.shape[1])) for f in first]) if first
+                 else torch.zeros(0, 0, device=device))  # (n, T)
+    if not shaped:
+        return behaviour, None
+    return behaviour, torch.cat([f.entropy for f in first]) if first else torch.zeros(0, 2, device=device)
 
 
 def _row_advantage(used: torch.Tensor, mb: MicroBatch, rows: TrainingRows) -> torch.Tensor:
