@@ -1,5 +1,6 @@
 """Before Hydra starts: the folders a command line will write into, refused in one line when one cannot be
-written, holds a run started with another config, or (resume=never) holds files no run writes. Hydra writes
+written, holds a run started with another config, holds files no run wrote (resume=never: in the run's folders;
+otherwise anywhere, unless it holds a run of ours), or is an ingested run's folder. Hydra writes
 before any job runs (a sweep's `multirun.yaml`, the launcher's logs), so a start that will be refused must be
 refused here, where nothing has been written yet. Each job checks again under its lock
 (grpo_lab.run.guards.prepare): this is the early, whole-command answer; that one is the authority.
@@ -25,7 +26,7 @@ from experiments.common import compose_job, task_overrides
 from grpo_lab.errors import InputError
 from grpo_lab.run.guards import CONFIG_NAME, check_resume, may_differ
 from grpo_lab.run.lock import RunDirUnwritable
-from grpo_lab.run.owned import run_files
+from grpo_lab.run.owned import check_start, run_files
 
 JOB_NUM = "${hydra.job.num}"  # Hydra's default sweep subdir
 
@@ -86,9 +87,9 @@ def _starts_over(config_name: str, overrides: list[str], single: Any | None, com
 def check_folders(config_name: str, base: DictConfig, args: list[str], single: Any | None,
                   composed: list[Any] = ()) -> None:
     """Raise InputError (one line) when a folder this command writes cannot be written, holds a run that this
-    command would resume with another config, or is to start over (resume=never) but holds a file no run writes
-    (grpo_lab/run/owned.py). single: the one job's typed config when not a sweep; composed: the jobs the
-    preflight composed."""
+    command would resume with another config, is to start over (resume=never) but holds a file no run writes, or
+    holds no run of ours but files a run did not write (grpo_lab/run/owned.py: run_files, check_start). single:
+    the one job's typed config when not a sweep; composed: the jobs the preflight composed."""
     planned = job_folders(base, args)
     if not planned:
         return
@@ -101,6 +102,7 @@ def check_folders(config_name: str, base: DictConfig, args: list[str], single: A
         if _starts_over(config_name, overrides, single, list(composed)):
             run_files(folder)  # resume=never deletes only a run's own files: a folder holding others is refused here
             continue
+        check_start(folder)  # a folder of a person's files, or an ingest's, is no run to start in
         if not (folder / CONFIG_NAME).is_file():
             continue
         if single is None and _same_overrides(folder, overrides):

@@ -1,6 +1,7 @@
 """The checks of a training config's values, before any model loads: `validate` refuses a value that cannot
-work in one line naming the key; `advice` warns of one that is valid but cannot learn. The keys, their
-defaults and the bounds are in grpo_lab/config.py."""
+work in one line naming the key; `advice` warns of one that is valid but cannot learn. Here the keys every
+run reads, a short function a block; a key only one sampler, rule, task or engine reads is checked by that member
+(its `check`, its `advice`). The keys, their defaults and the bounds are in grpo_lab/config.py."""
 
 from __future__ import annotations
 
@@ -33,7 +34,6 @@ from grpo_lab.errors import ConfigError, require
 from grpo_lab.footprint import available, check_fits, eval_rows_per_call, model_shape, on_host, sampling_bytes
 from grpo_lab.model.files import check_model_files, check_model_folder, resolve_model_path
 from grpo_lab.model.lora import check_lora
-from grpo_lab.rewards.rules import ANSWER_FORMATS
 from grpo_lab.rollout.engines import check_engine
 from grpo_lab.samplers import SAMPLERS, check_sampler, draw_bounds
 from grpo_lab.tasks import task_kind
@@ -63,100 +63,110 @@ def check_step_size(cfg: TrainConfig) -> None:
 
 
 def validate(cfg: TrainConfig) -> None:
-    """One pass over every key, before any model loads. Raises ConfigError naming the first bad key."""
+    """One pass over every key, before any model loads, block by block; a key only one sampler, rule, task or
+    engine reads is checked by that member (its `check`). Raises ConfigError naming the first bad key."""
     check_finite(cfg)
-    require(bool(cfg.out_dir), "out_dir", cfg.out_dir, "must name a folder")
-    require(0 <= cfg.seed < MAX_SEED, "seed", cfg.seed, f"must be in [0, 2^32) ({MAX_SEED:,})")
-    require(0 <= cfg.threads <= MAX_THREADS, "threads", cfg.threads,
-            f"must be in [0, {MAX_THREADS}] (0: torch's default)")
-    require(bool(DEVICE.fullmatch(cfg.model.device)), "model.device", cfg.model.device,
-            "must be one of 'auto', 'cpu', 'cuda', 'cuda:N', 'mps'")
-    require(cfg.model.name in ("tiny", "hf"), "model.name", cfg.model.name, "must be one of 'tiny', 'hf'")
-    require(cfg.model.name != "hf" or bool(cfg.model.path), "model.path", cfg.model.path,
-            "model=local needs model.path=DIR, a local model folder (or pkg:NAME; nothing is downloaded)")
-    require(cfg.model.dtype in DTYPES, "model.dtype", cfg.model.dtype, f"must be one of {', '.join(map(repr, DTYPES))}")
-    task = task_kind(cfg.task.name)  # the task named, its own checks below (grpo_lab/tasks/)
-    require(cfg.task.eval_path is None or os.path.isfile(cfg.task.eval_path), "task.eval_path", cfg.task.eval_path,
-             "must be an existing JSONL or parquet file")
-    require(cfg.task.train_per_level >= 1, "task.train_per_level", cfg.task.train_per_level, "must be >= 1")
-    require(cfg.task.eval_per_level >= 0, "task.eval_per_level", cfg.task.eval_per_level, "must be >= 0")
-    require(cfg.task.answer_format in ANSWER_FORMATS, "task.answer_format", cfg.task.answer_format,
-             f"must be one of {', '.join(map(repr, ANSWER_FORMATS))}")
-    task.check(cfg)
-    require(0 < cfg.algo.lr < 1, "algo.lr", cfg.algo.lr,
-            "must be in (0, 1): an Adam step moves each weight by about lr, at 1 by more than a weight's size")
-    require(cfg.algo.beta >= 0, "algo.beta", cfg.algo.beta, "must be >= 0")
-    require(0 < cfg.algo.eps_low < 1, "algo.eps_low", cfg.algo.eps_low,
-            "must be in (0, 1): the ratio is clipped below at 1 - eps_low, which must stay a positive ratio")
-    require(0 < cfg.algo.eps_high <= MAX_EPS_HIGH, "algo.eps_high", cfg.algo.eps_high,
-            f"must be in (0, {MAX_EPS_HIGH:g}]: the ratio is clipped above at 1 + eps_high (DAPO: 0.28); past "
-            f"{1 + MAX_EPS_HIGH:g} the clip never binds")
-    require(1 <= cfg.algo.mu <= MAX_MU, "algo.mu", cfg.algo.mu, f"must be in [1, {MAX_MU}]")
-    require(cfg.algo.std in ("population", "sample", "none"), "algo.std", cfg.algo.std,
-             "must be one of 'population', 'sample', 'none'")
-    check_rules(cfg.algo)  # the advantage rule named, and every rule's own keys (grpo_lab/advantage/)
-    require(cfg.algo.loss_agg in ("sequence", "token", "constant"), "algo.loss_agg", cfg.algo.loss_agg,
-             "must be one of 'sequence', 'token', 'constant'")
-    require(cfg.algo.max_grad_norm > 0, "algo.max_grad_norm", cfg.algo.max_grad_norm, "must be > 0")
-    require(0 <= cfg.algo.weight_decay * cfg.algo.lr < 1, "algo.weight_decay", cfg.algo.weight_decay,
-            "must be >= 0 with weight_decay x lr < 1 (AdamW scales each weight by 1 - lr x weight_decay a step)")
-    top = (cfg.reward.accuracy + cfg.reward.format) / 2  # the largest population std of rewards in [0, a + f]
-    require(top <= 0 or 0 <= cfg.algo.std_eps < top, "algo.std_eps", cfg.algo.std_eps,
-            f"must be in [0, {top:g}): below 0 a tie's zero std is divided by; "
-            "at (reward.accuracy + reward.format) / 2 every group is a tie")
-    require(cfg.task.difficulty in ("level", "pass_rate"), "task.difficulty", cfg.task.difficulty,
-             "must be one of 'level', 'pass_rate'")
-    require(2 <= cfg.task.difficulty_samples <= MAX_SAMPLES_PER_STEP, "task.difficulty_samples",
-            cfg.task.difficulty_samples, f"must be in [2, {MAX_SAMPLES_PER_STEP:,}] (samples per prompt)")
+    check_run(cfg)
+    check_model(cfg)
+    check_task(cfg)
+    check_algo(cfg)
     check_sampler(cfg.sampler)
     require(not rule(cfg.algo.advantage).predicted or SAMPLERS[cfg.sampler.name].predicts, "algo.advantage",
             cfg.algo.advantage, f"takes each prompt's baseline from a sampler that predicts its pass rate "
             f"({', '.join(n for n, c in SAMPLERS.items() if c.predicts)}), not sampler.name={cfg.sampler.name}")
-    require(MIN_TEMPERATURE <= cfg.rollout.temperature <= MAX_TEMPERATURE, "rollout.temperature",
-            cfg.rollout.temperature, f"must be in [{MIN_TEMPERATURE:g}, {MAX_TEMPERATURE:g}]: colder, a group's G "
-            "answers are nearly always one answer, so every group ties and nothing trains; hotter, sampling nears a "
-            "uniform draw over the vocabulary")
-    require(1 <= cfg.rollout.max_new_tokens <= MAX_NEW_TOKENS, "rollout.max_new_tokens", cfg.rollout.max_new_tokens,
-            f"must be in [1, {MAX_NEW_TOKENS:,}]")
-    require(0 <= cfg.eval.n <= MAX_SAMPLES_PER_STEP, "eval.n", cfg.eval.n,
-            f"must be in [0, {MAX_SAMPLES_PER_STEP:,}] (samples per held-out prompt; 0 turns evaluation off)")
-    require(cfg.eval.every >= 0, "eval.every", cfg.eval.every, "must be >= 0")
-    require(cfg.eval.temperature == 0 or MIN_TEMPERATURE <= cfg.eval.temperature <= MAX_TEMPERATURE,
-            "eval.temperature", cfg.eval.temperature, f"must be 0 (greedy) or in [{MIN_TEMPERATURE:g}, "
-            f"{MAX_TEMPERATURE:g}]: colder is greedy but for float noise, hotter a near-uniform draw")
-    require(cfg.max_steps >= 1, "max_steps", cfg.max_steps, "must be >= 1")
-    require(cfg.prompts_per_step >= 1, "prompts_per_step", cfg.prompts_per_step, "must be >= 1")
-    require(cfg.checkpoint_every >= 1, "checkpoint_every", cfg.checkpoint_every, "must be >= 1")
-    check_step_size(cfg)
-    per_step, most = draw_per_step(cfg)  # samples of one step, at least and at most
-    if cfg.max_samples is not None:
-        require(cfg.max_samples >= per_step, "max_samples", cfg.max_samples,
-                 f"below one step's draw ({per_step} samples for sampler.name={cfg.sampler.name})")
-        require(cfg.max_samples <= cfg.max_steps * most, "max_samples", cfg.max_samples,
-                 f"not reachable in max_steps={cfg.max_steps} steps of at most {most} samples; raise max_steps")
-    if cfg.max_tokens is not None:
-        require(cfg.max_tokens >= 1, "max_tokens", cfg.max_tokens, "must be >= 1")
-        require(cfg.max_tokens <= cfg.max_steps * most * cfg.rollout.max_new_tokens, "max_tokens", cfg.max_tokens,
-                 f"not reachable in max_steps={cfg.max_steps} steps; raise max_steps")
-    # evaluation at equal samples drawn
-    require(cfg.eval.every_samples >= 0, "eval.every_samples", cfg.eval.every_samples, "must be >= 0 (0: off)")
-    require(cfg.eval.every_tokens >= 0, "eval.every_tokens", cfg.eval.every_tokens, "must be >= 0 (0: off)")
-    require(cfg.eval.every_updates >= 0, "eval.every_updates", cfg.eval.every_updates, "must be >= 0 (0: off)")
-    # memory at real shapes, precision, checkpoints
-    require(cfg.model.dtype != "float16", "model.dtype", cfg.model.dtype,
-             "float16 needs loss scaling, which grpo-lab does not do; use 'bfloat16' or 'auto'")
-    check_lora(cfg.model.lora, cfg.dist.strategy)
-    check_engine(cfg)
-    require(cfg.model.logprob_chunk >= 0, "model.logprob_chunk", cfg.model.logprob_chunk,
-            "must be >= 0 (0: full logits)")
-    require(1 <= cfg.model.length_buckets <= MAX_BUCKETS, "model.length_buckets", cfg.model.length_buckets,
+    check_rollout(cfg)
+    check_eval(cfg)
+    check_budgets(cfg)
+    check_checkpoint(cfg)
+    check_logger(cfg)
+    check_reward(cfg)
+    check_dist(cfg)
+    train, held_out = task_sizes(cfg)  # mathset: its files read once per (path, size, mtime)
+    require(held_out >= 1 or not cfg.eval.n, "eval.n", cfg.eval.n,
+            f"evaluation is on, but task={cfg.task.name} has no held-out problem "
+            f"({task_kind(cfg.task.name).no_held_out(cfg)}): nothing to evaluate; set eval.n=0 (eval=none) or give it "
+            "held-out problems")
+    check_local_model(cfg)
+    check_memory(cfg, train, held_out)
+
+
+def check_run(cfg: TrainConfig) -> None:
+    """The run's own keys: where it writes, its seed and threads, whether it resumes, the completions it keeps."""
+    require(bool(cfg.out_dir), "out_dir", cfg.out_dir, "must name a folder")
+    require(0 <= cfg.seed < MAX_SEED, "seed", cfg.seed, f"must be in [0, 2^32) ({MAX_SEED:,})")
+    require(0 <= cfg.threads <= MAX_THREADS, "threads", cfg.threads,
+            f"must be in [0, {MAX_THREADS}] (0: torch's default)")
+    require(cfg.resume in ("auto", "never"), "resume", cfg.resume, "must be one of 'auto', 'never'")
+    require(cfg.log_completions >= 0, "log_completions", cfg.log_completions, "must be >= 0 (0: none)")
+
+
+def check_model(cfg: TrainConfig) -> None:
+    """The `model` block's keys, without reading its files (check_local_model): device, kind, precision, LoRA and
+    the passes' shapes."""
+    m = cfg.model
+    require(bool(DEVICE.fullmatch(m.device)), "model.device", m.device,
+            "must be one of 'auto', 'cpu', 'cuda', 'cuda:N', 'mps'")
+    require(m.name in ("tiny", "hf"), "model.name", m.name, "must be one of 'tiny', 'hf'")
+    require(m.name != "hf" or bool(m.path), "model.path", m.path,
+            "model=local needs model.path=DIR, a local model folder (or pkg:NAME; nothing is downloaded)")
+    require(m.dtype in DTYPES, "model.dtype", m.dtype, f"must be one of {', '.join(map(repr, DTYPES))}")
+    require(m.dtype != "float16", "model.dtype", m.dtype,
+            "float16 needs loss scaling, which grpo-lab does not do; use 'bfloat16' or 'auto'")
+    require(m.gguf_file is None or m.name == "hf", "model.gguf_file", m.gguf_file, "needs model.name=hf (model=local)")
+    check_lora(m.lora, cfg.dist.strategy)
+    require(m.logprob_chunk >= 0, "model.logprob_chunk", m.logprob_chunk, "must be >= 0 (0: full logits)")
+    require(1 <= m.length_buckets <= MAX_BUCKETS, "model.length_buckets", m.length_buckets,
             f"must be 1-{MAX_BUCKETS} (1: one pass; each further bucket must save 1/8 of the positions, so "
             f"no more than {MAX_BUCKETS} can)")
+
+
+def check_task(cfg: TrainConfig) -> None:
+    """The task named and its own keys (its `check`, grpo_lab/tasks/), then the keys every task reads: how
+    difficulty is labelled, and the chat prompt's."""
+    t = cfg.task
+    task_kind(t.name).check(cfg)
+    require(t.difficulty in ("level", "pass_rate"), "task.difficulty", t.difficulty,
+            "must be one of 'level', 'pass_rate'")
+    require(2 <= t.difficulty_samples <= MAX_SAMPLES_PER_STEP, "task.difficulty_samples", t.difficulty_samples,
+            f"must be in [2, {MAX_SAMPLES_PER_STEP:,}] (samples per prompt)")
+    require(t.system_prompt is None or t.chat_template, "task.system_prompt", t.system_prompt,
+            "needs task.chat_template=true")
+    require(not t.shots or t.chat_template, "task.shots", t.shots, "needs task.chat_template=true")
+    require(all(len(s) == 2 and all(isinstance(x, str) and x for x in s) for s in t.shots), "task.shots", t.shots,
+            "must be [user, assistant] pairs of non-empty strings")
+    require(t.chat_template is False or cfg.model.name == "hf", "task.chat_template", t.chat_template,
+            "needs an instruct model (model=local or model=smollm2); the built-in model has no chat template")
+
+
+def check_algo(cfg: TrainConfig) -> None:
+    """The `algo` block: the step's size and clip, the advantage rule named and every rule's own keys
+    (grpo_lab/advantage/), the loss's aggregation, micro-batches, rollout correction and tied units."""
     a = cfg.algo
+    require(0 < a.lr < 1, "algo.lr", a.lr,
+            "must be in (0, 1): an Adam step moves each weight by about lr, at 1 by more than a weight's size")
+    require(a.beta >= 0, "algo.beta", a.beta, "must be >= 0")
+    require(0 < a.eps_low < 1, "algo.eps_low", a.eps_low,
+            "must be in (0, 1): the ratio is clipped below at 1 - eps_low, which must stay a positive ratio")
+    require(0 < a.eps_high <= MAX_EPS_HIGH, "algo.eps_high", a.eps_high,
+            f"must be in (0, {MAX_EPS_HIGH:g}]: the ratio is clipped above at 1 + eps_high (DAPO: 0.28); past "
+            f"{1 + MAX_EPS_HIGH:g} the clip never binds")
+    require(1 <= a.mu <= MAX_MU, "algo.mu", a.mu, f"must be in [1, {MAX_MU}]")
+    require(a.std in ("population", "sample", "none"), "algo.std", a.std,
+            "must be one of 'population', 'sample', 'none'")
+    check_rules(a)
+    require(a.loss_agg in ("sequence", "token", "constant"), "algo.loss_agg", a.loss_agg,
+            "must be one of 'sequence', 'token', 'constant'")
+    require(a.max_grad_norm > 0, "algo.max_grad_norm", a.max_grad_norm, "must be > 0")
+    require(0 <= a.weight_decay * a.lr < 1, "algo.weight_decay", a.weight_decay,
+            "must be >= 0 with weight_decay x lr < 1 (AdamW scales each weight by 1 - lr x weight_decay a step)")
+    top = (cfg.reward.accuracy + cfg.reward.format) / 2  # the largest population std of rewards in [0, a + f]
+    require(top <= 0 or 0 <= a.std_eps < top, "algo.std_eps", a.std_eps,
+            f"must be in [0, {top:g}): below 0 a tie's zero std is divided by; "
+            "at (reward.accuracy + reward.format) / 2 every group is a tie")
     require(a.micro_batch_groups is None or a.micro_batch_groups >= 1, "algo.micro_batch_groups",
-             a.micro_batch_groups, "must be >= 1 or null (the whole batch)")
+            a.micro_batch_groups, "must be >= 1 or null (the whole batch)")
     require(a.micro_batch_tokens is None or a.micro_batch_tokens >= 1, "algo.micro_batch_tokens",
-             a.micro_batch_tokens, "must be >= 1 or null (no cap)")
+            a.micro_batch_tokens, "must be >= 1 or null (no cap)")
     require(a.unit_weight in ("prompt", "sample"), "algo.unit_weight", a.unit_weight,
             "must be one of 'prompt', 'sample'")
     require(a.rollout_correction in CORRECTIONS, "algo.rollout_correction", a.rollout_correction,
@@ -164,71 +174,115 @@ def validate(cfg: TrainConfig) -> None:
     check_ties(a, cfg.dist.strategy)
     require(a.rollout_correction_cap > 1, "algo.rollout_correction_cap", a.rollout_correction_cap,
             "must be > 1: a ratio pi_train / pi_rollout of 1 (no mismatch) must pass the cap unchanged")
-    require(cfg.rollout.max_rows_per_call is None or cfg.rollout.max_rows_per_call >= 1, "rollout.max_rows_per_call",
-             cfg.rollout.max_rows_per_call, "must be >= 1 or null (every row in one call)")
+
+
+def check_rollout(cfg: TrainConfig) -> None:
+    """The `rollout` keys every engine reads, then the engine named and every engine's own keys
+    (grpo_lab/rollout/engines.py)."""
+    r = cfg.rollout
+    require(MIN_TEMPERATURE <= r.temperature <= MAX_TEMPERATURE, "rollout.temperature", r.temperature,
+            f"must be in [{MIN_TEMPERATURE:g}, {MAX_TEMPERATURE:g}]: colder, a group's G answers are nearly always "
+            "one answer, so every group ties and nothing trains; hotter, sampling nears a uniform draw over the "
+            "vocabulary")
+    require(1 <= r.max_new_tokens <= MAX_NEW_TOKENS, "rollout.max_new_tokens", r.max_new_tokens,
+            f"must be in [1, {MAX_NEW_TOKENS:,}]")
+    require(r.max_rows_per_call is None or r.max_rows_per_call >= 1, "rollout.max_rows_per_call",
+            r.max_rows_per_call, "must be >= 1 or null (every row in one call)")
+    require(all(isinstance(s, str) and s for s in r.stop), "rollout.stop", r.stop,
+            "must be a list of non-empty strings")
+    check_engine(cfg)
+
+
+def check_eval(cfg: TrainConfig) -> None:
+    """The `eval` block: samples per held-out prompt, their temperature, and when evaluations fall."""
+    e = cfg.eval
+    require(0 <= e.n <= MAX_SAMPLES_PER_STEP, "eval.n", e.n,
+            f"must be in [0, {MAX_SAMPLES_PER_STEP:,}] (samples per held-out prompt; 0 turns evaluation off)")
+    require(e.every >= 0, "eval.every", e.every, "must be >= 0")
+    require(e.temperature == 0 or MIN_TEMPERATURE <= e.temperature <= MAX_TEMPERATURE,
+            "eval.temperature", e.temperature, f"must be 0 (greedy) or in [{MIN_TEMPERATURE:g}, "
+            f"{MAX_TEMPERATURE:g}]: colder is greedy but for float noise, hotter a near-uniform draw")
+    require(e.every_samples >= 0, "eval.every_samples", e.every_samples, "must be >= 0 (0: off)")
+    require(e.every_tokens >= 0, "eval.every_tokens", e.every_tokens, "must be >= 0 (0: off)")
+    require(e.every_updates >= 0, "eval.every_updates", e.every_updates, "must be >= 0 (0: off)")
+
+
+def check_budgets(cfg: TrainConfig) -> None:
+    """How long the run is and what a step draws: max_steps, prompts_per_step, checkpoint_every, one step's draw
+    against what a step holds, and max_samples and max_tokens reachable in max_steps."""
+    require(cfg.max_steps >= 1, "max_steps", cfg.max_steps, "must be >= 1")
+    require(cfg.prompts_per_step >= 1, "prompts_per_step", cfg.prompts_per_step, "must be >= 1")
+    require(cfg.checkpoint_every >= 1, "checkpoint_every", cfg.checkpoint_every, "must be >= 1")
+    check_step_size(cfg)
+    per_step, most = draw_per_step(cfg)  # samples of one step, at least and at most
+    if cfg.max_samples is not None:
+        require(cfg.max_samples >= per_step, "max_samples", cfg.max_samples,
+                f"below one step's draw ({per_step} samples for sampler.name={cfg.sampler.name})")
+        require(cfg.max_samples <= cfg.max_steps * most, "max_samples", cfg.max_samples,
+                f"not reachable in max_steps={cfg.max_steps} steps of at most {most} samples; raise max_steps")
+    if cfg.max_tokens is not None:
+        require(cfg.max_tokens >= 1, "max_tokens", cfg.max_tokens, "must be >= 1")
+        require(cfg.max_tokens <= cfg.max_steps * most * cfg.rollout.max_new_tokens, "max_tokens", cfg.max_tokens,
+                f"not reachable in max_steps={cfg.max_steps} steps; raise max_steps")
+
+
+def check_checkpoint(cfg: TrainConfig) -> None:
+    """The `checkpoint` block: which checkpoints pruning keeps."""
     c = cfg.checkpoint
     require(c.keep_last is None or c.keep_last >= 1, "checkpoint.keep_last", c.keep_last,
-             "must be >= 1 (the latest checkpoint is needed to resume) or null (keep all)")
+            "must be >= 1 (the latest checkpoint is needed to resume) or null (keep all)")
     require(all(k >= 1 for k in c.keep_steps), "checkpoint.keep_steps", c.keep_steps, "steps count from 1")
-    # watching runs: logger backends and kept completions
-    for name in cfg.logger.backends:
+
+
+def check_logger(cfg: TrainConfig) -> None:
+    """The `logger` block: its backends and how often a line is written."""
+    lg = cfg.logger
+    for name in lg.backends:
         require(name in LOGGER_BACKENDS, "logger.backends", name,
                 f"must be among {', '.join(map(repr, LOGGER_BACKENDS))}")
-    require(cfg.logger.every_s >= 0, "logger.every_s", cfg.logger.every_s, "must be >= 0")
-    require(cfg.logger.every >= 0, "logger.every", cfg.logger.every, "must be >= 0 (0: by time only)")
-    require(bool(cfg.logger.project) or "wandb" not in cfg.logger.backends, "logger.project", cfg.logger.project,
-            "must name a W&B project")
-    require(cfg.logger.wandb_mode in (None, "online", "offline", "disabled"), "logger.wandb_mode",
-             cfg.logger.wandb_mode, "must be one of null, 'online', 'offline', 'disabled'")
-    require(cfg.log_completions >= 0, "log_completions", cfg.log_completions, "must be >= 0 (0: none)")
-    # reliability: resume, answer checking, input files (read here, before any model loads)
-    require(cfg.resume in ("auto", "never"), "resume", cfg.resume, "must be one of 'auto', 'never'")
-    require(1 <= cfg.reward.workers <= MAX_REWARD_WORKERS, "reward.workers", cfg.reward.workers,
-            f"must be in [1, {MAX_REWARD_WORKERS}]")
-    require(cfg.reward.accuracy >= 0, "reward.accuracy", cfg.reward.accuracy, "must be >= 0")
-    require(cfg.reward.format >= 0, "reward.format", cfg.reward.format, "must be >= 0")
-    require(cfg.reward.accuracy + cfg.reward.format > 0, "reward.accuracy", cfg.reward.accuracy,
+    require(lg.every_s >= 0, "logger.every_s", lg.every_s, "must be >= 0")
+    require(lg.every >= 0, "logger.every", lg.every, "must be >= 0 (0: by time only)")
+    require(bool(lg.project) or "wandb" not in lg.backends, "logger.project", lg.project, "must name a W&B project")
+    require(lg.wandb_mode in (None, "online", "offline", "disabled"), "logger.wandb_mode", lg.wandb_mode,
+            "must be one of null, 'online', 'offline', 'disabled'")
+
+
+def check_reward(cfg: TrainConfig) -> None:
+    """The `reward` block: its weights, and the workers that check answers and their time."""
+    r = cfg.reward
+    require(1 <= r.workers <= MAX_REWARD_WORKERS, "reward.workers", r.workers, f"must be in [1, {MAX_REWARD_WORKERS}]")
+    require(r.accuracy >= 0, "reward.accuracy", r.accuracy, "must be >= 0")
+    require(r.format >= 0, "reward.format", r.format, "must be >= 0")
+    require(r.accuracy + r.format > 0, "reward.accuracy", r.accuracy,
             "with reward.format=0 every reward is 0: every group ties and nothing trains")
+
+
+def check_dist(cfg: TrainConfig) -> None:
+    """The waits (the reward's and torchrun's) and the `dist` block (read only under torchrun)."""
     for key in ("reward.answer_timeout_s", "reward.step_budget_s", "dist.timeout_s"):
         block, name = key.split(".")
         value = getattr(getattr(cfg, block), name)
         require(0 < value <= MAX_WAIT_S, key, value, f"must be in (0, {MAX_WAIT_S:,}] seconds")
-    # data parallel (torchrun)
     require(cfg.dist.backend in ("auto", "gloo", "nccl"), "dist.backend", cfg.dist.backend,
-             "must be one of 'auto', 'gloo', 'nccl'")
+            "must be one of 'auto', 'gloo', 'nccl'")
     require(cfg.dist.strategy in STRATEGIES, "dist.strategy", cfg.dist.strategy,
             f"must be one of {', '.join(map(repr, STRATEGIES))}")
-    train, held_out = task_sizes(cfg)  # mathset: its files read once per (path, size, mtime)
-    split = "task.eval_path" if cfg.task.eval_path else "task.path"
-    require(train >= 1, split, getattr(cfg.task, split.split(".")[1]),
-            "leaves no training problem (every one is held out: the held-out file holds its text, or the hash "
-            "split of a small file took all)")
-    require(held_out >= 1 or not cfg.eval.n, "eval.n", cfg.eval.n,
-            f"evaluation is on, but task={cfg.task.name} has no held-out problem ({task.no_held_out(cfg)}): nothing "
-            "to evaluate; set eval.n=0 (eval=none) or give it held-out problems")
-    # real models: local files, chat prompts, answer formats, stop strings, truncation
-    if cfg.model.name == "hf":
-        try:
-            check_model_files(cfg.model.path, cfg.model.gguf_file)
-        except FileNotFoundError as e:
-            raise ConfigError(str(e)) from None
-        if cfg.model.gguf_file is None:  # a GGUF file holds config, weights and tokenizer in one
-            folder = resolve_model_path(cfg.model.path)
-            require(model_files_present(str(folder)), "model.path", cfg.model.path,
-                     "the folder has no model/tokenizer (needs config.json, weights and tokenizer files)")
-            check_model_folder(folder, cfg.model.trust_remote_code)  # readable, no untrusted code, weights whole
-    require(cfg.model.gguf_file is None or cfg.model.name == "hf", "model.gguf_file", cfg.model.gguf_file,
-             "needs model.name=hf (model=local)")
-    require(cfg.task.system_prompt is None or cfg.task.chat_template, "task.system_prompt", cfg.task.system_prompt,
-             "needs task.chat_template=true")
-    require(not cfg.task.shots or cfg.task.chat_template, "task.shots", cfg.task.shots, "needs task.chat_template=true")
-    require(all(len(s) == 2 and all(isinstance(t, str) and t for t in s) for s in cfg.task.shots), "task.shots",
-            cfg.task.shots, "must be [user, assistant] pairs of non-empty strings")
-    require(cfg.task.chat_template is False or cfg.model.name == "hf", "task.chat_template", cfg.task.chat_template,
-             "needs an instruct model (model=local or model=smollm2); the built-in model has no chat template")
-    require(all(isinstance(s, str) and s for s in cfg.rollout.stop), "rollout.stop", cfg.rollout.stop,
-             "must be a list of non-empty strings")
-    check_memory(cfg, train, held_out)
+
+
+def check_local_model(cfg: TrainConfig) -> None:
+    """A real model's local files (model=local): there, readable, with no untrusted code, weights whole."""
+    m = cfg.model
+    if m.name != "hf":
+        return
+    try:
+        check_model_files(m.path, m.gguf_file)
+    except FileNotFoundError as e:
+        raise ConfigError(str(e)) from None
+    if m.gguf_file is None:  # a GGUF file holds config, weights and tokenizer in one
+        folder = resolve_model_path(m.path)
+        require(model_files_present(str(folder)), "model.path", m.path,
+                "the folder has no model/tokenizer (needs config.json, weights and tokenizer files)")
+        check_model_folder(folder, m.trust_remote_code)  # readable, no untrusted code, weights whole
 
 
 def task_sizes(cfg: TrainConfig) -> tuple[int, int]:
@@ -279,13 +333,7 @@ def advice(cfg: TrainConfig) -> list[str]:
         out.append(f"algo.lr={cfg.algo.lr:g} with a model=local model: that is the built-in model's rate; pretrained "
                    "LLMs are trained near 1e-6 (TRL's default) and collapse at 1e-4 (LoRA adapters: model.lora.rank)")
     out += rule(cfg.algo.advantage).advice(cfg)
-    if cfg.sampler.name == "dars" and cfg.algo.unit_weight == "prompt":
-        out.append("sampler=dars with algo.unit_weight=prompt: a prompt's extra answers share one group's weight, so "
-                   "hard prompts gain none (DARS's point); algo.unit_weight=sample weighs every answer alike, as its "
-                   "code")
-    if cfg.sampler.name == "pods" and cfg.sampler.pods.n == cfg.sampler.group_size:
-        out.append(f"sampler.pods.n={cfg.sampler.pods.n} equals sampler.group_size: every answer drawn trains, "
-                   "which is sampler=fixed; PODS draws more than it trains")
+    out += SAMPLERS[cfg.sampler.name].advice(cfg)
     if cfg.eval.n > 1 and cfg.eval.temperature == 0:
         out.append(f"eval.temperature=0 with eval.n={cfg.eval.n}: the n greedy samples are identical, so pass@k and "
                    "cons@k equal pass@1 at every k")

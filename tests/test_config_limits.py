@@ -37,6 +37,7 @@ ACCEPTED: dict[tuple[str, str], str] = {  # (key, label) -> why that value works
     ("threads", "0"): "torch's own default",
     ("model.path", "empty"): "unused by model=tiny (model=local refuses it)",
     ("task.path", "empty"): "unused by task=arithmetic (task=mathset refuses it)",
+    ("task.eval_path", "empty"): "unused by task=arithmetic (task=mathset refuses it)",
     ("model.logprob_chunk", "0"): "full logits, documented",
     ("model.lora.rank", "0"): "the default: a full fine-tune, no adapters",
     ("model.lora.dropout", "0"): "the default: no adapter dropout",

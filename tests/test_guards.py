@@ -79,7 +79,8 @@ def test_next_start_notes_a_stale_running_and_cleans_temporaries(tmp_path, caplo
     write_part(run, "groups", 1, [])
     (run / "groups" / ".part-000002.parquet.999.tmp").write_bytes(b"half")
     (run / ".run.json.999.tmp").write_text("{")
-    (run / "run.json").write_text(json.dumps({"status": "running", "started": "then", "pid": 999, "host": "h"}))
+    (run / "run.json").write_text(json.dumps({"run_id": "r", "status": "running", "started": "then", "pid": 999,
+                                              "host": "h"}))
     with RunLock(run):
         prepare(run, cfg)
     err = caplog.text
@@ -130,7 +131,6 @@ def test_the_first_error_wins_when_run_json_cannot_be_written(tiny_cfg, monkeypa
 
     run = Path(tiny_cfg.out_dir)
     run.mkdir(parents=True)
-    (run / "groups").write_text("a file where the groups folder belongs")  # the first error
     real_update = record.RunRecord.update
 
     def update(self, **fields):
@@ -139,8 +139,8 @@ def test_the_first_error_wins_when_run_json_cannot_be_written(tiny_cfg, monkeypa
         real_update(self, **fields)
     monkeypatch.setattr(record.RunRecord, "update", update)
     tiny_cfg.eval.n = 0
-    with pytest.raises(FileExistsError):
-        train(tiny_cfg)
+    with pytest.raises(FileExistsError):  # the first error: a file where the groups folder belongs, once started
+        train(tiny_cfg, on_start=lambda folder: (folder / "groups").write_text("a file where groups/ belongs"))
     assert "could not record the failure" in caplog.text
     caplog.clear()
     monkeypatch.undo()

@@ -1,6 +1,6 @@
 """The tree's shape, checked: no import cycle between the stages of grpo_lab/ or analysis/, the layers
 point one way (grpo_lab never imports Hydra, analysis or experiments; analysis never grpo_lab or torch),
-and no module grows past about 400 lines."""
+no module grows past about 400 lines and no function past 80."""
 
 import ast
 from pathlib import Path
@@ -106,3 +106,16 @@ def test_the_records_are_a_ground_floor():
     """The records every stage hands the next (grpo_lab/records.py) import nothing of the project, so any stage
     may use them without reaching above itself."""
     assert not {m for m in imports(ROOT / "grpo_lab" / "records.py") if m.split(".")[0] == "grpo_lab"}
+
+
+MAX_FUNCTION_LINES = 80  # a function past it does more than one thing: split it by concern
+
+
+@pytest.mark.parametrize("package", ["grpo_lab", "analysis"])
+def test_no_function_over_80_lines(package):
+    """Every function and method, nested ones included, from its `def` (decorators aside) to its last line."""
+    long = sorted(f"{p.relative_to(ROOT).as_posix()}:{node.lineno} {node.name} ({length} lines)"
+                  for p in (ROOT / package).rglob("*.py") for node in ast.walk(ast.parse(p.read_text()))
+                  if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+                  and (length := node.end_lineno - node.lineno + 1) > MAX_FUNCTION_LINES)
+    assert not long, long

@@ -12,6 +12,8 @@ import threading
 import time
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from grpo_lab.config import TrainConfig
@@ -160,12 +162,15 @@ def test_a_file_that_appears_while_the_run_is_deleted_is_never_deleted(tmp_path)
     """A race: someone writes into eval/ while resume=never deletes. Either the check sees the file first (refused),
     or the deletion does not know it (its folder stays), or the emptied folder went before the write, which then
     fails and says so to its writer: a file that was written survives every time."""
+    sink = pa.BufferOutputStream()
+    pq.write_table(pa.table({"run_id": ["r"]}), sink)  # a part of the run "r": resume=never reads its run_id column
+    part = sink.getvalue().to_pybytes()
     for trial in range(30):
         folder = tmp_path / f"run{trial}"
         for table in ("groups", "steps", "eval"):
             (folder / table).mkdir(parents=True)
             for step in range(1, 60):
-                (folder / table / f"part-{step:06d}.parquet").write_bytes(b"x")
+                (folder / table / f"part-{step:06d}.parquet").write_bytes(part)
         (folder / "run.json").write_text(json.dumps({"run_id": "r", "status": "done"}))
         late = folder / "eval" / "late.txt"
 

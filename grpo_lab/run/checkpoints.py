@@ -29,6 +29,7 @@ from grpo_lab.errors import InputError
 from grpo_lab.model.files import ModelFileError, check_model_folder, check_safetensors
 from grpo_lab.model.lora import is_adapter_folder, load_adapters
 from grpo_lab.model.sharding import is_sharded
+from grpo_lab.run.owned import delete_checkpoint
 from grpo_lab.run.plain import BadCheckpoint, UnsafeCheckpoint, from_plain, to_plain
 from grpo_lab.run.sharded import OPTIM, check_metadata, drop_optimizer, load_sharded, save_sharded
 
@@ -55,6 +56,21 @@ def set_rng_state(generator: torch.Generator, state: dict) -> None:
     torch.set_rng_state(state["torch_rng"])
     random.setstate(state["python_rng"])
     np.random.set_state(state["numpy_rng"])
+
+
+def _carry_theirs(old: Path, new: Path) -> None:
+    """A step saved again: the old folder's own files deleted by name, a person's files moved into the new one (one
+    whose name the new checkpoint took stays in the old folder, which then stays too)."""
+    for path in delete_checkpoint(old):
+        target = new / path.relative_to(old)
+        if not os.path.lexists(target):
+            target.parent.mkdir(parents=True, exist_ok=True)
+            path.rename(target)
+    for folder in sorted((p for p in old.rglob("*") if p.is_dir()), reverse=True) + [old]:
+        try:
+            folder.rmdir()  # only what is empty now
+        except OSError:
+            pass
 
 
 def save_checkpoint(run_dir: Path, step: int, model, optimizer, generator: torch.Generator, counters: dict,
@@ -106,7 +122,7 @@ def save_checkpoint(run_dir: Path, step: int, model, optimizer, generator: torch
         old = final.with_name(f".{final.name}.{os.getpid()}.old.tmp")
         final.rename(old)
         tmp.rename(final)
-        shutil.rmtree(old, ignore_errors=True)
+        _carry_theirs(old, final)
     else:
         tmp.rename(final)
     return final
@@ -168,8 +184,8 @@ def prune_checkpoints(run_dir: Path, keep_last: int | None, pinned: set[int], ev
             continue
         if step in evaluated:
             drop_state(run_dir, step)
-        else:
-            shutil.rmtree(checkpoint_dir(run_dir, step))
+        else:  # by the names save_checkpoint writes: a file a person put there stays, and so does the folder
+            delete_checkpoint(checkpoint_dir(run_dir, step))
 
 
 def load_weights(path: Path, model) -> None:

@@ -22,7 +22,7 @@ from typing import Any
 from grpo_lab.config import TrainConfig
 from grpo_lab.errors import InputError
 from grpo_lab.run.lock import LOCK_NAME, RunDirBusy, RunDirUnwritable, RunLock
-from grpo_lab.run.owned import ForeignFile, delete_run, temporaries
+from grpo_lab.run.owned import ForeignFile, check_parts, check_start, delete_run, temporaries
 
 __all__ = ["ABSENT_MEANS", "LOCK_NAME", "MAY_DIFFER", "ConfigMismatch", "ForeignFile", "RunDirBusy",
            "RunDirUnwritable", "RunLock", "as_it_ran", "config_diff", "check_resume", "flat_config", "prepare",
@@ -175,10 +175,13 @@ def as_it_ran(run_dir: str | Path, cfg: TrainConfig) -> TrainConfig:
 def prepare(run_dir: str | Path, cfg: TrainConfig) -> TrainConfig:
     """Before a (re)start, holding the lock: refuse a config that differs from the saved one (before anything
     changes), or with resume=never delete the run's own files (refusing, before any deletion, a folder holding
-    others), else read the checkpoint it resumes from (`check_resumable`); record a last start that ended
+    others), else refuse a folder that is neither empty nor a run of ours (`check_start`) and read the checkpoint
+    it resumes from and the parts past it, which the start deletes (`check_resumable`); record a last start that ended
     unrecorded as killed, remove temporaries a killed start left, and save config.json. Returns the config the
     run goes on with: `cfg`, or `as_it_ran` for a run started before a key of ABSENT_MEANS existed."""
     run_dir = Path(run_dir)
+    if cfg.resume != "never":  # a folder of a person's files, or an ingest's, is no run to start in (owned.py)
+        check_start(run_dir)
     check_resume(run_dir, cfg)
     kept: list[str] = []
     if cfg.resume == "never":  # only the files a run writes, by name; anything else refuses (grpo_lab/run/owned.py)
@@ -202,13 +205,15 @@ def prepare(run_dir: str | Path, cfg: TrainConfig) -> TrainConfig:
 def check_resumable(run_dir: Path, cfg: TrainConfig) -> None:
     """The checkpoint a resume would load, read before anything is written (a refused resume leaves every file as
     it was): its weights as far as their headers, its state.pt safely, saved by as many processes as this start
-    has (BadCheckpoint, UnsafeCheckpoint, ModelFileError or WorldSizeChanged, in one line)."""
+    has (BadCheckpoint, UnsafeCheckpoint, ModelFileError or WorldSizeChanged, in one line); and every table part
+    past it, which the start deletes, the run's own (ForeignFile otherwise)."""
     from grpo_lab import distributed
     from grpo_lab.run.checkpoints import check_checkpoint, check_world_size, latest_checkpoint
 
     if (ckpt := latest_checkpoint(run_dir)) is not None:
         check_checkpoint(ckpt, cfg.model.trust_remote_code)
         check_world_size(ckpt, distributed.world())
+    check_parts(run_dir, int(ckpt.name[5:]) if ckpt is not None else 0)  # the parts the start deletes are the run's
 
 
 def note_unfinished(run_dir: Path) -> None:

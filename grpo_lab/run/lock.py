@@ -25,6 +25,7 @@ import json
 import logging
 import os
 import socket
+import stat
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -47,6 +48,10 @@ class RunDirBusy(InputError):
 
 class RunDirUnwritable(InputError):
     """The run directory cannot be written (read-only, no permission, or no locks on its filesystem)."""
+
+
+class LockNotAFile(InputError):
+    """`.lock` is a symlink or no plain file: never followed or written (it would overwrite what it points at)."""
 
 
 class RunLock:
@@ -97,12 +102,23 @@ class RunLock:
         raise RunDirBusy(f"{self.path}: could not take the lock (other processes keep taking and releasing it)")
 
     def _open(self) -> int:
+        if self.path.is_symlink():  # never followed: the lock's record would truncate the file it points at
+            raise LockNotAFile(f"{self.path}: a symlink (to {os.readlink(self.path)}); the lock is a plain file a run "
+                               "writes, so nothing was changed: remove the link, or use another out_dir")
         try:
-            return os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
         except OSError as e:
+            if e.errno == errno.ELOOP:  # made a symlink since the check above
+                raise LockNotAFile(f"{self.path}: a symlink; the lock is a plain file a run writes, so nothing was "
+                                   "changed: remove the link, or use another out_dir") from None
             why = "a read-only filesystem" if e.errno == errno.EROFS else e.strerror  # as the preflight says it
             raise RunDirUnwritable(f"{self.path.parent}: cannot write there ({why}); use a writable "
                                    "out_dir") from None
+        if not stat.S_ISREG(os.fstat(fd).st_mode):  # a FIFO or device named .lock: a run writes a plain file
+            os.close(fd)
+            raise LockNotAFile(f"{self.path}: not a plain file; the lock is a plain file a run writes, so nothing was "
+                               "changed: remove it, or use another out_dir")
+        return fd
 
     def _still_at_path(self, fd: int) -> bool:
         try:

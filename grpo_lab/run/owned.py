@@ -13,20 +13,34 @@ each file in them checked against the names a run writes:
 Anything else there (a file of another name, a folder, a symlink: a run writes none) is refused in one line
 naming it, before anything is deleted; the folder stays as it was. run.json, config.json and evaluations.jsonl
 go too, when the directory holds a run (a run.json with run_id and status, or a config.json with seed and
-max_steps); without one, a file of those names is not a run's and is refused. Everything
-else at the top of the directory is kept: Hydra's .hydra/ and the job log (appended to), wandb/ (W&B's own
-files, synced or not), the lock, and whatever a person put there (notes, a report).
+max_steps); without one, a file of those names is not a run's and is refused. A table part goes only when its
+run_id column is the run.json's (a part of that name put there by hand, or copied from another run, is refused).
+Everything else at the top of the directory is kept: Hydra's .hydra/ and the job log (appended to), wandb/ (W&B's
+own files, synced or not), the lock, and whatever a person put there (notes, a report). An ingested run's folder
+(its `.grpo-lab-ingest` marker) is never a training run's: refused whole.
+
+A start that does not delete (resume=auto, always) is checked too (`check_start`): a folder that holds no run of
+ours is started in only when empty but for the lock, Hydra's `.hydra/` (its three files) and `*.log` job logs;
+a resume deletes the parts past its checkpoint only when they are the run's (`check_parts`). Checkpoint pruning
+deletes a step folder's files by the names save_checkpoint writes (`delete_checkpoint`): anything else stays, and
+so does its folder.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import re
 import shutil
 from pathlib import Path
 
+import pyarrow.parquet as pq
+
 from grpo_lab.errors import InputError
 from grpo_lab.model.files import remote_code
+from grpo_lab.run.lock import LOCK_NAME
+
+log = logging.getLogger(__name__)
 
 TABLES = ("groups", "steps", "eval", "completions")
 # a step's part, or an evaluation's at other settings (eval/part-NNNNNN-n4-t0.5-p1-m6.parquet), and their temporaries
@@ -42,6 +56,10 @@ EVENTS = re.compile(r"events\.out\.tfevents\.\d+\..+")
 RECORD, CONFIG, RESERVE = "run.json", "config.json", ".run.json.reserve"
 EVALUATIONS = "evaluations.jsonl"  # the record of every evaluation's part (grpo_lab/run/evaluations.py)
 JSON_TMP = re.compile(r"\.(run|config)\.json\.\d+\.tmp|run\.json\.tmp")  # record.py's and guards' before rename
+INGEST_MARKER = ".grpo-lab-ingest"  # an ingested run's folder (analysis/ingest/writer.py's MARKER)
+HYDRA_DIR = ".hydra"
+HYDRA_FILES = re.compile(r"(config|hydra|overrides)\.yaml|\.(config|hydra|overrides)\.yaml\.\d+\.tmp")
+PART_STEP = re.compile(r"part-(\d{6})(-[A-Za-z0-9.]+)*\.parquet")
 
 
 class ForeignFile(InputError):
@@ -52,7 +70,9 @@ def run_files(run_dir: Path) -> list[Path]:
     """Every path resume=never deletes in `run_dir` (files, and temporary folders whole), in a fixed order.
     Raises ForeignFile at the first path there that a run does not write; reads only."""
     run_dir = Path(run_dir)
-    ours = _is_record(run_dir / RECORD) or _is_config(run_dir / CONFIG)
+    _not_ingested(run_dir)
+    ours = is_run(run_dir)
+    run_id = _run_id(run_dir)
     found = []
     for name in (RECORD, CONFIG, EVALUATIONS, RESERVE):
         path = run_dir / name
@@ -63,7 +83,10 @@ def run_files(run_dir: Path) -> list[Path]:
                 _refuse(path, run_dir, "not a record of a grpo-lab run")
             found.append(path)
     for table in TABLES:
-        found += _folder(run_dir / table, run_dir, lambda p: p.is_file() and PART.fullmatch(p.name))
+        for path in _folder(run_dir / table, run_dir, lambda p: p.is_file() and PART.fullmatch(p.name)):
+            if PART.fullmatch(path.name) and not PART_TMP.fullmatch(path.name) and not _written_by(path, run_id):
+                _refuse(path, run_dir, f"its run_id column is not this run's ({run_id})")
+            found.append(path)
     found += _folder(run_dir / "tensorboard", run_dir, lambda p: p.is_file() and EVENTS.fullmatch(p.name))
     for path in _entries(run_dir / "checkpoints", run_dir):
         if path.is_symlink() or not path.is_dir():  # a symlinked step: deleting through it would reach elsewhere
@@ -94,6 +117,118 @@ def delete_run(run_dir: Path) -> int:
         except OSError:
             pass
     return len(paths)
+
+
+def is_run(run_dir: Path) -> bool:
+    """Whether `run_dir` holds a grpo-lab training run: a run.json with run_id and status, or a config.json with seed
+    and max_steps (written first by every start, before any other file)."""
+    return _is_record(Path(run_dir) / RECORD) or _is_config(Path(run_dir) / CONFIG)
+
+
+def check_start(run_dir: Path) -> None:
+    """A start that keeps the folder (resume auto or always): ForeignFile, in one line naming the first path, unless
+    the folder is a run of ours or holds nothing a run did not write (the lock, Hydra's .hydra/ of its three files,
+    top-level *.log job logs, which are appended to). An ingested run's folder is refused whole. Reads only."""
+    run_dir = Path(run_dir)
+    _not_ingested(run_dir)
+    if is_run(run_dir) or not run_dir.is_dir():
+        return
+    for path in sorted(run_dir.iterdir()):
+        plain = not path.is_symlink()
+        if plain and path.is_file() and (path.name == LOCK_NAME or path.name.endswith(".log")):
+            continue
+        if plain and path.is_dir() and path.name == HYDRA_DIR:
+            for inner in sorted(path.iterdir()):
+                if inner.is_symlink() or not inner.is_file() or not HYDRA_FILES.fullmatch(inner.name):
+                    _refuse_start(inner, run_dir)
+            continue
+        _refuse_start(next(iter(_files(path)), path) if plain and path.is_dir() else path, run_dir)
+
+
+def check_parts(run_dir: Path, after: int) -> None:
+    """A resume deletes every part past its checkpoint's step `after` (tables.remove_parts_after): ForeignFile, in
+    one line, at the first of them that is not the run's (its run_id column is not run.json's). Reads only."""
+    run_dir = Path(run_dir)
+    run_id = _run_id(run_dir)
+    for table in TABLES:
+        for path in _listed(run_dir / table):
+            found = PART_STEP.fullmatch(path.name)
+            if found and int(found.group(1)) > after and not (path.is_file() and _written_by(path, run_id)):
+                kind = "a symlink" if path.is_symlink() else "a folder" if path.is_dir() else "a file"
+                raise ForeignFile(
+                    f"{path}: {kind} this run did not write (its run_id column is not {run_id}); resuming from step "
+                    f"{after} deletes the run's parts after it, so nothing in {run_dir} was changed: move it out, "
+                    "or use another out_dir")
+
+
+def delete_checkpoint(step: Path) -> list[Path]:
+    """Checkpoint pruning: delete the files of one step-NNNNNN folder that save_checkpoint writes (by name), and the
+    folder once empty. Anything else (a person's file) stays, and so does its folder; returns what stayed."""
+    code = _custom_code(step / "config.json")
+    kept = []
+    for path in sorted(step.iterdir()):
+        if path.name == "optim" and path.is_dir() and not path.is_symlink():
+            for inner in sorted(path.iterdir()):
+                if inner.is_file() and not inner.is_symlink() and OPTIM_FILES.fullmatch(inner.name):
+                    inner.unlink()
+                else:
+                    kept.append(inner)
+            _rmdir(path)
+        elif path.is_file() and not path.is_symlink() and (CHECKPOINT_FILES.fullmatch(path.name) or path.name in code):
+            path.unlink()
+        else:
+            kept.append(path)
+    _rmdir(step)
+    if kept:
+        log.warning("pruning %s: kept %s (a checkpoint's files are only what save_checkpoint writes), so the folder "
+                    "stays", step, ", ".join(str(p.relative_to(step)) for p in kept[:3]))
+    return kept
+
+
+def _rmdir(folder: Path) -> None:
+    try:
+        folder.rmdir()
+    except OSError:
+        pass
+
+
+def _files(folder: Path) -> list[Path]:
+    """Every path under `folder`, depth first and sorted: the first one a refusal names."""
+    out = []
+    for path in sorted(folder.iterdir()):
+        out += _files(path) if path.is_dir() and not path.is_symlink() else [path]
+    return out or [folder]
+
+
+def _refuse_start(path: Path, run_dir: Path) -> None:
+    kind = "a symlink" if path.is_symlink() else "a folder" if path.is_dir() else "a file"
+    raise ForeignFile(f"{path}: {kind} no grpo-lab run wrote, in a folder that holds no run (no run.json or "
+                      f"config.json of one); a run starts only in an empty folder or its own, so nothing in {run_dir} "
+                      "was changed: move it out, or use another out_dir")
+
+
+def _not_ingested(run_dir: Path) -> None:
+    marker = run_dir / INGEST_MARKER
+    if marker.exists() or marker.is_symlink():
+        raise ForeignFile(f"{marker}: {run_dir} holds an ingested run (python -m analysis.ingest wrote it); a training "
+                          "run never writes into an ingest's folder, so nothing there was changed: use another out_dir")
+
+
+def _run_id(run_dir: Path) -> str | None:
+    data = _json(run_dir / RECORD)
+    return data.get("run_id") if isinstance(data, dict) and isinstance(data.get("run_id"), str) else None
+
+
+def _written_by(part: Path, run_id: str | None) -> bool:
+    """Whether a table part is the run's: every row's run_id is `run_id` (a part of no rows: the table's columns
+    with a run_id column). A file that is not readable parquet is no run's."""
+    if run_id is None:
+        return False
+    try:
+        column = pq.read_table(part, columns=["run_id"]).column("run_id")
+    except Exception:  # noqa: BLE001 - not parquet, no run_id column, cut short: pyarrow raises many types
+        return False
+    return set(column.to_pylist()) <= {run_id}
 
 
 def temporaries(run_dir: Path) -> list[Path]:

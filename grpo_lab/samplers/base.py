@@ -49,8 +49,8 @@ class Sampler(ABC):
     remembers between steps lives in `extra_state` (and the cursor), so a checkpoint restores it exactly.
 
     A subclass owns its rules: `name` (its one spelling), `settings_type` (its keys, `sampler.<name>.*`), `check`
-    (rules that tie its keys to the shared ones) and `draw_bounds` (what one step can draw, for the budget
-    checks). `grpo_lab.samplers` registers it once."""
+    (rules that tie its keys to the shared ones), `advice` (valid settings that defeat it) and `draw_bounds` (what
+    one step can draw, for the budget checks). `grpo_lab.samplers` registers it once."""
 
     name: ClassVar[str]
     settings_type: ClassVar[type[SamplerSettings] | None] = None  # None: no keys of its own
@@ -76,6 +76,12 @@ class Sampler(ABC):
     def check(cls, cfg: Any) -> None:
         """Raise ConfigError for settings that cannot work together with the shared keys (group_size)."""
         return None  # most samplers' keys stand on their own (SamplerSettings.check)
+
+    @classmethod
+    def advice(cls, cfg: Any) -> list[str]:
+        """Warnings about valid settings that will not do what they seem to, for a config (the TrainConfig) that
+        chose this sampler; never an error."""
+        return []
 
     @classmethod
     def draw_bounds(cls, cfg: Any, prompts: int) -> tuple[int, int]:

@@ -65,6 +65,14 @@ class DarsSampler(Sampler):
                 f"must be >= sampler.group_size={cfg.group_size} (the first round draws group_size)")
 
     @classmethod
+    def advice(cls, cfg) -> list[str]:
+        if cfg.algo.unit_weight == "prompt":
+            return ["sampler=dars with algo.unit_weight=prompt: a prompt's extra answers share one group's weight, so "
+                    "hard prompts gain none (DARS's point); algo.unit_weight=sample weighs every answer alike, as its "
+                    "code"]
+        return []
+
+    @classmethod
     def draw_bounds(cls, cfg, prompts: int) -> tuple[int, int]:
         return prompts * cfg.group_size, prompts * cfg.dars.max_per_prompt
 

@@ -62,6 +62,13 @@ class PodsSampler(Sampler):
                 f"must be >= sampler.group_size={cfg.group_size} (the group that trains is taken from the n drawn)")
 
     @classmethod
+    def advice(cls, cfg) -> list[str]:
+        if cfg.sampler.pods.n == cfg.sampler.group_size:
+            return [f"sampler.pods.n={cfg.sampler.pods.n} equals sampler.group_size: every answer drawn trains, "
+                    "which is sampler=fixed; PODS draws more than it trains"]
+        return []
+
+    @classmethod
     def draw_bounds(cls, cfg, prompts: int) -> tuple[int, int]:
         return prompts * cfg.pods.n, prompts * cfg.pods.n
 

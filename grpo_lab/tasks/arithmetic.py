@@ -9,7 +9,7 @@ from functools import lru_cache
 
 from grpo_lab.errors import ConfigError
 from grpo_lab.records import Problem, Task
-from grpo_lab.tasks.base import TaskKind
+from grpo_lab.tasks.base import TaskKind, check_levelled
 
 # level -> digits of the two operands. More digits means more carries to get right, and the
 # character model writes the most significant digit first, so difficulty rises steeply.
@@ -149,6 +149,7 @@ class Arithmetic(TaskKind):
 
     @classmethod
     def check(cls, cfg) -> None:
+        check_levelled(cfg)
         check_arithmetic(cfg.task.levels, cfg.task.train_per_level, cfg.task.eval_per_level)  # levels that exist
 
     @classmethod

@@ -3,9 +3,21 @@ grpo_lab/records.py's."""
 
 from __future__ import annotations
 
+from grpo_lab.errors import require
 from grpo_lab.records import Problem, Task
+from grpo_lab.rewards.rules import ANSWER_FORMATS
 
-__all__ = ["Problem", "Task", "TaskKind"]
+__all__ = ["Problem", "Task", "TaskKind", "check_levelled"]
+
+
+def check_levelled(cfg) -> None:
+    """The keys a task built level by level reads (arithmetic, gym): its pools' sizes per level and how the prompt
+    asks for the answer. `cfg` is the TrainConfig."""
+    t = cfg.task
+    require(t.train_per_level >= 1, "task.train_per_level", t.train_per_level, "must be >= 1")
+    require(t.eval_per_level >= 0, "task.eval_per_level", t.eval_per_level, "must be >= 0")
+    require(t.answer_format in ANSWER_FORMATS, "task.answer_format", t.answer_format,
+            f"must be one of {', '.join(map(repr, ANSWER_FORMATS))}")
 
 
 class TaskKind:

@@ -31,7 +31,7 @@ from typing import Any
 from grpo_lab.errors import ConfigError, require
 from grpo_lab.records import Problem, Task
 from grpo_lab.rewards.numbers import last_number, number_alone
-from grpo_lab.tasks.base import TaskKind
+from grpo_lab.tasks.base import TaskKind, check_levelled
 
 # the keys only this task reads (with task=arithmetic, which reads the pool sizes, seed and format too)
 KEYS = ("task.train_per_level", "task.eval_per_level", "task.seed", "task.answer_format", "task.gym")
@@ -238,6 +238,7 @@ class Gym(TaskKind):
 
     @classmethod
     def check(cls, cfg) -> None:
+        check_levelled(cfg)
         check_gym(cfg)
 
     @classmethod

@@ -258,8 +258,15 @@ class Mathset(TaskKind):
                 "of problems")
         require(os.path.isfile(t.path), "task.path", t.path,
                 "no such file (task=mathset needs an existing JSONL or parquet file)")
+        require(t.eval_path is None or os.path.isfile(t.eval_path), "task.eval_path", t.eval_path,
+                "must be an existing JSONL or parquet file")
         require(t.answer_format == "bare", "task.answer_format", t.answer_format,
                 "applies to task=arithmetic (mathset answers are always \\boxed{})")
+        train, _ = cls.sizes(cfg)  # its files read and checked once per (path, size, mtime)
+        split = "task.eval_path" if t.eval_path else "task.path"
+        require(train >= 1, split, getattr(t, split.split(".")[1]),
+                "leaves no training problem (every one is held out: the held-out file holds its text, or the hash "
+                "split of a small file took all)")
 
     @classmethod
     def sizes(cls, cfg) -> tuple[int, int]:
