@@ -7,7 +7,7 @@ runner orders them by their needs and sends to the second process those that may
   checkpoints (the tests' `family`), each job's scores (ranking, verdict) and every prompt's scores (cost, at_k);
 - what trained (`trained`) -> its wasted-fraction comparisons (`family`), each group's counts (`equal_budget`),
   each job's spend (ranking), the unit weight in words (`in_words`);
-- ties -> its first-round tie comparisons (`family`), the calibration and the answered split (`in_words`, `idle`);
+- ties -> its first-round tie comparisons (`family`), the calibration and the answered split (`in_words`);
 - the tests' `family` (Holm within each metric) -> `significance`, ranking, transfer, verdict, `in_words`,
   findings; ranking and transfer -> their sentences, coverage -> its sentence (`in_words`); the verdict's
   alignments and the caveats -> findings.
@@ -111,9 +111,9 @@ def _budgets(tables: Tables, ctx: Context) -> pd.DataFrame | None:
     return budgets_per_arm(tables.groups, list(ctx.arm)) if not tables.groups.empty else None
 
 
-def _idle(tables: Tables, ctx: Context, ties: Ties | None) -> Idle:
+def _idle(tables: Tables, ctx: Context) -> Idle:
     arm = list(ctx.arm)
-    lines = failures.nothing_trained(tables.groups, arm, ties.answered if ties else None)
+    lines = failures.nothing_trained(tables.groups, arm)
     arms = len(tables.groups.groupby(arm, observed=True).size()) if arm and len(tables.groups) else 1
     return Idle(lines, bool(lines) and len(lines) == arms)
 
@@ -153,7 +153,7 @@ def _findings(tables: Tables, ctx: Context, verdict: Verdict | None, family: pd.
     asked = questions(tables.jobs, list(ctx.arm), tables.config_columns, reference_arm(family))
     return findings.section(findings.Inputs(alignments=verdict.alignments if verdict else (), tests=family,
                                             budgets=budgets, caveats=caveat_lines, arm=tuple(ctx.arm),
-                                            idle=idle.everywhere, questions=asked))
+                                            idle=idle.lines if idle.everywhere else (), questions=asked))
 
 
 def completions(tables: Tables) -> pd.DataFrame:
@@ -191,7 +191,7 @@ PARTS: tuple[Part, ...] = (
     Part("ranking", _ranking, needs=("family", "held_out", "trained", "fixed")),
     Part("transfer", _transfer, needs=("family", "reference")),
     Part("budgets", _budgets),
-    Part("idle", _idle, needs=("ties",)),
+    Part("idle", _idle),
     Part("caveat_lines", _caveat_lines, needs=("idle", "pooled", "plan", "budgets", "family")),
     Part("in_words", _in_words, needs=("family", "ties", "budgets", "dynamics", "trained", "ranking", "transfer",
                                        "coverage", "idle")),

@@ -24,9 +24,10 @@ from analysis.data.alignment import with_tokens
 from analysis.data.arms import arm_keys, arms_as_text
 from analysis.data.checkpoints import attach_samples
 from analysis.data.config import launch_command, report_against
+from analysis.data.labels import label_order
 from analysis.data.load import Tables, load
 from analysis.data.plan import missing_jobs
-from analysis.data.records import difficulty_names
+from analysis.data.records import difficulty_names, difficulty_order
 from analysis.data.resources import attach_updates
 from analysis.measures.health import MISMATCH_COLUMNS
 from analysis.measures.tie_learning import split_reused
@@ -44,8 +45,8 @@ COLUMNS = {
     "groups": ("step", "prompt_id", "difficulty", "round", "group_size", "reward_mean", "n_correct", "tie", "tie_kind",
                "used", "tokens", "samples_total", "tokens_total", "n_informative", "truncated", "reused",
                "predicted_rate", "n_answered", "n_trained", "unit"),
-    "eval": ("step", "prompt_id", "difficulty", "answer", "answered", "correct", "completion", "samples_total",
-             "tokens_total", "updates", "flops_total",
+    "eval": ("step", "prompt_id", "difficulty", "answer", "answered", "correct", "completion", "prompt",
+             "samples_total", "tokens_total", "updates", "flops_total",
              *settings.STORED),
     "steps": ("step", "samples_total", "reward_mean", "kl", "clip_frac", "grad_norm", "tie_frac", "opt_steps",
               "updates", "flops_total", *MISMATCH_COLUMNS, *TIED_LOSS_COLUMNS),
@@ -144,13 +145,15 @@ def _build(sources: Sequence[Path], out: Path, building: Path, command: str | No
     def begin_early(loaded: Tables) -> None:
         """Where the build has a second process: the parts of the eval rows begun there from the eval rows, read
         first, while this process reads the groups; kept if the jobs loaded in the end are these."""
-        try:
-            tables, arm = _prepared(loaded, choice)
-        except Exception:  # noqa: BLE001 - the whole tables will say it again (or not: a key only other jobs have)
-            return
-        if "samples_total" not in tables.eval or tables.eval["samples_total"].isna().any():  # from the groups
-            return
-        early.append((loaded.jobs, runner.begin_early(parts.PARTS, tables, _context(tables, arm, root, out, viewer))))
+        with label_order(difficulty_order(loaded.jobs)):  # what the worker begins sorts as the build will
+            try:
+                tables, arm = _prepared(loaded, choice)
+            except Exception:  # noqa: BLE001 - the whole tables will say it again (or not: a key only others have)
+                return
+            if "samples_total" not in tables.eval or tables.eval["samples_total"].isna().any():  # from the groups
+                return
+            early.append((loaded.jobs, runner.begin_early(parts.PARTS, tables,
+                                                          _context(tables, arm, root, out, viewer))))
 
     tables = load(sources if len(sources) > 1 else root, tables=("groups", "eval", "steps"), columns=COLUMNS,
                   first=("eval", "steps"), on_first=begin_early if scheduler.active() else None)
@@ -160,19 +163,20 @@ def _build(sources: Sequence[Path], out: Path, building: Path, command: str | No
     begun = early[0][1] if same else {}
     if command is None and len(sources) > 1:
         command = "; ".join(filter(None, (launch_command(s) for s in sources))) or None
-    tables, arm = _prepared(tables, choice)
-    given = {"command": command or launch_command(root), "plan": missing_jobs(tables.roots),
-             "pooled": select.pooled_line(tables, select.unaccounted(tables, arm)), "reference": reference}
-    ctx = _context(tables, arm, root, out, viewer)
-    # a replayed group was drawn (and counted) at an earlier step: every section but one counts draws only
-    drawn = replace(tables, groups=split_reused(tables.groups)[0])
-    made = runner.make_all(parts.PARTS, tables, drawn, ctx, given, begun)
+    with label_order(difficulty_order(tables.jobs)):  # difficulties in the order the runs recorded, where they did
+        tables, arm = _prepared(tables, choice)
+        given = {"command": command or launch_command(root), "plan": missing_jobs(tables.roots),
+                 "pooled": select.pooled_line(tables, select.unaccounted(tables, arm)), "reference": reference}
+        ctx = _context(tables, arm, root, out, viewer)
+        # a replayed group was drawn (and counted) at an earlier step: every section but one counts draws only
+        drawn = replace(tables, groups=split_reused(tables.groups)[0])
+        made = runner.make_all(parts.PARTS, tables, drawn, ctx, given, begun)
 
-    def sections(order: Sequence[tuple[str, SectionMaker | None]]) -> list[Section]:
-        found = [made[name] if make is None else make(drawn, ctx) for name, make in order]
-        return [s for s in found if s is not None]  # a section is None where its data does not exist
+        def sections(order: Sequence[tuple[str, SectionMaker | None]]) -> list[Section]:
+            found = [made[name] if make is None else make(drawn, ctx) for name, make in order]
+            return [s for s in found if s is not None]  # a section is None where its data does not exist
 
-    return _write(building, out, root, sections(PAGE), sections(DETAILS_PAGE))
+        return _write(building, out, root, sections(PAGE), sections(DETAILS_PAGE))
 
 
 def _context(tables: Tables, arm: Sequence[str], root: Path, out: Path, viewer: bool) -> Context:

@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from analysis.data.cores import processes
+from analysis.data.labels import current_order, label_order
 
 _SPAWNING = threading.Lock()
 
@@ -122,15 +123,17 @@ class Helper:
         whichever process claims it first computes it (the worker as it reaches it in its queue; this one with
         `Later.take`, or when it asks for the value before the worker has begun it)."""
         compute = partial(function, *args)
+        order = current_order()  # the labels' order here (a recorded difficulty order): the worker sorts alike
         try:
             if claimable:
                 claim = Path(tempfile.mkdtemp(prefix="task-", dir=self.claims)) / "claim"
-                return Later(compute, self.pool.submit(_unless_claimed, function, args, claim), claim=claim,
-                             helper=self)
+                return Later(compute, self.pool.submit(_in_order, order, _unless_claimed, function, args, claim),
+                             claim=claim, helper=self)
             if figures is None:
-                return Later(compute, self.pool.submit(function, *args), helper=self)
+                return Later(compute, self.pool.submit(_in_order, order, function, *args), helper=self)
             drawn = Path(tempfile.mkdtemp(prefix="drawn-", dir=self.claims))  # a value dropped leaves none behind
-            return Later(compute, self.pool.submit(_drawn, function, args, figures, drawn), drawn, helper=self)
+            return Later(compute, self.pool.submit(_in_order, order, _drawn, function, args, figures, drawn), drawn,
+                         helper=self)
         except BrokenProcessPool:
             return Later(compute)
 
@@ -142,7 +145,8 @@ class Helper:
 
     def start(self, name: str, draw: Callable[[Path], Path]) -> None:
         try:
-            self.started[name] = self.pool.submit(_draw_claimed, draw, self.folder / f"{name}.png", self.claims / name)
+            self.started[name] = self.pool.submit(_in_order, current_order(), _draw_claimed, draw,
+                                                  self.folder / f"{name}.png", self.claims / name)
             self.draws[name] = draw
         except BrokenProcessPool:  # the worker has died: `finish` draws this one here
             pass
@@ -242,6 +246,13 @@ def helping(folder: Path, warm: tuple[str, ...] = ()) -> Iterator[Helper | None]
         helper.close(wait=False)
     finally:
         _ACTIVE.reset(token)
+
+
+def _in_order(order: tuple[str, ...], function: Callable[..., Any], *args: Any) -> Any:
+    """In the worker: `function(*args)` with the labels in the order the building process had them (`label_order`),
+    so a figure or value made there sorts as one made here."""
+    with label_order(order):
+        return function(*args)
 
 
 def _claim(claim: Path) -> bool:

@@ -34,8 +34,8 @@ ROWS = [("smollm2", 0, 512), ("gemma3", 0, 512), ("smollm2", 16, 512), ("gemma3"
 def child(model: str, rank: int, chunk: int) -> None:
     import torch
 
-    from grpo_lab.checks import validate
     from grpo_lab.config import TrainConfig
+    from grpo_lab.config.checks import validate
     from grpo_lab.run.record import RunRecord
     from grpo_lab.train.trainer import Trainer
 

@@ -27,8 +27,8 @@ MiB = 2**20
 def child(model_path: str | None, rank: int) -> None:
     import torch
 
-    from grpo_lab.checks import validate
     from grpo_lab.config import TrainConfig
+    from grpo_lab.config.checks import validate
     from grpo_lab.run.record import RunRecord
     from grpo_lab.train.trainer import Trainer
 

@@ -1,7 +1,7 @@
 """Reliability trials, each against a known right outcome; prints a table of trials and passes, and how the
 trials that report an outcome ended (refused in one line, correct, tracebacks, silent wrongs, data lost, code run).
 
-    python benchmarks/reliability.py [--kills 12] [--seed 0] [--only-guards | --only-writers]
+    python benchmarks/reliability.py [--kills 12] [--seed 0] [--only-guards | --only-writers | --only-owners]
 
 - kill: a training process is killed with SIGKILL (during a part write, a checkpoint write, or at a
   random moment; some twice), then restarted until done; its tables must equal an uninterrupted run's.
@@ -18,6 +18,11 @@ trials that report an outcome ended (refused in one line, correct, tracebacks, s
   user types, each with its outcome: report folders holding the user's files or runs, resume=never on a
   folder that is no run, evaluate's values and broken checkpoints, planted pickles and custom model code,
   keys nothing reads, task files, bounds, near misses, report selections, a sweep whose worker is killed.
+- owners (benchmarks/reliability_owners.py): what a run owns and what the commands accept, through the commands a
+  user types, each with its outcome: a fresh run into a folder of the user's files, pruning beside the user's
+  file, training and ingest runs written into each other's folders, an ingest again beside the user's files, a
+  linked .lock, impossible tables and sweeps given to the report, hostile tool logs and destinations given to the
+  ingest, keys nothing reads, task files whose ids or spacing once misled.
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ import pyarrow as pa  # noqa: E402
 import pyarrow.compute as pc  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 import reliability_guards as guards  # noqa: E402 - beside this file
+import reliability_owners as owners  # noqa: E402
 import reliability_writers as writers  # noqa: E402
 from reliability_outcomes import tally  # noqa: E402
 
@@ -311,6 +317,7 @@ def main() -> None:
     only = parser.add_mutually_exclusive_group()
     only.add_argument("--only-guards", action="store_true", help="run the guards' trials only")
     only.add_argument("--only-writers", action="store_true", help="run the writers' trials only")
+    only.add_argument("--only-owners", action="store_true", help="run the owners' trials only")
     parser.add_argument("--no-locks", action="store_true", help="leave out the lock races and churn (the longest "
                         "guards' trials: about 20 min on 2 busy cores)")
     args = parser.parse_args()
@@ -319,12 +326,12 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="grpo-reliability-") as tmp:
         work = Path(tmp)
         t0 = time.monotonic()
-        if not (args.only_guards or args.only_writers):
+        if not (args.only_guards or args.only_writers or args.only_owners):
             results += kill_trials(work, args.kills, rng)
             results += duplicate_and_changed(work)
             results += analysis_trials(work)
             results += reward_trials(rng, args.fuzz)
-        for folder in ("locks", "refused", "inputs", "disks", "writers"):  # each trial writes inside its own
+        for folder in ("locks", "refused", "inputs", "disks", "writers", "owners"):  # each trial writes inside its own
             (work / folder).mkdir()
         trials = [("refused starts", lambda: guards.refused_start_trials(work / "refused")),
                   ("inputs", lambda: guards.input_trials(work / "inputs")),
@@ -332,10 +339,12 @@ def main() -> None:
                   ("answers", lambda: guards.answer_trials(rng, args.answers))]
         if not args.no_locks:
             trials.insert(0, ("locks", lambda: guards.lock_trials(work / "locks", args.lock_rounds)))
-        if args.only_writers:
+        if args.only_writers or args.only_owners:
             trials = []
-        if not args.only_guards:
+        if not (args.only_guards or args.only_owners):
             trials.append(("writers", lambda: writers.writer_trials(work / "writers")))
+        if not (args.only_guards or args.only_writers):
+            trials.append(("owners", lambda: owners.owner_trials(work / "owners")))
         for name, run in trials:  # a trial group that raises is one failed trial, never the end of the others
             try:
                 results += run()

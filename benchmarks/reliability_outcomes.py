@@ -129,3 +129,22 @@ def tally(outcomes: list[str]) -> str:
     line = ", ".join(f"{counts[o]} {words[o]}" for o in OUTCOMES)
     other = ", ".join(f"{n} {o}" for o, n in counts.items() if o not in OUTCOMES)
     return f"outcomes of the {len(outcomes)} trials that report one: {line}" + (f"; {other}" if other else "")
+
+
+def run_items(group: str, work: Path, items: list[tuple[str, Callable[[Path], list]]]) -> list:
+    """Each item's trials in a folder of its own under `work`, its rows' paths made relative to `work`; a trial
+    group that raises is one failed trial (the benchmark's own failure, never counted as an outcome)."""
+    import time
+
+    rows = []
+    for item, trials in items:
+        (work / item).mkdir()
+        start = time.monotonic()
+        try:
+            found = trials(work / item)
+        except Exception as err:  # noqa: BLE001 - the benchmark's own failure, never counted as an outcome
+            found = [(f"{item}: raised", False, f"{type(err).__name__}: {err}"[:300])]
+        rows += [(row[0], row[1], row[2].replace(f"{work}/", "")[:240], *row[3:]) for row in found]
+        print(f"  {group} {item}: {sum(r[1] for r in found)} of {len(found)} passed "
+              f"({time.monotonic() - start:.0f} s)", flush=True)
+    return rows

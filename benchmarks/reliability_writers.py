@@ -17,7 +17,7 @@ import signal
 import time
 from pathlib import Path
 
-from reliability_outcomes import Trial, attempt, command, judge, snapshot, verdict
+from reliability_outcomes import Trial, attempt, command, judge, run_items, snapshot, verdict
 
 from fixtures.runs import CHAT, ROOT, SMALL, error_lines
 
@@ -199,8 +199,9 @@ BROKEN = [("evaluate", "model.safetensors", "truncated"), ("evaluate", "model.sa
 
 def broken_files(work: Path, run: Path) -> list[Trial]:
     """14: `--out` an existing file; pack on a truncated part; evaluate, and resume (the same class, not named in
-    the issue), on a checkpoint whose files are truncated or missing; a start in a folder that is no run (once
-    "has no config.json (made by an older version)")."""
+    the issue), on a checkpoint whose files are truncated or missing; a start in a folder of the user's files that
+    is no run (once trained beside them, warning "made by an older version"; refused since issue 56: a run starts
+    only in an empty folder or its own)."""
     (work / "existing_file.txt").write_text("mine")
     source = copy(run, work / "run")
     rows = [attempt("14: --out existing_file.txt", "refused", "analysis", [source, "--out", work / "existing_file.txt"],
@@ -217,14 +218,9 @@ def broken_files(work: Path, run: Path) -> list[Trial]:
         rows.append(attempt(f"14: {what} a checkpoint whose {file} is {how}", "refused", *line, work,
                             says=(f"{path}: {how}" if what == "evaluate" else str(path),)))
     folder = plant(work / "P", {"eval/my_eval.py": "print('mine')\n", "notes.md": "mine\n"})
-
-    def trained(_) -> tuple[bool, str]:
-        warned = "made by an older version" in (folder / "train.log").read_text()
-        return not warned and record(folder)["status"] == "done", "trained beside the user's files, which are kept; " \
-            + ("warned: made by an older version" if warned else "no 'made by an older version' warning")
-    mine = [folder / "eval" / "my_eval.py", folder / "notes.md"]
-    return rows + [attempt("14: a start in a folder that is no run", "correct", "experiments.train",
-                           [*RUN, f"hydra.run.dir={folder}"], work, planted=mine, check=trained)]
+    return rows + [attempt("14: a start in a folder that is no run", "refused", "experiments.train",
+                           [*RUN, f"hydra.run.dir={folder}"], work,
+                           says=("eval/my_eval.py: a file no grpo-lab run wrote, in a folder that holds no run",))]
 
 
 # --- items 7-13: wrong without a word; a worker killed ----------------------------------------------------------
@@ -244,14 +240,16 @@ def other_temperature(work: Path, sweep: Path) -> list[Trial]:
     assert built.returncode == 0, built.stderr[-2000:]
 
     def tables(report: Path) -> dict[str, str]:
-        return {p.name: p.read_text() for p in (report / "tables").glob("*.csv") if p.name != "jobs.csv"}
+        return {p.name: p.read_text() for p in (report / "tables").glob("*.csv")  # jobs, and what was left out:
+                if p.name not in ("jobs.csv", "evaluations.csv")}                    # listed, not measured
 
     def check(_) -> tuple[bool, str]:
         ours, named = tables(work / "both-report"), f"n=4 temperature=0.5 top_p=1 max_new_tokens=6 (jobs {jobs})"
         same = ours == tables(work / "plain-report") and "heldout.csv" in ours
         left = [ln for ln in (work / "both-report" / "REPORT.md").read_text().splitlines() if "left out**" in ln]
         return same and bool(left) and named in left[0], (
-            f"{len(ours)} tables (all but jobs.csv) {'as' if same else 'NOT as'} without the temperature-0.5 rows; "
+            f"{len(ours)} tables (all but jobs.csv, evaluations.csv) {'as' if same else 'NOT as'} without the "
+            "temperature-0.5 rows; "
             + (f"left out, named: {named}" if left and named in left[0] else "what was left out NOT named"))
     return [attempt(f"7: jobs {jobs} evaluated at temperature 0.5, then the report", "correct",
                     "analysis", [both, "--out", work / "both-report"], work, planted=[both], check=check)]
@@ -407,15 +405,4 @@ def writer_trials(work: Path) -> list[Trial]:
              ("7", lambda w: other_temperature(w, sweep)), ("8", unread_keys), ("9", task_files), ("10", bounds),
              ("11", lambda w: near_misses()), ("12", lambda w: selections(w, sweep)), ("13", killed_worker),
              ("14", lambda w: broken_files(w, base))]
-    rows = []
-    for item, trials in items:
-        (work / item).mkdir()
-        start = time.monotonic()
-        try:
-            found = trials(work / item)
-        except Exception as err:  # noqa: BLE001 - the benchmark's own failure, never counted as an outcome
-            found = [(f"{item}: raised", False, f"{type(err).__name__}: {err}"[:300])]
-        rows += [(row[0], row[1], row[2].replace(f"{work}/", "")[:240], *row[3:]) for row in found]
-        print(f"  writers {item}: {sum(r[1] for r in found)} of {len(found)} passed "
-              f"({time.monotonic() - start:.0f} s)", flush=True)
-    return rows
+    return run_items("writers", work, items)

@@ -50,8 +50,8 @@ from pathlib import Path
 
 import torch
 
-from grpo_lab.checks import validate
 from grpo_lab.config import TrainConfig
+from grpo_lab.config.checks import validate
 from grpo_lab.model.tiny import tiny_weights
 from grpo_lab.model.tokenizer import CharTokenizer
 from grpo_lab.rewards.rules import RewardWeights, score

@@ -33,8 +33,8 @@ from pathlib import Path
 import torch
 from protocol import Load, machine, spread  # benchmarks/ is on the path: vs_trl.py runs this
 
-from grpo_lab.checks import validate
 from grpo_lab.config import TrainConfig
+from grpo_lab.config.checks import validate
 from grpo_lab.rewards.rules import RewardWeights, score
 from grpo_lab.run.record import RunRecord
 from grpo_lab.train.trainer import Trainer

@@ -20,10 +20,10 @@ from hydra.core.override_parser.types import OverrideType
 from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict
 from omegaconf.errors import MissingMandatoryValue
 
-from grpo_lab.checks import advice, validate
 from grpo_lab.config import EvalJobConfig, TrainConfig
+from grpo_lab.config.checks import advice, validate
+from grpo_lab.config.reads import refuse_unread
 from grpo_lab.errors import ConfigError, InputError
-from grpo_lab.reads import refuse_unread
 
 CONF_DIR = str(Path(__file__).resolve().parent.parent / "conf")
 SCHEMAS: dict[str, type] = {"train": TrainConfig, "evaluate": EvalJobConfig}
@@ -359,5 +359,5 @@ def as_object(config_name: str, cfg: DictConfig) -> Any:
 
 
 def config_warnings(jobs: list[Any]) -> list[str]:
-    """Each distinct warning (`grpo_lab.checks.advice`) of the jobs a command would run, once."""
+    """Each distinct warning (`grpo_lab.config.checks.advice`) of the jobs a command would run, once."""
     return list(dict.fromkeys(w for job in jobs if isinstance(job, TrainConfig) for w in advice(job)))

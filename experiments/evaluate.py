@@ -18,7 +18,7 @@ from experiments.common import INSPECT_FLAGS, preflight, register_configs, typed
 from experiments.job_files import open_job_logs
 from grpo_lab.config import EvalJobConfig, TrainConfig
 from grpo_lab.errors import ConfigError, InputError
-from grpo_lab.jobs.evaluate import Plan, evaluate_checkpoints, plan_evaluation
+from grpo_lab.jobs.evaluate import Plan, evaluate_checkpoints, plan_evaluation, scores_table, step_scores
 from grpo_lab.run.guards import CONFIG_NAME, saved_config
 
 register_configs()
@@ -54,14 +54,18 @@ def run(cfg: DictConfig) -> None:
     run_dir = Path(job.run_dir)
     try:  # checked again under the run's lock (evaluate_checkpoints): the preflight's view may be stale
         plan = _plan(job)
+        scores: dict[int, dict] = {}
         steps = evaluate_checkpoints(run_config(run_dir), run_dir, n=job.n, temperature=job.temperature,
-                                     steps=job.steps, overwrite=job.overwrite, on_start=lambda _: open_job_logs())
+                                     steps=job.steps, overwrite=job.overwrite, on_start=lambda _: open_job_logs(),
+                                     on_step=lambda step, rows: scores.__setitem__(step, step_scores(rows)))
     except ConfigError as e:
         sys.exit(f"config error: {e}")
     except (FileNotFoundError, ValueError) as e:  # a wrong run_dir or step, rows already there: say so in one line
         sys.exit(f"error: {e}")
     where = "the run's own eval parts" if plan.tag is None else f"eval parts tagged {plan.tag}, beside the run's own"
     print(f"evaluated steps {steps} of {run_dir}: {plan.setting.text()} ({where})")
+    print(scores_table(scores))
+    print(f"the report (python -m analysis {run_dir}) shows every evaluation's scores, each under its settings")
 
 
 def _plan(job: EvalJobConfig) -> Plan:

@@ -1,5 +1,5 @@
 """`python -m experiments.train --help`: the config groups and every key with its meaning, read from the
-comments beside each field of the config dataclasses (grpo_lab/config.py, grpo_lab/samplers/*.py), so the
+comments beside each field of the config dataclasses (grpo_lab/config/schema.py, grpo_lab/samplers/*.py), so the
 help cannot drift from the code."""
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ def _comments(cls: type) -> dict[str, str]:
     """{field: the comment on its line, or on the lines just above it} of a dataclass's source."""
     try:
         source = inspect.getsource(cls)
-    except (OSError, TypeError):  # made at run time (samplers' SamplerConfig): no source of its own
+    except (OSError, TypeError):  # made at run time (grpo_lab/config/blocks.py): no source of its own
         return {}
     out: dict[str, str] = {}
     above: list[str] = []
@@ -42,6 +42,11 @@ def _comments(cls: type) -> dict[str, str]:
     return out
 
 
+def _comment(cls: type, name: str) -> str:
+    """A field's comment in the class that writes it out (a block made from a registry inherits its shared keys)."""
+    return next((c[name] for c in map(_comments, cls.__mro__) if name in c), "")
+
+
 def key_help(cls: type, prefix: str = "") -> list[tuple[str, object, str]]:
     """(dotted key, default, meaning) for every leaf key of a config dataclass."""
     rows = []
@@ -50,7 +55,7 @@ def key_help(cls: type, prefix: str = "") -> list[tuple[str, object, str]]:
         if dataclasses.is_dataclass(default):
             rows += key_help(type(default), f"{prefix}{f.name}.")
         else:
-            rows.append((f"{prefix}{f.name}", default, f.metadata.get("help") or _comments(cls).get(f.name, "")))
+            rows.append((f"{prefix}{f.name}", default, f.metadata.get("help") or _comment(cls, f.name)))
     return rows
 
 

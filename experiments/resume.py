@@ -48,11 +48,17 @@ def job_folders(base: DictConfig, args: list[str]) -> list[tuple[Path, list[str]
     return [(sweep / str(k), list(job)) for k, job in enumerate(jobs)]
 
 
-def _writable(folder: Path) -> None:
-    """The folder, or the nearest folder above it that exists (Hydra creates the rest), must take writes."""
+def _writable(folder: Path, key: str) -> None:
+    """The folder, or the nearest folder above it that exists (Hydra creates the rest), must be a folder and take
+    writes. `key`: the override that names it (hydra.run.dir, hydra.sweep.dir), for the message."""
     at = folder
-    while not at.exists() and at != at.parent:
+    while not (at.exists() or at.is_symlink()) and at != at.parent:
         at = at.parent
+    if not at.is_dir():  # Hydra's makedirs would fail in a traceback: a run writes into a folder
+        kind = "a symlink to nothing" if not at.exists() else "a file"
+        where = f"is {kind}" if at == folder else f"lies under {at}, {kind}"
+        raise RunDirUnwritable(f"{key}: {folder} {where}, not a folder; a run writes its files into a folder: give "
+                               f"{key} a folder's path")
     if not os.access(at, os.W_OK):
         why = "a read-only filesystem" if os.statvfs(at).f_flag & os.ST_RDONLY else "no permission to write"
         raise RunDirUnwritable(f"{folder}: cannot write there ({why}{'' if at == folder else f' at {at}'})")
@@ -93,10 +99,12 @@ def check_folders(config_name: str, base: DictConfig, args: list[str], single: A
     planned = job_folders(base, args)
     if not planned:
         return
-    if any(a in ("-m", "--multirun") for a in args):
-        _writable(planned[0][0].parent)  # the sweep folder: multirun.yaml goes there first
+    multirun = any(a in ("-m", "--multirun") for a in args)
+    key = "hydra.sweep.dir" if multirun else "hydra.run.dir"
+    if multirun:
+        _writable(planned[0][0].parent, key)  # the sweep folder: multirun.yaml goes there first
     for folder, overrides in planned:
-        _writable(folder)
+        _writable(folder, key)
         if not folder.is_dir():
             continue
         if _starts_over(config_name, overrides, single, list(composed)):

@@ -1,7 +1,7 @@
 """What sampling certainly holds in memory, counted before any model loads and compared with the memory this
 machine has free (MemAvailable, /proc/meminfo): `experiments.evaluate n=100000` once grew to 20 GB and was
 killed. Every count that multiplies samples by tokens (eval.n x held-out prompts, a step's draw, the pass-rate
-labelling) is checked with these counts (grpo_lab/checks.py, `check_memory`), and the error says the numbers.
+labelling) is checked with these counts (grpo_lab/config/checks.py, `check_memory`), and the error says the numbers.
 
 The count is a floor, never a guess upward, so nothing that fits is refused: only what one generation call must
 allocate (grpo_lab/rollout/generate.py: each row's new-token buffers, the KV cache's room for max_new_tokens

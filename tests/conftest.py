@@ -123,6 +123,8 @@ HEAVY = {
     "tests/test_view_browser.py",  # headless chromium on the 221-job sweep's viewer (its build alone: 18 s)
     # single tests of 5-40 s each in files that are otherwise quick
     "tests/test_readme.py::test_your_own_study_runs_as_the_readme_prints_it",
+    "tests/test_readme.py::test_the_smollm2_lines_compose_as_printed",
+    "tests/test_dequantized.py::test_smollm2_loads_from_its_copy_as_from_its_gguf",
     "tests/test_view.py::test_a_report_built_with_the_viewer_links_it_and_owns_it",
     "tests/test_accumulation.py::test_micro_batches_of_shaped_and_reused_rows_train_to_the_whole_batchs_weights",
     "tests/test_accumulation.py::test_micro_batches_train_to_the_whole_batchs_weights",

@@ -144,7 +144,7 @@ def assert_draw_bounds(cfg, least: int, most: int) -> None:
     steps of its most can reach, is one line; the largest reachable one passes."""
     import pytest
 
-    from grpo_lab.checks import validate
+    from grpo_lab.config.checks import validate
     from grpo_lab.errors import ConfigError
 
     cfg.max_samples = least - 1

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from grpo_lab.checks import validate
+from grpo_lab.config.checks import validate
 from grpo_lab.errors import ConfigError
 from grpo_lab.run.record import RunRecord
 from grpo_lab.run.tables import read_table

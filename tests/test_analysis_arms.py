@@ -139,3 +139,35 @@ def test_config_values_keep_their_types(tmp_path):
     assert "| max_steps | 6 |" in text
     # missing in one job, null in the other: one value, not a key that varies
     assert "- `max_samples`: null" not in text
+
+
+SHOTS = [[["What is 2 + 3? Answer with the number alone, on a line of its own.", "5"],
+          ["What is 7 + 8? Answer with the number alone, on a line of its own.", "15"]],
+         [["Compute 4 * 6. Reply with the number only; no words, no units.", "24"],
+          ["Compute 3 * 9. Reply with the number only; no words, no units.", "27"]]]
+
+
+def test_a_long_value_is_named_by_a_short_label_and_given_whole_once(tmp_path):
+    """A sweep over `task.shots` (lists of [user, assistant] turns, ~150 characters each): every sentence, table and
+    CSV names an arm `task.shots=#<6 hex>`, the first digits of its text's SHA-256, and the provenance block gives
+    each label's whole value once."""
+    import hashlib
+
+    from analysis.data.select import keep_jobs
+
+    root = sweep_of(tmp_path / "sweep", {"task.shots": SHOTS})
+    whole = list(dict.fromkeys(load(root).jobs["task.shots"].astype(str)))
+    assert len(whole) == 2 and all(len(w) > 100 for w in whole)
+    labels = ["#" + hashlib.sha256(w.encode()).hexdigest()[:6] for w in whole]
+    text = report_of(root)
+    assert set(text.splitlines()[2].split(";")[0].split(" vs ")) == {f"task.shots={lb}" for lb in labels}
+    for w, label in zip(whole, labels):
+        assert text.count(w) == 1 and f"| task.shots | {label} | {w} |" in text  # the legend, once
+    assert f"- `task.shots`: {', '.join(sorted(labels))}" in text  # under Configs that vary
+    budget = pd.read_csv(root / "report" / "tables" / "budget_by_arm.csv")
+    assert sorted(budget["task.shots"]) == sorted(labels)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        tables = load(root)
+    for value in (labels[0], whole[0]):  # --where names an arm by its label, or by its whole value
+        assert set(keep_jobs(tables, [f"task.shots={value}"]).jobs["task.shots"].astype(str)) == {whole[0]}

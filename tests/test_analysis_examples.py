@@ -1,11 +1,12 @@
-"""Example completions: which groups are picked (the latest of each kind per difficulty), and that
-untrusted text cannot break the markdown."""
+"""Example completions: which groups are picked (the latest of each kind per difficulty), that each shows its
+question (the last user turn of a chat-templated prompt, never its system line), and that untrusted text cannot
+break the markdown."""
 
 import re
 
 import pandas as pd
 
-from analysis.sections.examples import code, examples_markdown, pick_groups
+from analysis.sections.examples import base_replies, code, examples_markdown, pick_groups, question_text
 
 
 def _group(job, step, group, difficulty, correct, texts=None, size=None):
@@ -57,3 +58,33 @@ def test_untrusted_text_stays_inside_its_cell():
     table_lines = [ln for ln in examples_markdown(hostile).splitlines() if ln.startswith("| 0") or ln.startswith("| 1")]
     assert len(table_lines) == 2
     assert all(len(re.findall(r"(?<!\\)\|", ln)) == 5 for ln in table_lines)  # four cells, no more
+
+
+# a SmolLM2-style chat prompt (ChatML) with one worked example before the question
+SMOLLM2 = ("<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n"
+           "<|im_start|>user\nWhat is 2 + 3?<|im_end|>\n<|im_start|>assistant\n5<|im_end|>\n"
+           "<|im_start|>user\nWhat is 17 + 25? Give the number alone.<|im_end|>\n<|im_start|>assistant\n")
+
+
+def test_an_example_shows_the_question_of_a_chat_prompt_not_its_system_line():
+    frame = _frame().assign(prompt=SMOLLM2)
+    text = examples_markdown(frame)
+    assert "prompt `2-5-0`): `What is 17 + 25? Give the number alone.`" in text
+    assert "You are a helpful" not in text and "What is 2 + 3?" not in text  # neither the system line nor a shot
+    replies = base_replies(pd.DataFrame({"job": "0", "step": 0, "difficulty": "1", "prompt_id": "p", "answer": "42",
+                                         "correct": True, "completion": "42", "prompt": [SMOLLM2]}))
+    assert replies["question"].tolist() == ["What is 17 + 25? Give the number alone."]
+    raw = frame.assign(question="the raw question")  # a column of the raw question wins over the prompt's text
+    assert "prompt `2-5-0`): `the raw question`" in examples_markdown(raw)
+
+
+def test_the_question_is_read_from_other_templates_or_the_prompts_tail():
+    assert question_text("<|start_header_id|>user<|end_header_id|>\n\nQ1?<|eot_id|><|start_header_id|>assistant"
+                         "<|end_header_id|>\n\n") == "Q1?"  # Llama 3
+    assert question_text("<start_of_turn>user\nQ2?<end_of_turn>\n<start_of_turn>model\n") == "Q2?"  # Gemma
+    assert question_text("<s>[INST] Q3? [/INST]") == "Q3?"  # Mistral
+    assert question_text("<|user|>\nQ4?</s>\n<|assistant|>\n") == "Q4?"  # Zephyr
+    long = "Solve the following problem step by step. " * 3 + "What is 6 * 7?"
+    assert question_text(long) == "…" + long[-59:].lstrip() and question_text(long).endswith("What is 6 * 7?")
+    assert code(question_text(long)).count("…") == 1  # the tail fits the cell: cut once, at its start
+    assert question_text("2+5=") == "2+5=" and question_text(None) == ""

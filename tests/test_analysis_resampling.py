@@ -149,3 +149,28 @@ def test_wasted_counts_what_trained_and_fails_on_per_round_ties(tmp_path):
     # runs written before the column existed: the recount from used, tie and reward_mean agrees
     recounted, how = sample_counts(groups.drop(columns="n_informative"))
     assert how == RECOUNTED and (recounted["informative"] == counts["informative"]).all()
+
+
+def test_the_training_accuracy_at_the_common_budget_is_named_by_its_window_and_recounted(tmp_path):
+    """Beside `wasted_frac` over the whole budget, the training accuracy there is of the last window alone (a
+    learning run's 0.281 against 0.517 over the run): its column and sentence say so, and it equals a recount of the
+    first-round samples of that window; the run-wide accuracy is another number."""
+    from analysis.report import build_report
+
+    configs = [job_config("fixed", group_size=4, seed=s, max_steps=20, prompts_per_step=4) for s in (0, 1)]
+    sweep = write_sweep(tmp_path / "sweep", configs, prompt_pool(levels=("1", "2"), per_level=8), learn=0.2)
+    text = (build_report(sweep, tmp_path / "report").parent / "DETAILS.md").read_text()
+    shown = pd.read_csv(tmp_path / "report" / "tables" / "common_budget_tokens.csv")
+    assert "train_accuracy_round0" not in shown.columns and "train_accuracy_round0_last_window" in shown.columns
+    groups = [pd.read_parquet(sweep / str(j) / "groups") for j in (0, 1)]
+    end = min(int(g["tokens_total"].max()) for g in groups)  # the common budget: the most every job drew
+    lo = end * 19 / 20
+    last = [g[(g["tokens_total"] > lo) & (g["tokens_total"] <= end) & (g["round"] == 0)] for g in groups]
+    recount = np.mean([w["n_correct"].sum() / w["group_size"].sum() for w in last])
+    assert shown["train_accuracy_round0_last_window"].item() == pytest.approx(recount)
+    whole = np.mean([g.loc[g["tokens_total"] <= end, "n_correct"].sum()
+                     / g.loc[g["tokens_total"] <= end, "group_size"].sum() for g in groups])
+    assert abs(whole - recount) > 0.05  # learning: the last window is not the whole run
+    assert (f"At {end:,} tokens: `wasted_frac` is over every sample each job drew up to it; "
+            f"`train_accuracy_round0_last_window` over the first-round samples of the last window alone (from "
+            f"{lo:,.0f} to {end:,} tokens), not the whole run.") in text  # as the report prints it

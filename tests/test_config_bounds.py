@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from grpo_lab.advantage.rl_zvp import MAX_ALPHA as MAX_ZVP_ALPHA
-from grpo_lab.checks import check_memory, validate
 from grpo_lab.config import MAX_EPS_HIGH, MAX_TEMPERATURE, MIN_TEMPERATURE, TrainConfig
+from grpo_lab.config.checks import check_memory, validate
 from grpo_lab.errors import ConfigError
 from grpo_lab.footprint import (
     EVAL_BATCH_ROWS,

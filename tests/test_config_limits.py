@@ -11,9 +11,12 @@ import math
 import pytest
 
 from fixtures.runs import bad_values, cli
-from grpo_lab.checks import validate
+from grpo_lab.advantage import RULES
 from grpo_lab.config import TrainConfig, leaves
+from grpo_lab.config.checks import validate
 from grpo_lab.errors import InputError
+from grpo_lab.samplers import SAMPLERS
+from grpo_lab.tasks import TASKS
 
 HUGE = 2**40
 HOSTILE = {  # label -> value, by the key's type
@@ -134,10 +137,15 @@ def _set(cfg: TrainConfig, key: str, value) -> None:
     for p in path:
         node = getattr(node, p)
     setattr(node, name, copy.deepcopy(value))
-    if key.count(".") == 2 and key.startswith("sampler."):  # a sampler's own key: with that sampler chosen
-        cfg.sampler.name = key.split(".")[1]
-    if key.startswith("task.gym."):  # the gym task's own key: with task=gym chosen
-        cfg.task.name = "gym"
+    block, member = (key.split(".") + ["", ""])[:2]
+    if block == "sampler" and member in SAMPLERS:  # a sampler's own key: with that sampler chosen
+        cfg.sampler.name = member
+        if SAMPLERS[member].one_answer:  # and the rule it trains under (spo's baseline is its prediction)
+            cfg.algo.advantage = next(n for n, r in RULES.items() if r.predicted)
+    if block == "task" and member in TASKS:  # a task's own key: with that task chosen
+        cfg.task.name = member
+    if block == "algo" and member in RULES:  # a rule's own key: with that rule chosen
+        cfg.algo.advantage = member
 
 
 def _key_type(key: str) -> str:

@@ -73,3 +73,27 @@ def test_every_path_the_tree_names_exists():
             if not (ROOT / path).exists():
                 missing.append(f"{name}: {path}")
     assert missing == []
+
+
+@pytest.mark.parametrize("package", ["grpo_lab", "analysis"])
+def test_the_readme_layout_names_every_part_of_the_tree(package):
+    """Every folder and module at the top of a package is named in its row of the README's layout table."""
+    row = next(line for line in (ROOT / "README.md").read_text().splitlines() if line.startswith(f"| `{package}/`"))
+    parts = sorted(p.stem for p in (ROOT / package).iterdir()
+                   if p.name not in ("__init__.py", "__main__.py", "__pycache__")
+                   and (p.suffix == ".py" or (p / "__init__.py").exists()))
+    assert [p for p in parts if f"`{p}" not in row] == []
+
+
+def test_design_names_every_member_of_every_registry():
+    """docs/DESIGN.md's flow names every sampler and advantage rule; its engine and ingest paragraphs every engine
+    and tool the registries hold."""
+    from analysis.ingest import TOOLS
+    from grpo_lab.advantage import RULES
+    from grpo_lab.rollout.engines import ENGINES
+    from grpo_lab.samplers import SAMPLERS
+    from grpo_lab.tasks import TASKS
+
+    design = (ROOT / "docs" / "DESIGN.md").read_text()
+    members = [*SAMPLERS, *RULES, *ENGINES, *TASKS, *TOOLS]
+    assert [m for m in members if not re.search(rf"(?<![\w-]){m}(?![\w-])", design)] == []

@@ -15,10 +15,12 @@ import pandas as pd
 import pytest
 import torch
 
+from grpo_lab.config.blocks import with_members
+from grpo_lab.config.schema import RolloutKeys
 from grpo_lab.errors import ConfigError, require
 from grpo_lab.model.load import eos_ids, load_policy
 from grpo_lab.rollout.engine import EngineSettings, RolloutEngine, SamplingSettings
-from grpo_lab.rollout.engines import ENGINES, rollout_config_type
+from grpo_lab.rollout.engines import ENGINES
 from grpo_lab.rollout.external import full_weights, rollout_from_rows
 from grpo_lab.rollout.hf_engine import HFEngine
 from grpo_lab.train.trainer import train
@@ -69,7 +71,7 @@ def counting(monkeypatch):
     has its keys (made from the registry, as the package's own RolloutConfig is)."""
     monkeypatch.setitem(ENGINES, CountingEngine.name, CountingEngine)
     monkeypatch.setattr(CountingEngine, "built", [])
-    return rollout_config_type(ENGINES)
+    return with_members("RolloutConfig", RolloutKeys, ENGINES, __name__)
 
 
 def choose(cfg, block_type, engine: str, **keys):

@@ -14,6 +14,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -145,6 +146,55 @@ def test_rows_go_beside_the_run_s_own_and_record_their_settings(run):
     assert last["command"].startswith("python -m experiments.evaluate run_dir=") and "overwrite=true" in last["command"]
     assert last["run_id"] == json.loads((run / "run.json").read_text())["run_id"] and last["max_new_tokens"] == 6
     assert {"time", "git", "pid", "host", "top_p"} <= set(last)
+
+
+def recount(rows: pd.DataFrame) -> pd.DataFrame:
+    """pass@1, pass@n and cons@n a step, recounted from eval rows with plain pandas: the mean over prompts of the
+    fraction correct, of any correct, and of the most frequent answer's correctness (answers tied for most share)."""
+    def cons(prompt: pd.DataFrame) -> float:
+        votes = prompt.dropna(subset=["answer"]).groupby("answer")["correct"].agg(["size", "mean"])
+        top = votes[votes["size"] == votes["size"].max()] if len(votes) else votes
+        return float(top["mean"].mean()) if len(top) else 0.0
+
+    per_prompt = rows.groupby(["step", "prompt_id"]).apply(lambda g: pd.Series(
+        {"pass1": g["correct"].mean(), "passn": float(g["correct"].any()), "cons": cons(g)}))
+    return per_prompt.groupby("step").mean()
+
+
+def test_the_command_prints_what_it_measured_and_the_report_shows_it_under_its_settings(run, tmp_path):
+    """The issue's one-line `experiments.evaluate run_dir=R n=16`: it prints a line a step (pass@1, pass@n, cons@n,
+    held-out prompts), the numbers of the rows it wrote; the next report of the run shows that evaluation's scores
+    under its own settings beside the run's own, never pooled with them."""
+    out = evaluate(run, "n=16")
+    assert out.returncode == 0, out.stderr[-3000:]
+    lines = out.stdout.splitlines()
+    head = next(i for i, line in enumerate(lines) if line.split()[:4] == ["step", "pass@1", "pass@16", "cons@16"])
+    assert lines[head].rstrip().endswith("held-out prompts")
+    printed = {int(c[0]): [float(v) for v in c[1:4]] + [int(c[4])] for c in (ln.split() for ln in lines[head + 1:])
+               if c and c[0].isdigit()}
+    rows = read_table(run, "eval").to_pandas()
+    rows = rows[rows["n"] == 16]
+    truth = recount(rows)
+    assert sorted(printed) == [0, 1, 2] == truth.index.tolist()
+    for step, (pass1, passn, cons, prompts) in printed.items():
+        assert prompts == 6 == rows.loc[rows["step"] == step, "prompt_id"].nunique()
+        assert [pass1, passn, cons] == pytest.approx(truth.loc[step, ["pass1", "passn", "cons"]].tolist(), abs=5e-4)
+
+    from analysis.report import build_report
+
+    build_report(run, tmp_path / "report")
+    report = (tmp_path / "report" / "REPORT.md").read_text()
+    table = pd.read_csv(tmp_path / "report" / "tables" / "evaluations.csv")
+    assert "(tables/evaluations.csv)" in report + (tmp_path / "report" / "DETAILS.md").read_text()
+    assert set(zip(table["settings"], table["used"])) == {
+        ("n=2 temperature=1 top_p=1 max_new_tokens=6", "used"), ("n=16 temperature=1 top_p=1 max_new_tokens=6",
+                                                                  "left out")}
+    mine = table[table["used"] == "left out"].set_index("step")
+    assert mine.index.tolist() == [0, 1, 2] and (mine["k"] == 16).all() and (mine["prompts"] == 6).all()
+    np.testing.assert_allclose(mine[["pass@1", "pass@k", "cons@k"]].to_numpy(),
+                               truth[["pass1", "passn", "cons"]].to_numpy(), atol=1e-12)
+    own = table[table["used"] == "used"]
+    assert own["step"].tolist() == [0, 2] and (own["k"] == 2).all()
 
 
 def test_the_run_s_own_settings_fill_its_own_parts_and_resume_is_not_confused(run):
@@ -433,6 +483,14 @@ def test_each_job_keeps_one_setting_and_names_the_others():
         ("1", "n=2 temperature=0.7 top_p=1 max_new_tokens=6", (2,)),
         ("1", "n=8 temperature=1 top_p=1 max_new_tokens=6", (0,))]  # the older copy at step 0
     assert "older rows" in other[-1].name
+    # each evaluation left out keeps its rows, so what it measured can be shown under its settings: half of each
+    # prompt's samples are correct, so pass@1 is 1/2 and pass@4 1; the rows read no answers (no cons@k)
+    from analysis.measures.scores import evaluation_scores
+
+    scores = evaluation_scores(other[0].rows)
+    assert scores[["step", "prompts", "k", "pass@1", "pass@k"]].values.tolist() == [[0, 3, 4, 0.5, 1.0],
+                                                                                   [2, 3, 4, 0.5, 1.0]]
+    assert scores["cons@k"].isna().all() and other[-1].rows is None  # an older copy: nothing of its own to show
     line = left_out_line(kept)
     assert line.startswith("**Evaluations left out**") \
         and "n=4 temperature=0.5 top_p=1 max_new_tokens=6 (job 0)" in line

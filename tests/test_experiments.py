@@ -127,9 +127,10 @@ def test_one_spelling_per_sampler_gives_one_run():
     """`sampler=X` and `sampler.name=X` compose the same config, for every sampler (its keys come with it)."""
     from grpo_lab.samplers import SAMPLERS
 
-    for name in SAMPLERS:
-        (group,), error = preflight("train", [f"sampler={name}"])
-        (field,), error2 = preflight("train", [f"sampler.name={name}"])
+    for name, kind in SAMPLERS.items():
+        rule = ["algo=spo"] * kind.one_answer  # a one-answer sampler trains only under its own rule
+        (group,), error = preflight("train", [f"sampler={name}", *rule])
+        (field,), error2 = preflight("train", [f"sampler.name={name}", *rule])
         assert error is None and error2 is None and group == field, name
         assert group.sampler.name == name
 

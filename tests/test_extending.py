@@ -82,58 +82,92 @@ def test_a_sampler_is_one_module_one_line_one_yaml(tmp_path):
     assert json.loads((tmp_path / "run" / "config.json").read_text())["sampler.name"] == "first_only"
 
 
-def test_an_advantage_rule_is_one_module_one_line_one_yaml(tmp_path):
+def test_an_advantage_rule_with_a_key_is_one_module_one_line_one_yaml(tmp_path):
+    """A throwaway rule with a key of its own (`algo.centered.scale`): the config's `algo` block gains it from the
+    registry, its check refuses a bad value before the run starts, and it is refused where the rule is not chosen."""
     copy = project_copy(tmp_path)
     touched = add_member(
         copy, "grpo_lab/advantage/centered.py",
-        '"""A throwaway rule: reward minus the group mean, no scale."""\n\n'
-        "import torch\n\n"
-        "from grpo_lab.advantage.base import AdvantageRule, no_direction\n\n\n"
+        '"""A throwaway rule: reward minus the group mean, times a scale of its own."""\n\n'
+        "from dataclasses import dataclass\n\n"
+        "from grpo_lab.advantage.base import AdvantageRule, no_direction\n"
+        "from grpo_lab.errors import require\n\n\n"
+        "@dataclass\n"
+        "class CenteredSettings:\n"
+        "    scale: float = 1.0  # what the centred rewards are multiplied by\n\n\n"
         "class CenteredRule(AdvantageRule):\n"
         '    name = "centered"\n'
+        "    settings_type = CenteredSettings\n"
         "    reads_std = False\n\n"
         "    @classmethod\n"
-        "    def advantages(cls, rewards, correct, *, std, eps, max_reward):\n"
-        "        return rewards - rewards.mean(-1, keepdim=True), no_direction(rewards)\n",
+        "    def check(cls, algo):\n"
+        '        require(algo.centered.scale > 0, "algo.centered.scale", algo.centered.scale, "must be > 0")\n\n'
+        "    @classmethod\n"
+        "    def advantages(cls, rewards, correct, *, std, eps, max_reward, settings):\n"
+        "        return settings.scale * (rewards - rewards.mean(-1, keepdim=True)), no_direction(rewards)\n",
         "grpo_lab/advantage/__init__.py", "from grpo_lab.advantage.centered import CenteredRule",
         "(GrpoRule, NgrpoRule, RlZvpRule", "CenteredRule", "conf/algo/centered.yaml", "advantage: centered\n")
     assert len(touched) <= 3
-    out = train(copy, tmp_path / "run", "algo=centered", *ARITHMETIC[1:], "task.levels=[2,3]")
+    out = train(copy, tmp_path / "run", "algo=centered", "algo.centered.scale=2.5", *ARITHMETIC[1:],
+                "task.levels=[2,3]")
     assert out.returncode == 0, out.stderr[-2000:]
+    assert json.loads((tmp_path / "run" / "config.json").read_text())["algo.centered.scale"] == 2.5
     drawn = groups(tmp_path / "run")
     for rewards, advantages in zip(drawn["rewards"], drawn["advantages"]):
         r = np.asarray(rewards, np.float64)
-        np.testing.assert_allclose(advantages, r - r.mean(), atol=1e-6)
+        np.testing.assert_allclose(advantages, 2.5 * (r - r.mean()), atol=1e-6)
     assert not drawn["tie"].all()  # some group's advantages were not all zero
     refused = train(copy, tmp_path / "refused", "algo=centered", "algo.std=sample", *ARITHMETIC)
     assert refused.returncode != 0 and "algo.std" in refused.stderr  # a key it does not read is refused
+    bad = train(copy, tmp_path / "bad", "algo=centered", "algo.centered.scale=0", *ARITHMETIC)
+    assert "algo.centered.scale=0.0 is invalid: must be > 0" in bad.stderr and not (tmp_path / "bad").exists()
+    unread = train(copy, tmp_path / "unread", "algo.centered.scale=3", *ARITHMETIC)
+    assert unread.returncode != 0 and "read only by algo.advantage=centered" in unread.stderr, unread.stderr[-2000:]
 
 
-def test_a_task_is_one_module_one_line_one_yaml(tmp_path):
+def test_a_task_with_a_key_is_one_module_one_line_one_yaml(tmp_path):
+    """A throwaway task with a key of its own (`task.doubles.upto`), read by its build and its sizes, checked by its
+    `check`, refused under another task."""
     copy = project_copy(tmp_path)
     touched = add_member(
         copy, "grpo_lab/tasks/doubles.py",
-        '"""A throwaway task: a+a= for a below 50, every tenth held out."""\n\n'
+        '"""A throwaway task: a+a= for a below task.doubles.upto, every tenth held out."""\n\n'
+        "from dataclasses import dataclass\n\n"
+        "from grpo_lab.errors import require\n"
         "from grpo_lab.tasks.base import Problem, Task, TaskKind\n\n\n"
+        "@dataclass\n"
+        "class DoublesSettings:\n"
+        "    upto: int = 50  # a runs over [0, upto)\n\n\n"
         "class Doubles(TaskKind):\n"
-        '    name = "doubles"\n\n'
+        '    name = "doubles"\n'
+        "    settings_type = DoublesSettings\n\n"
+        "    @classmethod\n"
+        "    def check(cls, cfg):\n"
+        "        upto = cfg.task.doubles.upto\n"
+        '        require(upto >= 20, "task.doubles.upto", upto, "must be >= 20 (two held-out problems)")\n\n'
         "    @classmethod\n"
         "    def sizes(cls, cfg):\n"
-        "        return 45, 5\n\n"
+        "        held = -(-cfg.task.doubles.upto // 10)\n"
+        "        return cfg.task.doubles.upto - held, held\n\n"
         "    @classmethod\n"
         "    def build(cls, cfg):\n"
-        '        problems = [Problem(f"d{a}", f"{a}+{a}=", str(2 * a), "1" if a < 10 else "2") for a in range(50)]\n'
+        '        problems = [Problem(f"d{a}", f"{a}+{a}=", str(2 * a), "1" if a < 10 else "2")\n'
+        "                    for a in range(cfg.doubles.upto)]\n"
         '        return Task("doubles", tuple(p for p in problems if int(p.prompt_id[1:]) % 10),\n'
         '                    tuple(p for p in problems if not int(p.prompt_id[1:]) % 10), "integer")\n',
         "grpo_lab/tasks/__init__.py", "from grpo_lab.tasks.doubles import Doubles",
         "(Arithmetic, Mathset", "Doubles", "conf/task/doubles.yaml", "name: doubles\n")
     assert len(touched) <= 3
-    out = train(copy, tmp_path / "run", "task=doubles")
+    out = train(copy, tmp_path / "run", "task=doubles", "task.doubles.upto=30")
     assert out.returncode == 0, out.stderr[-2000:]
     drawn = groups(tmp_path / "run")
     assert drawn["prompt_id"].str.fullmatch(r"d\d+").all() and set(drawn["difficulty"]) <= {"1", "2"}
     held = pd.concat([pd.read_parquet(p) for p in sorted((tmp_path / "run" / "eval").glob("part-*.parquet"))])
-    assert set(held["prompt_id"]) == {f"d{a}" for a in range(0, 50, 10)}
+    assert set(held["prompt_id"]) == {"d0", "d10", "d20"}
+    bad = train(copy, tmp_path / "bad", "task=doubles", "task.doubles.upto=5")
+    assert "task.doubles.upto=5 is invalid: must be >= 20" in bad.stderr and not (tmp_path / "bad").exists()
+    unread = train(copy, tmp_path / "unread", "task.doubles.upto=40", *ARITHMETIC)
+    assert unread.returncode != 0 and "read only by task=doubles" in unread.stderr, unread.stderr[-2000:]
 
 
 @pytest.fixture(autouse=True)

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from grpo_lab.checks import validate
 from grpo_lab.config import TrainConfig
+from grpo_lab.config.checks import validate
 from grpo_lab.errors import ConfigError
 from grpo_lab.rewards.rules import RewardWeights, stated_answer
 from grpo_lab.rewards.scorer import judges_for, score_all

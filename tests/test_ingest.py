@@ -10,6 +10,7 @@ import re
 import shutil
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -491,8 +492,10 @@ def test_the_probes_hostile_logs_are_one_line_each(tmp_path, case):
     source = make(tmp_path)
     tool = "verl" if (source / "1.jsonl").exists() else "trl"
     reading = Reading(tokens_from="response_length") if tool == "verl" else Reading(correct_from="accuracy")
-    with pytest.raises(IngestError, match=says):
-        ingest(tool, source, tmp_path / "run", reading)
+    with warnings.catch_warnings():  # the one line is all a user reads: no numpy warning before it
+        warnings.simplefilter("error")
+        with pytest.raises(IngestError, match=says):
+            ingest(tool, source, tmp_path / "run", reading)
     assert not (tmp_path / "run").exists()
 
 

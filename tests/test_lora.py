@@ -12,8 +12,8 @@ import torch
 from reference import assert_same_rows
 
 from fixtures.models import build_chat_model
-from grpo_lab.checks import validate
 from grpo_lab.config import TrainConfig
+from grpo_lab.config.checks import validate
 from grpo_lab.errors import ConfigError
 from grpo_lab.jobs.evaluate import evaluate_checkpoints
 from grpo_lab.model.load import frozen_copy, load_policy

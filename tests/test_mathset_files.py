@@ -14,11 +14,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from grpo_lab.checks import validate
 from grpo_lab.config import TrainConfig
+from grpo_lab.config.checks import validate
 from grpo_lab.errors import InputError
 from grpo_lab.rewards.rules import RewardWeights, score
-from grpo_lab.tasks.mathset import check_math_task, load_math_task, normalised
+from grpo_lab.tasks.mathset import check_math_task, held_out_by_text, load_math_task, normalised, spelling
 
 GOOD = {"problem": "What is $1+1$?", "answer": "2", "level": 1}
 
@@ -127,6 +127,72 @@ def test_a_held_out_file_takes_its_problems_out_of_training(tmp_path, caplog):
         task = load_math_task(train, held)
     assert len(task.train) == 9 and "What is 3+1?" not in " ".join(p.prompt for p in task.train)
     assert "1 training problems have the text of a held-out problem" in caplog.text
+    assert check_math_task(train, held) == (9, 1)
+
+
+@pytest.mark.parametrize("given,expected", [
+    ({"id": 0}, "0"), ({"id": "0"}, "0"), ({"unique_id": 0, "id": "x"}, "0"), ({"id": 0.5}, "0.5"),
+    ({"id": None}, "ids-1"), ({}, "ids-1"),  # absent or null: the file's name and the record's index
+])
+def test_a_falsy_id_is_an_id(tmp_path, given, expected):
+    """Issue 56: `"id": 0` silently became the line's index (a falsy value taken for no id). 0 is an id; only an
+    absent or null id falls back to the file's name and the record's index."""
+    path = jsonl(tmp_path / "ids.jsonl", [GOOD | {"id": "first"}, GOOD | {"problem": "q"} | given])
+    task = load_math_task(path)
+    assert [p.prompt_id for p in (*task.train, *task.held_out) if p.prompt.startswith("q")] == [expected]
+
+
+@pytest.mark.parametrize("given,message", [
+    ({"id": ""}, "field 'id' is empty"), ({"unique_id": "", "id": "x"}, "field 'unique_id' is empty"),
+    ({"id": " "}, "field 'id' is empty"), ({"id": False}, "field 'id' must be text or a number, not bool"),
+    ({"id": True}, "field 'id' must be text or a number, not bool"),
+    ({"id": [1]}, "field 'id' must be text or a number, not list"),
+])
+def test_an_id_that_is_no_id_is_refused_at_file_line(tmp_path, given, message):
+    path = jsonl(tmp_path / "ids.jsonl", [GOOD | {"id": "first"}, GOOD | {"problem": "q"} | given])
+    for check in (lambda: load_math_task(path), lambda: check_math_task(path)):
+        with pytest.raises(InputError) as caught:
+            check()
+        assert str(caught.value) == f"{path}:2: {message}"
+
+
+def test_an_id_0_and_an_id_of_its_text_are_one_id(tmp_path):
+    path = jsonl(tmp_path / "ids.jsonl", [GOOD | {"id": 0}, GOOD | {"problem": "q", "id": "0"}])
+    with pytest.raises(InputError, match=r"ids.jsonl:2: id '0' is also the id of .*ids.jsonl:1"):
+        load_math_task(path)
+
+
+def test_problems_that_differ_only_in_spacing_never_sit_on_both_sides(tmp_path, caplog):
+    """Issue 56: "4+7" and "4 + 7" were two texts to the split, so one problem could be trained on and held out. One
+    normalised text now (spaces beside a sign dropped), on the side of its first spelling's hash: a file without
+    such repeats splits as before; the repeat warning and the counts before loading agree."""
+    records = [{"problem": f"What is {i}+7?", "answer": str(i + 7), "id": f"a{i}"} for i in range(200)]
+    records += [{"problem": f"What is {i} + 7 ?", "answer": str(i + 7), "id": f"b{i}"} for i in range(200)]
+    old = [held_out_by_text(spelling(r["problem"])) for r in records]
+    assert sum(old[i] != old[200 + i] for i in range(200)) > 40  # spelling alone: many on both sides
+    path = jsonl(tmp_path / "spaced.jsonl", records)
+    with caplog.at_level(logging.WARNING, logger="grpo_lab.tasks.mathset"):
+        task = load_math_task(path)
+    train, held = ({normalised(p.prompt.split("\n")[0]) for p in pool} for pool in (task.train, task.held_out))
+    assert held and not train & held and len(train | held) == 200
+    assert {p.prompt_id for p in task.held_out} == {f"{x}{i}" for i in range(200) if old[i] for x in "ab"}
+    assert check_math_task(path) == (len(task.train), len(task.held_out))
+    assert [r.getMessage() for r in caplog.records] == [
+        f"{path}: 200 problems repeat the text of another (200 distinct texts); each text stays on one side of the "
+        "held-out split"]
+    alone = jsonl(tmp_path / "alone.jsonl", records[:200])  # no repeats: each problem where its own hash puts it
+    assert {p.prompt_id for p in load_math_task(alone).held_out} == {f"a{i}" for i in range(200) if old[i]}
+
+
+def test_a_held_out_file_takes_its_problems_out_of_training_whatever_their_spacing(tmp_path, caplog):
+    train = jsonl(tmp_path / "train.jsonl", [{"problem": f"What is {i} + 1?", "answer": str(i + 1)} for i in range(10)]
+                  + [{"problem": "What is 3+1 ?", "answer": "4"}])  # the held-out problem twice, spaced two ways
+    held = jsonl(tmp_path / "held.jsonl", [{"problem": "what is 3+1?", "answer": "4", "id": "h"}])
+    with caplog.at_level(logging.WARNING, logger="grpo_lab.tasks.mathset"):
+        task = load_math_task(train, held)
+    assert len(task.train) == 9 and not any("3 + 1" in p.prompt or "3+1" in p.prompt for p in task.train)
+    assert "2 training problems have the text of a held-out problem" in caplog.text
+    assert "train.jsonl: 1 problems repeat the text of another" in caplog.text
     assert check_math_task(train, held) == (9, 1)
 
 

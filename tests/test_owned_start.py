@@ -17,6 +17,7 @@ import pytest
 
 from grpo_lab.run.lock import LockNotAFile
 from grpo_lab.run.owned import ForeignFile
+from grpo_lab.run.tables import read_table
 from grpo_lab.train.trainer import train
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -167,3 +168,78 @@ def test_a_step_saved_again_keeps_a_persons_file_in_its_folder(tmp_path):
     assert (again / "notes.txt").read_text() == "mine"
     assert json.loads((again / "counters.json").read_text())["samples_total"] == 16
     assert [p.name for p in (tmp_path / "checkpoints").iterdir()] == [again.name]  # nothing set aside is left
+
+
+def test_a_resume_never_deletes_an_evaluation_experiments_evaluate_wrote(tiny_cfg, caplog):
+    """Issue 56: a finished run with final_weights_only resumes from its last full checkpoint (2, before its
+    weights-only 4); the parts past it that experiments.evaluate wrote (at other settings, and at the run's own
+    settings with overwrite=true) are still listed in evaluations.jsonl: they stay, whole, or are redrawn exactly."""
+    from grpo_lab.jobs.evaluate import evaluate_checkpoints
+    from grpo_lab.run.evaluations import read_evaluations
+    from grpo_lab.run.tables import read_table
+
+    tiny_cfg.checkpoint.final_weights_only, tiny_cfg.threads = True, 1
+    run = train(tiny_cfg)  # checkpoints 2 (full) and 4 (weights only); its own evaluation at 0 and 4
+    evaluate_checkpoints(tiny_cfg, run, n=2, temperature=0.5, steps=[4])  # beside the run's own part
+    evaluate_checkpoints(tiny_cfg, run, steps=[4], overwrite=True)  # over it, at the run's own settings
+    other = run / "eval" / "part-000004-n2-t0.5-p1-m6.parquet"
+    kept, rows = other.read_bytes(), read_table(run, "eval").to_pylist()
+    listed = {r["part"] for r in read_evaluations(run) if r["process"] == "evaluate"}
+    assert listed == {"eval/part-000004-n2-t0.5-p1-m6.parquet", "eval/part-000004.parquet"}
+
+    caplog.set_level("INFO", logger="grpo_lab")
+    train(tiny_cfg)  # resumes from 2: steps 3 and 4 drawn again, step 4 evaluated again
+    assert f"resuming {run} from step 2" in caplog.text
+    assert other.read_bytes() == kept
+    assert all((run / part).exists() for part in listed)
+    assert read_table(run, "eval").to_pylist() == rows  # the run's own part redrawn: the rows it held
+
+
+@pytest.mark.parametrize("where", ["a file", "under a file", "a sweep's folder", "a symlink to nothing"])
+def test_a_run_folder_that_is_a_file_is_one_line_before_anything_loads(tmp_path, where):
+    """Issue 56: hydra.run.dir=FILE ended in Hydra's traceback; the command line says it in one line naming the key and
+    the path, before torch loads, and the file stays as it was."""
+    mine = tmp_path / "notes.txt"
+    mine.write_text("a person's file")
+    folder = {"a file": mine, "under a file": mine / "run", "a sweep's folder": mine,
+              "a symlink to nothing": tmp_path / "gone"}[where]
+    if where == "a symlink to nothing":
+        folder.symlink_to(tmp_path / "nowhere")
+    key = "hydra.sweep.dir" if where == "a sweep's folder" else "hydra.run.dir"
+    out = subprocess.run([sys.executable, "-m", "experiments.train", "max_steps=1", f"{key}={folder}",
+                          *(["-m", "seed=0,1"] if key == "hydra.sweep.dir" else [])],
+                         cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}, text=True,
+                         capture_output=True, timeout=600)
+    lines = out.stderr.strip().splitlines()
+    said = {"under a file": f"lies under {mine}, a file", "a symlink to nothing": "is a symlink to nothing"}.get(
+        where, "is a file")
+    assert out.returncode != 0 and lines == [f"error: {key}: {folder} {said}, not a folder; a run writes its files "
+                                             f"into a folder: give {key} a folder's path"], out.stderr[-2000:]
+    assert mine.read_text() == "a person's file"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [*(["gone"] if folder.is_symlink() else []), "notes.txt"]
+
+
+def test_a_resume_that_would_shorten_a_run_is_refused_and_changes_nothing(tiny_cfg):
+    """A finished run of 4 steps resumed with max_steps=1: its config would say 1 beside 4 steps of tables."""
+    from grpo_lab.errors import ConfigError
+
+    run = train(tiny_cfg)
+    before = {p: p.read_bytes() for p in run.rglob("*") if p.is_file() and p.name != ".lock"}
+    tiny_cfg.max_steps = 1
+    with pytest.raises(ConfigError, match=r"^max_steps=1 is invalid: below step 4, which this run has reached"):
+        train(tiny_cfg)
+    assert {p: p.read_bytes() for p in run.rglob("*") if p.is_file() and p.name != ".lock"} == before
+
+
+def test_a_finished_run_started_again_with_nothing_to_train_keeps_its_record(tiny_cfg):
+    """A sweep run again to resume its other jobs starts its finished ones too: they train nothing, and their
+    run.json stays as their training left it (its finish time is the training's, no start added)."""
+    run = train(tiny_cfg)
+    record = (run / "run.json").read_bytes()
+    train(tiny_cfg)
+    assert (run / "run.json").read_bytes() == record
+    tiny_cfg.max_steps = 6  # a start that trains extends the record
+    train(tiny_cfg)
+    extended = json.loads((run / "run.json").read_text())
+    assert extended["status"] == "done" and [s["status"] for s in extended["earlier_starts"]] == ["done"]
+    assert read_table(run, "steps")["step"].to_pylist()[-1] == 6

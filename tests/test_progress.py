@@ -131,3 +131,46 @@ def test_a_step_with_every_group_tied_says_so_instead_of_grad_nan():
 
     assert _grad_text(float("nan")) == "no update (every group tied)"
     assert _grad_text(0.8351) == "grad 0.835"
+
+
+def test_the_heartbeat_names_the_evaluation_and_the_speed_leaves_it_out(caplog, monkeypatch):
+    """Issue 56: the heartbeat said "still in step 1" while the base model was evaluated and "still in step 3" in the
+    evaluation after step 3, and a step line's s/step held the evaluation's time. A fake clock: steps of 2 s,
+    evaluations of 70 s; the heartbeat (its own thread, on the same clock) names each evaluation."""
+    clock = [1000.0]
+    monkeypatch.setattr(time, "monotonic", lambda: clock[0])
+    caplog.set_level(logging.INFO, logger="grpo_lab")
+    cfg = TrainConfig(max_steps=10)
+    cfg.logger.every_s, cfg.logger.every = 0, 0  # a line every step
+
+    def heard(text: str) -> bool:  # the heartbeat thread's line (it checks the clock about once a second)
+        for _ in range(100):
+            if any(r.getMessage().startswith(text) for r in caplog.records):
+                return True
+            time.sleep(0.05)
+        return False
+
+    def evaluation(step: int) -> None:
+        console.evaluating(step)
+        clock[0] += 30
+        said = "still evaluating the base model" if step == 0 else f"still in the evaluation after step {step}"
+        assert heard(f"{said} (30s so far)"), [r.getMessage() for r in caplog.records]
+        clock[0] += 40
+        console.log(eval_metrics([dict(prompt_id="a", difficulty="1", correct=True)]), step)
+
+    console = Console(cfg, first_step=1)
+    try:
+        evaluation(0)
+        assert console.heartbeat.doing == "in step 1"
+        for step in range(1, 5):
+            clock[0] += 2
+            console.log(step_metrics(_row(step, 16 * step) | {"t_total": 2.0}, _groups()), step)
+            if step % 2 == 0:
+                evaluation(step)
+        assert console.heartbeat.doing == "in step 5"
+    finally:
+        console.close()
+    lines = _step_lines(caplog)
+    assert len(lines) == 4 and all("2.00 s/step, 8 samples/s" in line for line in lines), lines
+    assert [line.rsplit("ETA ", 1)[1] for line in lines] == ["18s", "16s", "14s", "12s"]  # at the steps' speed
+    assert not any("still in step" in r.getMessage() for r in caplog.records)

@@ -83,3 +83,20 @@ def test_every_test_marked_heavy_or_slow_by_name_exists():
         assert (ROOT / path).is_file(), entry
         if test:
             assert re.search(rf"^def {re.escape(test.split('[')[0])}\(", (ROOT / path).read_text(), re.M), entry
+
+
+def test_the_smollm2_lines_compose_as_printed():
+    """The own-study section's SmolLM2 lines: `model=smollm2` is the model line it names, and its task.shots
+    override, pasted as printed, gives one worked example whose answer the reward reads."""
+    from experiments.common import preflight, register_configs
+    from grpo_lab.rewards.rules import final_answer
+
+    register_configs()
+    text = (ROOT / "README.md").read_text()
+    typed = shlex.split(re.search(r"`('task\.shots=[^`]+')`", text).group(1))[0]  # bash's quoting, as a shell does
+    model = re.search(r"is `(model\.path=\S+) (model\.gguf_file=\S+)`", text).groups()
+    [job], error = preflight("train", ["model=smollm2", typed])
+    assert error is None, error
+    assert [f"model.path={job.model.path}", f"model.gguf_file={job.model.gguf_file}"] == list(model)
+    [(question, answer)] = job.task.shots
+    assert question.endswith("Put the final number in \\boxed{}.") and final_answer(answer, "boxed") == "5"

@@ -17,8 +17,8 @@ from analysis.measures.recipes import AS_PAPER, RECIPES, UNPUBLISHED, UNVERIFIED
 from analysis.render.writer import Files
 from analysis.sections.tie_learning import recipes as recipes_section
 from experiments.common import preflight, register_configs
-from grpo_lab.checks import validate
 from grpo_lab.config import TrainConfig
+from grpo_lab.config.checks import validate
 from grpo_lab.errors import ConfigError
 from grpo_lab.run.tables import read_table
 from grpo_lab.train.trainer import train

@@ -115,8 +115,8 @@ def test_math_set_errors_name_file_line_and_field(tmp_path, line, message):
 
 def test_data_and_model_folder_errors_come_before_any_model_loads(tmp_path):
     """validate() reads the data file and looks into a local model folder: one line, the key named."""
-    from grpo_lab.checks import validate
     from grpo_lab.config import TrainConfig
+    from grpo_lab.config.checks import validate
     from grpo_lab.errors import ConfigError, InputError
 
     bad = tmp_path / "bad.jsonl"

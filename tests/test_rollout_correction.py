@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 import torch
 
-from grpo_lab.checks import validate
 from grpo_lab.config import TrainConfig
+from grpo_lab.config.checks import validate
 from grpo_lab.errors import ConfigError
 from grpo_lab.train.objective import grpo_loss
 from grpo_lab.train.rollout_correction import COLUMNS, MODES, correction_weights, mismatch_stats, mismatch_sums

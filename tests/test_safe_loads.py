@@ -20,8 +20,8 @@ import pytest
 import torch
 
 from fixtures.models import build_chat_model
-from grpo_lab.checks import validate
 from grpo_lab.config import TrainConfig
+from grpo_lab.config.checks import validate
 from grpo_lab.errors import InputError
 from grpo_lab.model.load import load_policy
 from grpo_lab.rollout.generate import Rollout

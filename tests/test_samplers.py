@@ -6,8 +6,8 @@ import re
 
 import pytest
 
-from grpo_lab.checks import draw_per_step
 from grpo_lab.config import TrainConfig
+from grpo_lab.config.checks import draw_per_step
 from grpo_lab.run.checkpoints import read_state
 from grpo_lab.run.tables import read_table
 from grpo_lab.train.trainer import train

@@ -8,15 +8,15 @@ import pytest
 import torch
 from reference import assert_draw_bounds, assert_same_rows, plain_grpo
 
-from grpo_lab.checks import validate
-from grpo_lab.config import TrainConfig
+from grpo_lab.config import SamplerConfig, TrainConfig
+from grpo_lab.config.checks import validate
 from grpo_lab.errors import ConfigError
 from grpo_lab.model.load import load_policy
 from grpo_lab.model.logprobs import completion_logprobs
 from grpo_lab.records import Group, Problem, Rollout
 from grpo_lab.run.checkpoints import load_weights, read_state
 from grpo_lab.run.tables import read_table
-from grpo_lab.samplers import SamplerConfig, build_sampler
+from grpo_lab.samplers import build_sampler
 from grpo_lab.samplers.ar3po import another_round, latest_right
 from grpo_lab.samplers.base import PromptStream
 from grpo_lab.train.advantages import unit_advantages

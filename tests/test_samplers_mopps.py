@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from reference import assert_same_rows, recount_budget
 
-from grpo_lab.checks import validate
 from grpo_lab.config import TrainConfig
+from grpo_lab.config.checks import validate
 from grpo_lab.errors import ConfigError
 from grpo_lab.records import Group, Problem
 from grpo_lab.run.rows import group_rows

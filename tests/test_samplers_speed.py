@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from reference import assert_draw_bounds, assert_same_rows, plain_grpo, recount_budget
 
-from grpo_lab.checks import validate
 from grpo_lab.config import TrainConfig
+from grpo_lab.config.checks import validate
 from grpo_lab.errors import ConfigError
 from grpo_lab.records import Group, Problem
 from grpo_lab.samplers import PromptStream, draw_bounds

@@ -13,8 +13,8 @@ import torch
 from reference import assert_same_rows, plain_grpo, plain_ngrpo
 from scipy import stats
 
-from grpo_lab.checks import validate
 from grpo_lab.config import TrainConfig
+from grpo_lab.config.checks import validate
 from grpo_lab.errors import ConfigError
 from grpo_lab.model.load import load_policy
 from grpo_lab.model.logprobs import completion_logprobs

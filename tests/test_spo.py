@@ -8,8 +8,8 @@ import torch
 from reference import assert_same_rows
 
 from grpo_lab.advantage.spo import spo_advantages
-from grpo_lab.checks import validate
 from grpo_lab.config import TrainConfig
+from grpo_lab.config.checks import validate
 from grpo_lab.errors import ConfigError
 from grpo_lab.run.checkpoints import read_state
 from grpo_lab.run.tables import read_table
@@ -120,6 +120,9 @@ def test_resume_mid_run_restores_the_trackers_exactly(tmp_path):
 
 @pytest.mark.parametrize("change,key", [
     (dict(sampler="fixed"), "algo.advantage"),
+    (dict(advantage="grpo"), "algo.advantage"),  # one answer a prompt: a group rule trains nothing
+    (dict(advantage="rl_zvp"), "algo.advantage"),
+    (dict(format=0.5), "reward.format"),  # rewards above 1: its trackers' pass rates leave [0, 1]
     (dict(rho_min=0.97), "sampler.spo.rho_min"),
     (dict(epsilon=0.0), "sampler.spo.epsilon"),
     (dict(d_half=0.0), "sampler.spo.d_half"),
@@ -131,7 +134,15 @@ def test_bad_settings_are_one_line_naming_the_key(tmp_path, change, key):
         cfg.sampler.name = change.pop("sampler")
     if "advantage" in change:
         cfg.algo.advantage = change.pop("advantage")
+    if "format" in change:
+        cfg.reward.format = change.pop("format")
     for k, v in change.items():
         setattr(cfg.sampler.spo, k, v)
     with pytest.raises(ConfigError, match=f"^{key}="):
         validate(cfg)
+
+
+def test_rewards_up_to_one_are_accepted(tmp_path):
+    cfg = spo_cfg(tmp_path)
+    cfg.reward.accuracy, cfg.reward.format = 0.75, 0.25
+    validate(cfg)

@@ -88,3 +88,25 @@ def test_the_committed_data_passes_the_audit():
         with warnings.catch_warnings():
             warnings.simplefilter("error", SkippedWarning)
             assert not load(ROOT / "reports" / report / "data").skipped
+
+
+def test_a_job_copied_in_from_another_sweep_is_left_out_and_named(tmp_path):
+    """Issue 56's probe copied a job of another sweep into a sweep's folder: it read as one more seed of its arm.
+    Hydra recorded where it ran the job (.hydra/hydra.yaml): not in this sweep, so it is left out and named."""
+    sweep, other = tmp_path / "sweep", tmp_path / "other"
+    shutil.copytree(SOURCE, sweep)
+    shutil.copytree(SOURCE / "3", other / "3")
+    hydra = other / "3" / ".hydra" / "hydra.yaml"
+    hydra.write_text(hydra.read_text().replace("output_dir: /work/runs/main/3", "output_dir: /elsewhere/sweep/3"))
+    record = other / "3" / "run.json"
+    record.write_text(record.read_text().replace('"run_id": "', '"run_id": "other-'))  # its own run
+    shutil.copytree(other / "3", sweep / "20")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        tables = load(sweep, tables=("steps",))
+    said = [str(w.message) for w in caught if issubclass(w.category, SkippedWarning)]
+    assert sorted(tables.jobs["job"], key=int) == [str(k) for k in range(20)]
+    assert said == ["skipped 20: Hydra ran it in /elsewhere/sweep, not in this sweep's /work/runs/main (where 20 of "
+                    "its jobs ran): a job copied in from another sweep is left out; give that sweep as a source of "
+                    "its own"]
+    assert load(sweep / "20", tables=("steps",)).jobs["job"].tolist() == ["20"]  # alone, it is a run like any

@@ -13,7 +13,7 @@ import torch
 from grpo_lab.advantage.grpo import group_advantages
 from grpo_lab.advantage.rl_zvp import zvp_direction
 from grpo_lab.advantage.ties import reward_ties
-from grpo_lab.checks import validate
+from grpo_lab.config.checks import validate
 from grpo_lab.run.record import RunRecord
 from grpo_lab.run.tables import read_table
 from grpo_lab.train.trainer import Trainer

@@ -5,16 +5,18 @@ update schedule; a run started before the key resumes as it ran."""
 
 import copy
 import json
+import logging
 import math
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 import torch
 from reference import assert_same_rows
 
-from grpo_lab.checks import validate
+from grpo_lab.config.checks import validate
 from grpo_lab.errors import ConfigError
 from grpo_lab.rewards.rules import RewardWeights
 from grpo_lab.run.guards import config_diff, flat_config
@@ -189,6 +191,45 @@ def test_eval_every_updates_evaluates_where_updates_cross_its_multiples(tmp_path
     for step, rows in ev.groupby("step"):
         assert set(rows["updates"]) == {0 if step == 0 else steps.loc[step, "updates"]}
         assert set(rows["flops_total"]) == {0.0 if step == 0 else steps.loc[step, "flops_total"]}
+
+
+def test_an_evaluation_of_an_unchanged_model_is_the_earlier_ones_rows_and_resumes_exactly(tmp_path, caplog):
+    """Issue 56: a scheduled evaluation after a step that took no update measured the unchanged model again (~70 s a
+    job). Under skip, evaluated every step: after a step of no optimizer step the rows are the last evaluation's
+    (the same weights), with this step's counters, said in one line and in evaluations.jsonl (same_as); the other
+    steps sample. Killed in such an evaluation, the same command resumes to identical tables."""
+    from grpo_lab.run.evaluations import read_evaluations
+
+    cfg = short_run(tmp_path, "skip", "full", every=1)
+    cfg.eval.n, cfg.task.eval_per_level, cfg.checkpoint_every = 2, 2, 1
+    with caplog.at_level(logging.INFO, logger="grpo_lab.train.held_out"):
+        full = train(copy.deepcopy(cfg))
+    steps = read_table(full, "steps").to_pandas().set_index("step")
+    skipped = [s for s in steps.index if steps.loc[s, "opt_steps"] == 0]
+    assert skipped and len(skipped) < len(steps)
+    ev = read_table(full, "eval").to_pandas()
+    drawn = ["prompt_id", "difficulty", "sample", "answer", "answered", "correct", "tokens", "n", "temperature"]
+    for step in steps.index:
+        rows = ev[ev["step"] == step].reset_index(drop=True)
+        for key in ("samples_total", "tokens_total", "updates", "flops_total"):
+            assert set(rows[key]) == {steps.loc[step, key]}, (step, key)
+        assert rows["completion"].isna().all() and len(rows) == 4
+        if step in skipped:
+            pd.testing.assert_frame_equal(rows[drawn], ev[ev["step"] == step - 1].reset_index(drop=True)[drawn])
+    said = [r.getMessage() for r in caplog.records if "no optimizer step since the evaluation" in r.getMessage()]
+    assert said == [f"eval at step {s}: no optimizer step since the evaluation at step {s - 1} "
+                    f"({steps.loc[s, 'updates']} updates), so the model is the one measured there: its rows recorded "
+                    "again, not sampled" for s in skipped]
+    assert {r["step"]: r.get("same_as") for r in read_evaluations(full)} == {
+        s: s - 1 if s in skipped else None for s in range(9)}
+
+    first = skipped[0]  # killed in the evaluation after it: its checkpoint saved, its rows not yet
+    cfg.out_dir, cfg.max_steps = str(tmp_path / "killed"), first
+    killed = train(copy.deepcopy(cfg))
+    (killed / "eval" / f"part-{first:06d}.parquet").unlink()
+    cfg.max_steps = 8
+    train(cfg)
+    assert_same_rows(full, killed, tables=("groups", "steps", "eval"))
 
 
 def test_a_run_started_before_the_key_resumes_as_it_ran(tmp_path):

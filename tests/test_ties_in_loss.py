@@ -12,7 +12,7 @@ import torch
 from reference import assert_same_rows
 
 from grpo_lab.advantage.ties import tied_units
-from grpo_lab.checks import validate
+from grpo_lab.config.checks import validate
 from grpo_lab.errors import ConfigError
 from grpo_lab.rewards.rules import RewardWeights
 from grpo_lab.run.record import RunRecord

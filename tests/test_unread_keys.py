@@ -1,4 +1,4 @@
-"""A key that the chosen option never reads is refused when the user sets or sweeps it (grpo_lab/reads.py): the
+"""A key that the chosen option never reads is refused when the user sets or sweeps it (grpo_lab/config/reads.py): the
 cases are generated from the options' own declarations, so every key of every option (each sampler's block, each
 task's keys, ...) is set and swept under an option that does not read it, through the real preflight, and set
 under the option that does. Every other key is listed as read by every job: a new key fails here until it is
@@ -14,10 +14,13 @@ from pathlib import Path
 import pytest
 
 from experiments.common import preflight, register_configs
+from grpo_lab.advantage import RULES
 from grpo_lab.config import TrainConfig, leaves
+from grpo_lab.config.reads import OPTIONS, Option, owners, refuse_unread
 from grpo_lab.footprint import TINY_CONFIG
-from grpo_lab.reads import OPTIONS, Option, owners, refuse_unread
+from grpo_lab.rollout.engines import ENGINES
 from grpo_lab.samplers import SAMPLERS
+from grpo_lab.tasks import TASKS
 
 register_configs()
 ROOT = Path(__file__).resolve().parent.parent
@@ -26,7 +29,8 @@ MATH = "{math}"  # the math-set file a test writes
 
 # For each key an option is chosen by: command lines that set it, and the value each gives that key.
 CHOICES: dict[str, list[tuple[list[str], object]]] = {
-    "sampler.name": [([f"sampler={name}"], name) for name in SAMPLERS],
+    # a one-answer sampler (spo) trains only under a rule that takes its baseline from it
+    "sampler.name": [([f"sampler={name}", *(["algo=spo"] * cls.one_answer)], name) for name, cls in SAMPLERS.items()],
     "task.name": [(["task=arithmetic"], "arithmetic"), (["task=mathset", f"task.path={MATH}"], "mathset"),
                   (["task=gym"], "gym")],
     "model.name": [(["model=tiny"], "tiny"), (["model=local", f"model.path={TINY}"], "hf")],
@@ -43,7 +47,8 @@ CHOICES: dict[str, list[tuple[list[str], object]]] = {
 # valid values for keys whose default the option that reads them refuses
 VALID = {"model.path": TINY, "task.path": MATH}
 READ_BY_EVERY_JOB = {  # every key no option claims: the loop, the model, the rollout, the update, the records
-    "out_dir", "seed", "max_steps", "max_samples", "max_tokens", "prompts_per_step", "checkpoint_every", "threads",
+    "out_dir", "seed", "max_steps", "stop_untrainable", "max_samples", "max_tokens", "prompts_per_step",
+    "checkpoint_every", "threads",
     "model.name", "model.device", "model.dtype", "model.logprob_chunk", "model.length_buckets",
     "model.gradient_checkpointing",
     "model.fast_math", "model.lora.rank", "task.name", "task.difficulty", "task.chat_template", "algo.lr", "algo.beta",
@@ -51,7 +56,7 @@ READ_BY_EVERY_JOB = {  # every key no option claims: the loop, the model, the ro
     "algo.max_grad_norm", "algo.weight_decay", "algo.micro_batch_groups", "algo.micro_batch_tokens",
     "algo.unit_weight", "algo.mask_truncated", "algo.rollout_correction", "algo.rollout_correction_cap",
     "algo.tied_batch", "algo.tied_kl", "algo.tied_norm", "algo.kl_grad_every",
-    "rollout.engine", "sampler.name", "sampler.group_size", "rollout.temperature",
+    "rollout.engine", "sampler.name", "rollout.temperature",
     "rollout.max_new_tokens", "rollout.max_rows_per_call", "rollout.stop", "reward.accuracy", "reward.format",
     "eval.n", "eval.every", "eval.every_samples", "eval.every_tokens", "eval.every_updates",
     "checkpoint.keep_last",
@@ -115,8 +120,9 @@ def test_every_key_is_read_by_every_job_or_owned_by_options():
     for o in OPTIONS:  # every declared key is a key or a block of keys; every chooser has choices here
         assert all(any(k == r or k.startswith(f"{r}.") for k in keys) for r in o.reads), o.name
         assert o.key in keys and o.key in CHOICES, o.key
-    assert {f"sampler.{name}" for name, cls in SAMPLERS.items() if cls.settings_type} <= {
-        r for o in OPTIONS for r in o.reads}  # every sampler's block is claimed by its sampler
+    claimed = {r for o in OPTIONS for r in o.reads}  # every member's block is claimed by its member
+    for block, registry in (("sampler", SAMPLERS), ("rollout", ENGINES), ("task", TASKS), ("algo", RULES)):
+        assert {f"{block}.{name}" for name, cls in registry.items() if cls.settings_type} <= claimed, block
 
 
 @pytest.fixture(scope="module")
@@ -196,6 +202,8 @@ def test_refuse_unread_on_the_configs_themselves():
     (["-m", "sampler.pods.n=8,16"], "sampler.pods.n is swept (8, 16) but read only by sampler=pods"),
     (["model.path=/nonexistent"], "model.path=/nonexistent is read only by model=local (model.name=hf); this job "
                                   "runs model.name=tiny"),
+    (["out_dir=/tmp/elsewhere"], "out_dir=/tmp/elsewhere is not read: out_dir is the job's folder, set from "
+                                 "hydra.run.dir"),
 ])
 def test_the_issue_cases_from_the_command_line(tmp_path, args, message):
     out = subprocess.run([sys.executable, "-m", "experiments.train", *args, f"hydra.run.dir={tmp_path / 'run'}",

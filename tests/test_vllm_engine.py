@@ -254,7 +254,7 @@ def test_a_vllm_run_learns_resumes_exactly_after_a_kill_and_reports_its_mismatch
 
 
 def test_settings_the_engine_does_not_support_are_one_line(monkeypatch):
-    from grpo_lab.checks import validate
+    from grpo_lab.config.checks import validate
     from grpo_lab.errors import ConfigError
 
     cfg = engine_cfg()

@@ -3,12 +3,13 @@
 An arm is one setting of the varying keys other than the seed; its jobs are its seeds. A key is any
 flattened config key ("algo.lr", "task.levels"), never assumed to be an identifier, a string, a
 scalar or non-null: rows are read by key (`row[key]`, never `getattr`), values are named by
-`value_text` (null for a missing value, lists as their JSON text), and every section names an arm
-through `arm_name` or `arm_label`.
+`value_text` (null for a missing value, lists as their JSON text, a long value by a short label), and every
+section names an arm through `arm_name` or `arm_label`.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from collections.abc import Iterator, Mapping, Sequence
@@ -21,12 +22,21 @@ from analysis.data.config import ALIASES, CHOICES
 
 REPLICATE_KEY = "seed"
 DEFAULT_ARM = "sampler"  # the arm key when only seeds vary (load's alias: every job has the column)
+MAX_VALUE_CHARS = 60  # a longer value (a few-shot list, a system prompt) is named by a label, given whole once
 
 
 def value_text(value: object) -> str:
-    """A config value as the report names it, the same whatever container carried it: None and NaN
-    as "null", booleans as "true"/"false", numbers as Python prints them (numpy scalars unwrapped),
-    text as it is ("[1, 2]" for a list, which load keeps as its JSON text)."""
+    """A config value as the report names it (`whole_text`), a value longer than MAX_VALUE_CHARS by its label
+    (`value_label`): a few-shot list or a system prompt would otherwise fill every sentence that names its arm.
+    The provenance block gives each label's whole value once (`long_values`)."""
+    text = whole_text(value)
+    return value_label(text) if len(text) > MAX_VALUE_CHARS else text
+
+
+def whole_text(value: object) -> str:
+    """A config value whole, the same whatever container carried it: None and NaN as "null", booleans as
+    "true"/"false", numbers as Python prints them (numpy scalars unwrapped), text as it is ("[1, 2]" for a list,
+    which load keeps as its JSON text)."""
     if isinstance(value, np.generic):
         value = value.item()
     if value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NA or value is pd.NaT:
@@ -34,6 +44,18 @@ def value_text(value: object) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value)
+
+
+def value_label(text: str) -> str:
+    """A long value's label: "#" and the first 6 hex digits of its text's SHA-256, the same in every report."""
+    return "#" + hashlib.sha256(text.encode()).hexdigest()[:6]
+
+
+def long_values(jobs: pd.DataFrame, keys: Sequence[str]) -> pd.DataFrame:
+    """Each value of `keys` in `jobs` that the report names by its label: key, label, value (whole)."""
+    rows = [{"key": key, "label": value_label(text), "value": text} for key in keys if key in jobs
+            for text in dict.fromkeys(jobs[key].map(whole_text)) if len(text) > MAX_VALUE_CHARS]
+    return pd.DataFrame(rows, columns=["key", "label", "value"])
 
 
 def varying_keys(jobs: pd.DataFrame, config_columns: Sequence[str]) -> list[str]:

@@ -151,6 +151,12 @@ def load(
         names += here if len(roots) == 1 else [f"{source}/{name}" for name in here]
         entries += [(entry if len(roots) == 1 else f"{source}/{entry}", reason)
                     for entry, reason in other_entries(root, found)]
+        from analysis.data.plan import outside_plan  # plan reads the jobs as this module finds them
+
+        for job, reason in outside_plan(root, found).items():  # a job copied in from another sweep
+            k = found_jobs.index(job)
+            entries.append((names.pop(k), reason))
+            found_jobs.pop(k)
     records = _job_records(found_jobs, names)
     stages = [stage for stage in ([t for t in tables if t in first], [t for t in tables if t not in first]) if stage]
     # a reading thread per core the report may use (`cores.processes`): a part is opened and decoded mostly

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -89,6 +90,33 @@ def missing_jobs(roots: Sequence[Path]) -> Plan:
         warnings.warn(f"missing {len(missing)} of the {meant} jobs the sweep meant to run (multirun.yaml), which "
                       f"left no run: {named}{' ...' if len(missing) > 5 else ''}", MissingJobsWarning, stacklevel=2)
     return Plan(meant, missing)
+
+
+def outside_plan(root: Path, found: Sequence[Path]) -> dict[Path, str]:
+    """The jobs of the sweep `root` (`found`, its run folders) that Hydra ran for another sweep, each with why: a
+    job copied in from elsewhere. Each job's .hydra/hydra.yaml records the folder Hydra wrote it into
+    (`hydra.runtime.output_dir`); the sweep's own folder is where most of them were written, and a job written
+    into another is left out. {} for a single run, or where fewer than two jobs record a folder."""
+    if list(found) == [root]:
+        return {}
+    written = {job: where.parent for job in found if (where := _output_dir(job)) is not None}
+    counts = Counter(written.values()).most_common(2)
+    if len(written) < 2 or (len(counts) == 2 and counts[0][1] == counts[1][1]):
+        return {}
+    home = counts[0][0]
+    return {job: (f"Hydra ran it in {where}, not in this sweep's {home} (where {counts[0][1]} of its jobs ran): "
+                  "a job copied in from another sweep is left out; give that sweep as a source of its own")
+            for job, where in written.items() if where != home}
+
+
+def _output_dir(job: Path) -> Path | None:
+    """Where Hydra wrote the job (its .hydra/hydra.yaml's runtime.output_dir); None where it does not say."""
+    try:
+        hydra = (yaml.safe_load((job / ".hydra" / "hydra.yaml").read_text()) or {}).get("hydra") or {}
+        where = (hydra.get("runtime") or {}).get("output_dir")
+    except (OSError, ValueError, AttributeError, yaml.YAMLError):
+        return None
+    return Path(where) if isinstance(where, str) and where else None
 
 
 def _overrides(job: Path) -> list[str]:

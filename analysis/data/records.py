@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+from collections.abc import Sequence
 from pathlib import Path
 
 import pandas as pd
@@ -91,20 +92,53 @@ def run_records(jobs: pd.DataFrame) -> list[dict]:
     return out
 
 
-def experiment_name(root: Path, jobs: pd.DataFrame) -> str:
+def experiment_name(root: Path, jobs: pd.DataFrame, roots: Sequence[Path] = ()) -> str:
     """The `experiment=` choice of the sweep (multirun.yaml) or of its jobs (overrides.yaml), else
-    the `experiment` config key, else the folder's name."""
+    the `experiment` config key, else the folder's name. Several sources (`roots`): each source's own name so
+    found, over its own jobs, joined by " + " (never the first source's alone)."""
+    if len(roots) > 1:
+        from analysis.data.load import source_names  # load imports this module
+
+        names = []
+        for source, folder in zip(roots, source_names(roots)):
+            own = jobs[[_under(Path(path), Path(source)) for path in jobs["path"]]] if "path" in jobs else jobs
+            found = _experiments(Path(source), own)
+            names.append(", ".join(found) if found else folder)
+        return " + ".join(dict.fromkeys(names))
+    names = _experiments(root, jobs)
+    return ", ".join(names) if names else root.resolve().name
+
+
+def _experiments(root: Path, jobs: pd.DataFrame) -> list[str]:
+    """The `experiment=` choices of `root`'s sweep or of its jobs, else their `experiment` key; [] where none."""
     names: list[str] = []
     multirun = root / "multirun.yaml"
     if multirun.is_file():
         task = (((yaml.safe_load(multirun.read_text()) or {}).get("hydra") or {}).get("overrides") or {}).get("task")
         names += [str(o).partition("=")[2] for o in task or [] if str(o).lstrip("+").startswith("experiment=")]
-    for path in jobs["path"] if not names else []:
+    for path in jobs["path"] if not names and "path" in jobs else []:
         names += [o.partition("=")[2] for o in job_overrides(Path(path)) if o.lstrip("+").startswith("experiment=")]
     if not names and "experiment" in jobs:
         names = [str(v) for v in jobs["experiment"].dropna()]
-    names = list(dict.fromkeys(names))
-    return ", ".join(names) if names else root.resolve().name
+    return list(dict.fromkeys(names))
+
+
+def _under(path: Path, root: Path) -> bool:
+    """Whether the job folder `path` is `root` or inside it."""
+    path, root = path.resolve(), root.resolve()
+    return path == root or root in path.parents
+
+
+def difficulty_order(jobs: pd.DataFrame) -> tuple[str, ...]:
+    """The order the jobs' run.json give their difficulty labels (`difficulty_order`: an ingested run's, by first
+    appearance in its logs or `--difficulty-order`), the first job's first and each later job's new labels after;
+    () where none records one (natural order then: "2" before "10", "p0.0-0.2" before "p0.2-0.4")."""
+    order: dict[str, None] = {}
+    for record in run_records(jobs):
+        labels = record.get("difficulty_order")
+        if isinstance(labels, list):
+            order.update(dict.fromkeys(str(label) for label in labels))
+    return tuple(order)
 
 
 def difficulty_names(jobs: pd.DataFrame) -> dict[str, str]:

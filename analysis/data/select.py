@@ -42,8 +42,9 @@ def _values(tables: Tables, key: str, option: str) -> pd.Series:
 
 
 def _held(values: pd.Series, key: str, value: str, option: str) -> np.ndarray:
-    """Which jobs hold `value`; SelectionError where none does, naming the values there are."""
-    held = (values == value).to_numpy()
+    """Which jobs hold `value` (as the report names it, or a long value whole); SelectionError where none does,
+    naming the values there are."""
+    held = (values == value_text(value)).to_numpy()
     if not held.any():
         raise SelectionError(f"{option} {key}={value}: no job has it ({key} is "
                              f"{', '.join(natural_sorted(values.unique()))})")

@@ -12,7 +12,7 @@ the skipped parts) and said in one line, so no statistic pools or compares rows 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
@@ -31,6 +31,8 @@ class OtherSetting(Skipped):
     job: str = ""
     setting: str = ""
     steps: tuple[int, ...] = ()
+    # its rows, left out of every held-out statistic: what it measured is shown under its settings, never pooled
+    rows: pd.DataFrame | None = field(default=None, compare=False, repr=False)
 
 
 def setting_text(n: float, temperature: float, top_p: float, max_new_tokens: float) -> str:
@@ -129,7 +131,7 @@ def one_setting(tables: Tables) -> Tables:
     if recorded.any() and not recorded.all():  # the chosen rows that recorded none, where rows that did share a step
         job_step = code * (int(step.max()) + 1) + step
         older = kept & ~recorded & np.isin(job_step, job_step[kept & recorded])
-    skipped = list(tables.skipped) + _left_out(eval, found, pairs, keep, older)
+    skipped = list(tables.skipped) + _left_out(eval, found, pairs, keep, older, group)
     eval = eval[kept & ~older].reset_index(drop=True)
     own = tuple(c for c in own if c not in STORED) + SETTINGS
     return replace(tables, eval=eval, skipped=skipped, own={**tables.own, "eval": own})
@@ -151,7 +153,7 @@ def _own_settings(jobs: pd.DataFrame) -> np.ndarray:
 
 
 def _left_out(eval: pd.DataFrame, found: np.ndarray, pairs: np.ndarray, keep: np.ndarray,
-              older: np.ndarray) -> list[OtherSetting]:
+              older: np.ndarray, group: np.ndarray) -> list[OtherSetting]:
     """An OtherSetting for each job's evaluation left out: the settings not chosen, and older copies."""
     names = eval["job"].cat.categories.astype(str)
     out = []
@@ -162,7 +164,8 @@ def _left_out(eval: pd.DataFrame, found: np.ndarray, pairs: np.ndarray, keep: np
         out.append(OtherSetting(f"{job}/eval ({text})", f"an evaluation at other settings than the "
                                 f"{setting_text(*found[chosen, 1:])} the job's held-out results use (step"
                                 f"{'s' * (len(steps) > 1)} {', '.join(map(str, steps))}): left out, never pooled or "
-                                "compared with them", job=job, setting=text, steps=steps))
+                                "compared with them; its scores are shown under its settings", job=job, setting=text,
+                                steps=steps, rows=eval[group == i].reset_index(drop=True)))
     if older.any():
         rows = eval[older]
         for job, part in rows.groupby(rows["job"].astype(str), sort=False):
@@ -187,5 +190,5 @@ def left_out_line(tables: Tables) -> str | None:
                        for setting, j in by_setting.items())
     return (f"**Evaluations left out**: held-out results compare each job at one evaluation setting (the run's own "
             f"where it has rows there); {len(other)} other evaluation{'s' * (len(other) > 1)} of the same jobs "
-            f"{'were' if len(other) > 1 else 'was'} left out, never pooled or compared: {listed} (listed under "
-            "Jobs, DETAILS.md).")
+            f"{'were' if len(other) > 1 else 'was'} left out, never pooled or compared: {listed}; what each measured, "
+            "under its own settings: Held-out results (tables/evaluations.csv).")

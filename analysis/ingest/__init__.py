@@ -63,7 +63,10 @@ def ingest(tool: str, source: str | Path, out: str | Path, reading: Reading | No
     logged = declared.read(source, group_size=group_size, **given)
     run_id = f"{tool}-{_content_id(Path(logged.source), logged.files)}"
     built = build(logged, run_id, reading)
-    write(out, _record(declared, logged, built.how, built.absent, built.tie_check, run_id, source, settings or {}),
+    record = _record(declared, logged, built.how, built.absent, built.tie_check, run_id, source, settings or {})
+    if built.difficulty_order is not None:  # the report sorts the difficulties in this order, not alphabetically
+        record["difficulty_order"] = built.difficulty_order
+    write(out, record,
           _config(logged, built.groups, reading, settings or {}),
           {"groups": built.groups, "steps": built.steps, "eval": built.eval, "completions": built.completions})
     return out

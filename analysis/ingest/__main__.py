@@ -33,6 +33,13 @@ def _setting(text: str) -> tuple[str, object]:
     return key.strip(), yaml.safe_load(value) if value.strip() else None
 
 
+def _labels(text: str) -> tuple[str, ...]:
+    labels = tuple(label.strip() for label in text.split(","))
+    if not all(labels):
+        raise argparse.ArgumentTypeError(f"{text!r}: labels separated by commas, none empty")
+    return labels
+
+
 def _shared(parser: argparse.ArgumentParser) -> None:
     """The options every tool takes."""
     shared = parser.add_argument_group("options of every tool")
@@ -43,6 +50,9 @@ def _shared(parser: argparse.ArgumentParser) -> None:
     shared.add_argument("--difficulty-from", default=PASS_RATE, metavar="FIELD|pass_rate",
                         help="a logged field naming each prompt's difficulty (e.g. level), or pass_rate (default): a "
                         "bin of the prompt's pass rate in its first group")
+    shared.add_argument("--difficulty-order", type=_labels, metavar="A,B,C",
+                        help="that field's labels in the order the report shows them, e.g. easy,medium,hard "
+                        "(default: the order they are first logged in)")
     shared.add_argument("--correct-from", default="reward", metavar="FIELD",
                         help="the field a sample's correctness is read from (default: the reward the tool trained on; "
                         "e.g. accuracy for a TRL reward function, acc for verl)")
@@ -93,7 +103,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     reading = Reading(difficulty_from=args.difficulty_from, correct_from=args.correct_from,
                       correct_at=args.correct_at, answer_from=args.answer_from, tokens_from=args.tokens_from,
-                      tokenizer=Path(args.tokenizer) if args.tokenizer else None)
+                      tokenizer=Path(args.tokenizer) if args.tokenizer else None,
+                      difficulty_order=args.difficulty_order)
     try:
         out = ingest(tool.name, args.source, args.out, reading, group_size=args.group_size, settings=dict(args.set),
                      **{o.name: getattr(args, o.name) for o in tool.options})

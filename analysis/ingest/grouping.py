@@ -61,10 +61,10 @@ def advantages_off(samples: pd.DataFrame, groups: np.ndarray) -> np.ndarray | No
     r = samples["reward"].to_numpy(np.float64)
     a = pd.to_numeric(samples["advantage"], errors="coerce").to_numpy(np.float64)
     for idx in pd.Series(np.arange(len(samples))).groupby(groups, sort=False).indices.values():
-        d = r[idx] - r[idx].mean()
         adv = a[idx]
         if np.isnan(adv).any() or not np.isfinite(r[idx]).all():  # an infinite reward is refused when tables are built
             continue
+        d = r[idx] - r[idx].mean()
         scale = float(d @ adv / (d @ d)) if (d @ d) > 0 else 0.0
         off = np.abs(adv - scale * d).max()
         if scale < 0 or off > 1e-3 * max(1.0, np.abs(adv).max()) + (1e-2 if scale == 0 else 0):

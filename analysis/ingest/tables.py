@@ -42,6 +42,7 @@ class Reading:
     answer_from: str | None = None  # the field holding the extracted answer (held-out rows' `answer`)
     tokens_from: str | None = None  # the field holding each completion's generated token count
     tokenizer: Path | None = None  # else a tokenizer.json to count the completion text's tokens with
+    difficulty_order: tuple[str, ...] | None = None  # a logged field's labels in order (None: as first logged)
 
 
 @dataclass
@@ -53,6 +54,7 @@ class Built:
     how: dict[str, str] = field(default_factory=dict)  # what the provenance says of each choice
     absent: list[str] = field(default_factory=list)  # what the logs lacked that the tables would have held
     tie_check: dict | None = None  # the recomputed ties against the tool's own logged fraction, per step
+    difficulty_order: list[str] | None = None  # a logged difficulty field's labels in order (run.json; the report's)
 
 
 def prompt_id(text: str) -> str:
@@ -88,8 +90,32 @@ def build(logged: Logged, run_id: str, reading: Reading) -> Built:
         if held_out["tokens"].isna().any() and not absent:
             absent.append(f"the evaluated samples' token counts ({NO_TOKENS}): their tokens are null")
         evaluated = _eval(held_out, groups, run_id, reading)
+    order = _difficulty_order(samples, logged.held_out if evaluated is None else held_out, reading, how)
     return Built(groups=groups, steps=steps, eval=evaluated, completions=completions, how=how, absent=absent,
-                 tie_check=_tie_check(steps, logged.tool_ties))
+                 tie_check=_tie_check(steps, logged.tool_ties), difficulty_order=order)
+
+
+def _difficulty_order(samples: pd.DataFrame, held_out: pd.DataFrame, reading: Reading, how: dict) -> list[str] | None:
+    """A logged difficulty field's labels in order: `--difficulty-order` (which must name every label logged), else
+    as first logged (training rows in step order, then held-out labels not among them); None for pass-rate bins,
+    whose natural order is their rates'."""
+    if reading.difficulty_from == PASS_RATE:
+        if reading.difficulty_order:
+            raise IngestError("--difficulty-order: orders the labels of a logged field (--difficulty-from FIELD); "
+                              "pass-rate bins sort by their rates")
+        return None
+    frames = [f.iloc[np.argsort(f["step"].to_numpy(), kind="stable")] for f in (samples, held_out) if len(f)]
+    found = list(dict.fromkeys(label for f in frames for label in f["difficulty"]))
+    if not reading.difficulty_order:
+        how["difficulty order"] = f"as first logged: {', '.join(found)}"
+        return found
+    given = list(dict.fromkeys(reading.difficulty_order))
+    missing = [label for label in found if label not in given]
+    if missing:
+        raise IngestError(f"--difficulty-order {','.join(given)}: does not name {', '.join(missing)} (logged "
+                          f"{reading.difficulty_from}: {', '.join(found)})")
+    how["difficulty order"] = f"--difficulty-order: {', '.join(given)}"
+    return given
 
 
 def _prepared(frame: pd.DataFrame, reading: Reading, logged: Logged, how: dict, kind: str) -> pd.DataFrame:

@@ -12,7 +12,7 @@ samples in units whose drawn rewards have no spread, units that trained fewer sa
 answer), so a new rule is covered without a list to edit; each such arm's informative samples are also counted
 comparably (`informative.comparable_per_job`), by one rule for every arm. Where the table cannot tell (no groups,
 no `n_trained`), the rules are read from each arm's config (the analysis never imports the training code: the keys
-below are its contract, `grpo_lab/config.py`)."""
+below are its contract, `grpo_lab/config/schema.py`)."""
 
 from __future__ import annotations
 

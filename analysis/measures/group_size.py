@@ -16,6 +16,11 @@ From measured counts (c correct of n per prompt: the base model's eval samples, 
 groups) the chance a group of G ties is estimated without bias, C(c, G)/C(n, G) + C(n−c, G)/C(n, G),
 for G up to n only (`measured_sizes`): a larger G would extrapolate from a plug-in p = c/n, which
 counts a prompt never solved in n samples as p = 0.
+
+All of it reads ties from correct counts, which holds where a group ties exactly when its samples are all correct
+or all wrong (a binary reward). Where the rewards are not binary (continuous scores, a threshold on them read as
+`correct`), a group of all-"wrong" samples of different rewards does not tie: `correct_count_misses` counts the
+first-round groups whose tie the correct count misreads, and the report then predicts nothing from it.
 """
 
 from __future__ import annotations
@@ -77,6 +82,27 @@ def prompt_pass_rates(groups: pd.DataFrame, eval: pd.DataFrame | None = None) ->
     out[["prompt_id", "difficulty"]] = out[["prompt_id", "difficulty"]].astype(str)
     out["p"] = out["correct"] / out["samples"]
     return out
+
+
+MISREAD_SHARE = 0.05  # first-round groups whose tie the correct count misreads, above which it predicts nothing
+
+
+def correct_count_misses(groups: pd.DataFrame) -> tuple[int, int]:
+    """(first-round groups of two or more samples, those of them whose recorded tie (zero reward spread) is not
+    what their correct count says: a tie of mixed correctness, or all correct or all wrong yet not tied, as
+    continuous or shaped rewards make them)."""
+    first = groups[(groups["round"].to_numpy() == 0) & (groups["group_size"].to_numpy() >= 2)]
+    unanimous = (first["n_correct"].to_numpy() == 0) | (first["n_correct"].to_numpy() == first["group_size"].to_numpy())
+    return len(first), int((first["tie"].to_numpy(bool) != unanimous).sum())
+
+
+def observed_ties(groups: pd.DataFrame) -> pd.DataFrame:
+    """First-round groups by difficulty and G: groups, tie_frac (the recorded ties: zero reward spread)."""
+    first = groups[groups["round"].to_numpy() == 0]
+    table = first.groupby(["difficulty", "group_size"], observed=True)["tie"].agg(groups="size", tie_frac="mean")
+    table = table.reset_index()
+    table["difficulty"] = table["difficulty"].astype(str)
+    return sort_naturally(table, ["difficulty", "group_size"])
 
 
 def measured_sizes(rates: pd.DataFrame, sizes: Iterable[int] = SIZES) -> list[int]:

@@ -4,7 +4,7 @@ A tie-method study runs every method on one base recipe (its clip, KL, loss aggr
 so that the arms differ in what they do with ties; a reader must still know how far each arm is from the
 recipe its paper trained with. The papers' values are here as data (docs/RECIPES.md gives the file and line, or
 the paper's section, each was read from): the analysis never imports the training code, so the config keys
-below are its contract (`grpo_lab/config.py`). A key a paper leaves open is absent from its recipe and never
+below are its contract (`grpo_lab/config/schema.py`). A key a paper leaves open is absent from its recipe and never
 compared; what a recipe needs that no key sets is listed (`not_settable`), never passed over. A recipe is `verified`
 only where docs/RECIPES.md says its values were read in a source (the official code at a commit): an arm is "as the
 paper" only then; an unverified recipe's arm without departures is said to have none from the values found

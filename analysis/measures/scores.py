@@ -67,3 +67,23 @@ def seed_bands(scores: pd.DataFrame, arm: Sequence[str]) -> pd.DataFrame:
     out = grouped.agg(samples=("samples", "mean"), mean=("value", "mean"), low=("value", "min"),
                       high=("value", "max"), seeds=("value", "size")).reset_index()
     return sort_naturally(out, ["metric", "k", *arm, "samples"], {"metric": METRICS.index})
+
+
+SCORES = ("step", "samples", "prompts", "k", "pass@1", "pass@k", "cons@k")  # a row of `evaluation_scores`
+
+
+def evaluation_scores(eval: pd.DataFrame) -> pd.DataFrame:
+    """One evaluation's scores (the rows of one job at one setting), a row a step (SCORES): the samples the job had
+    drawn there, the held-out prompts, k (the fewest samples a prompt has there) and the means over the prompts of
+    pass@1, pass@k and cons@k (`per_prompt`, as the held-out results count them; cons@k NaN where the rows hold no
+    answers)."""
+    rows = []
+    voted = "answer" in eval
+    for step, part in eval.groupby("step", sort=True, observed=True):
+        k = int(part.groupby("prompt_id", observed=True).size().min())
+        part = part.assign(job=part["job"].astype(str), difficulty=part["difficulty"] if "difficulty" in part else "")
+        scores = per_prompt(part, sorted({1, k}), metrics=("pass@k", "cons@k") if voted else ("pass@k",))
+        drawn = pd.to_numeric(part["samples_total"], errors="coerce").max() if "samples_total" in part else np.nan
+        rows.append((int(step), float(drawn), len(scores), k, float(scores["pass@1"].mean()),
+                     float(scores[f"pass@{k}"].mean()), float(scores[f"cons@{k}"].mean()) if voted else np.nan))
+    return pd.DataFrame(rows, columns=list(SCORES))

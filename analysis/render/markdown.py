@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import pandas as pd
 
@@ -33,3 +35,19 @@ def table(frame: pd.DataFrame, digits: int = 4) -> str:
     rule = "|" + "---|" * len(frame.columns)
     rows = ("| " + " | ".join(cell(v, digits) for v in row) + " |" for row in frame.itertuples(index=False, name=None))
     return "\n".join([header, rule, *rows])
+
+
+def all_zero(frame: pd.DataFrame, figures: Sequence[str]) -> bool:
+    """Whether every one of `frame`'s `figures` (columns) is 0 in every row: a table that says nothing a line cannot
+    (a sweep in which nothing trained). A missing value is no figure; a frame without a figure is not all zero."""
+    values = frame[[c for c in figures if c in frame]].apply(pd.to_numeric, errors="coerce").to_numpy(float)
+    found = ~np.isnan(values)
+    return bool(found.any()) and bool((values[found] == 0).all())
+
+
+def table_unless_zero(frame: pd.DataFrame, figures: Sequence[str], shown: pd.DataFrame | None = None,
+                      digits: int = 4) -> str:
+    """`shown` (by default `frame`) as a markdown table, or where `all_zero(frame, figures)` one line saying so."""
+    if all_zero(frame, figures):
+        return f"Every figure here ({', '.join(f'`{c}`' for c in figures)}) is 0: the table is left out."
+    return table(frame if shown is None else shown, digits)

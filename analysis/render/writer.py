@@ -56,9 +56,12 @@ class Files:
         self.csvs[name] = frame
         return f"[tables/{name}.csv](tables/{name}.csv) ({len(frame)} rows)"
 
-    def table(self, name: str, frame: pd.DataFrame, shown: Sequence[str] | None = None) -> str:
-        """Record the CSV; return the frame (its `shown` columns) as markdown, with the link."""
-        return f"{markdown.table(frame if shown is None else frame[list(shown)])}\n\nAs CSV: {self.csv(name, frame)}"
+    def table(self, name: str, frame: pd.DataFrame, shown: Sequence[str] | None = None,
+              figures: Sequence[str] = ()) -> str:
+        """Record the CSV; return the frame (its `shown` columns) as markdown, with the link; one line in place of
+        the table where every one of its `figures` is 0 (`markdown.table_unless_zero`)."""
+        text = markdown.table_unless_zero(frame, figures, frame if shown is None else frame[list(shown)])
+        return f"{text}\n\nAs CSV: {self.csv(name, frame)}"
 
     def figure(self, name: str, draw: Callable[..., Path], data: object, **options: object) -> str:
         """Record `figures/<name>.png`, drawn by `draw(data, path, **options)` (a module-level function:

@@ -91,7 +91,7 @@ def section(tables: Tables, ctx: Context, drawn: Curves | None) -> Section | Non
         saturated_note(curves, ctx.names),
         drawn.figure, "",
         "All difficulties pooled:", "",
-        markdown.table(by_k(pooled, arm)), "",
+        markdown.table_unless_zero(pooled, ("mean", "ci_low", "ci_high"), by_k(pooled, arm)), "",
         f"As CSV: {drawn.csv}, per difficulty and pooled (`all`).",
     ])
     return Section(text=text, files=files)

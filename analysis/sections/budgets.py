@@ -1,7 +1,10 @@
 """What the budget was, in words: the Findings' opening line (what "the end of each job's budget" was) and the
-line said before every finding where the arms drew unequal budgets (samples, or tokens at equal samples)."""
+line said before every finding where the arms drew unequal budgets (samples, or tokens at equal samples), and the
+words a comparison is placed by (`compared_at`: never "at equal samples" where the arms' samples were not)."""
 
 from __future__ import annotations
+
+import math
 
 import pandas as pd
 
@@ -108,3 +111,28 @@ def unknown_updates_line(eval: pd.DataFrame) -> str | None:
             f"updates at {'its' if one else 'their'} checkpoints (no steps table there): no held-out comparison is "
             f"made at equal updates, the training dynamics there leave {'it' if one else 'them'} out, and no win is "
             "attributed to updates.")
+
+
+def _samples_at(row: pd.Series, budgets: pd.DataFrame | None) -> tuple[float, float]:
+    """Each arm's samples drawn at a row's compared point: the held-out rows carry them (`samples_a`, `samples_b`),
+    the others are at the end of each job (the arm's mean per job, `budgets`); NaN where not known."""
+    if pd.notna(row.get("samples_a")) and pd.notna(row.get("samples_b")):
+        return float(row["samples_a"]), float(row["samples_b"])
+    if budgets is None or budgets.empty:
+        return math.nan, math.nan
+    drawn = budgets.set_index(budgets["arm"].astype(str))["samples"].astype(float)
+    return float(drawn.get(str(row["a"]), math.nan)), float(drawn.get(str(row["b"]), math.nan))
+
+
+def compared_at(row: pd.Series, budgets: pd.DataFrame | None) -> tuple[str, str]:
+    """(the words opening a sentence on where a comparison was made, the point's short name): "At equal samples"
+    where the arms drew alike there (within BUDGET_TOLERANCE), else the end of each budget with both sample counts
+    and how little of the larger range the other shares, never "equal samples"."""
+    a, b = _samples_at(row, budgets)
+    if not (math.isfinite(a) and math.isfinite(b)) or abs(a - b) <= BUDGET_TOLERANCE * max(a, b):
+        return "At equal samples", "equal samples"
+    low, high = min(a, b), max(a, b)
+    shared = f"they share only the first {low:,.0f}, {low / high:.0%} of the larger" if low > 0 else "they share none"
+    return (f"At the end of each job's budget, not at equal samples ({short_label(row['a'])} {a:,.0f} samples, "
+            f"{short_label(row['b'])} {b:,.0f}, {high / low if low > 0 else math.inf:.1f}x apart: {shared}),",
+            "the end of each budget")

@@ -61,7 +61,8 @@ def describe(curves: pd.DataFrame, crossings: pd.DataFrame, by: Sequence[str],
     for _, row in crossings[crossings["difficulty"] == "all"].iterrows():  # by key: a key may be "algo.lr"
         lines.append(f"- {arm_name(row, by)}: {verdict(row, _arm_curve(curves, row, by))}.")
     shown = curves[curves["k"].isin([k for k in shown_ks if k <= curves["k"].max()] + [int(curves["k"].max())])]
-    return "\n".join(lines) + "\n\n" + markdown.table(crossings) + "\n\n" + markdown.table(shown)
+    return "\n\n".join(["\n".join(lines), markdown.table_unless_zero(crossings, ("gain_at_1",)),
+                        markdown.table_unless_zero(shown, ("base", "trained", "gain", "gain_low", "gain_high"))])
 
 
 def sentence(curves: pd.DataFrame, crossings: pd.DataFrame, by: Sequence[str]) -> str:

@@ -14,6 +14,12 @@ from analysis.sections.section import Context, Section
 from analysis.sections.trained import BUDGET_POINTS
 
 TOKENS_SAME = 0.05  # arms whose tokens per sample differ by less than this (relative) get no tokens figure
+LAST_WINDOW = "train_accuracy_round0_last_window"  # at the common budget, the accuracy of its last window alone
+
+
+def _last_window(column: str) -> str:
+    """A column of the common budget's row, the training accuracy named by the window it covers."""
+    return column.replace("train_accuracy_round0", LAST_WINDOW)
 
 
 def section(tables: Tables, ctx: Context, counted: pd.DataFrame | None, budget: str = "tokens") -> Section | None:
@@ -41,13 +47,17 @@ def section(tables: Tables, ctx: Context, counted: pd.DataFrame | None, budget: 
     one_seed = int(final["seeds"].max()) <= 1
     if one_seed:  # lowest = highest = the one value: no spread to show
         final = final.drop(columns=[c for c in final.columns if c.endswith(("_low", "_high"))])
+    end = float(final["budget"].iloc[0])
     return Section(text="\n".join([
         f"## At equal {budget}", "",
         f"The measures of the section on what trained, at {BUDGET_POINTS} equal budgets of {budget} up to the most "
-        f"every job drew ({markdown.cell(final['budget'].iloc[0])})."
+        f"every job drew ({markdown.cell(end)})."
         + ("" if same else " Lines: mean over seeds; bands: lowest to highest seed.")
         + (" One seed per arm: no spread across seeds to show." if one_seed else ""), "",
         shown, "",
-        files.table(f"common_budget_{budget}", final.drop(columns="budget")), "",
+        f"At {end:,.0f} {budget}: `wasted_frac` is over every sample each job drew up to it; "
+        f"`{LAST_WINDOW}` over the first-round samples of the last window alone (from "
+        f"{end * (BUDGET_POINTS - 1) / BUDGET_POINTS:,.0f} to {end:,.0f} {budget}), not the whole run.", "",
+        files.table(f"common_budget_{budget}", final.drop(columns="budget").rename(columns=_last_window)), "",
         f"Per job and budget point: {files.csv(f'budget_curves_{budget}', curves)}",
     ]), files=files)

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from analysis.data.arms import arm_label, iter_arms, short_label
+from analysis.data.arms import iter_arms, short_label
 
 FORMAT_SHARE = 0.5  # all-wrong ties without an answer at least this share: format failures dominate
 
@@ -45,9 +45,10 @@ def _steps(row: pd.Series) -> str:
     return f" (steps {row['steps']})" if "steps" in row and pd.notna(row["steps"]) else ""
 
 
-def nothing_trained(groups: pd.DataFrame, arm: Sequence[str], split: pd.DataFrame | None) -> list[str]:
+def nothing_trained(groups: pd.DataFrame, arm: Sequence[str]) -> list[str]:
     """One line per arm whose every drawn group tied and whose update saw no nonzero advantage: it trained
-    nothing, and its all-wrong ties' share without an answer says why (where answers were recorded)."""
+    nothing, over which steps, and how many of its all-wrong ties had no sample with an answer (why, where answers
+    were recorded), each count over the arm's drawn groups, redraws included, as the line says."""
     if groups.empty or "n_informative" not in groups:
         return []
     lines = []
@@ -56,15 +57,27 @@ def nothing_trained(groups: pd.DataFrame, arm: Sequence[str], split: pd.DataFram
         if not rows["tie"].all() or rows["n_informative"].sum() > 0:
             continue
         wrong = int((rows["tie_kind"] == "all_wrong").sum())
-        why = ""
-        if split is not None and len(split):
-            mine = split[(split["difficulty"] == "all") & (split["phase"] == "all")]
-            if arm:
-                mine = mine[[arm_label({k: r[k] for k in arm}) == label for _, r in mine.iterrows()]]
-            if len(mine):
-                why = f", {mine['unanswered_share'].iloc[0]:.0%} without an answer"
         where = f" in {short_label(label)}" if len(arms) > 1 else ""
-        lines.append(f"**Nothing trained{where}**: {len(rows):,} of {len(rows):,} groups tied (all-wrong: {wrong:,}"
-                     f"{why}); every advantage was 0, so the held-out scores are the base model's (see the warning "
-                     "in the run's log, and the example completions on the second page).")
+        lines.append(f"**Nothing trained{where}**: {len(rows):,} of {len(rows):,} groups drawn in "
+                     f"{_span(rows['step'])} tied (all-wrong: {wrong:,}{_unanswered(rows)}); every advantage was 0, "
+                     "so the held-out scores are the base model's (see the warning in the run's log, and the example "
+                     "completions on the second page).")
     return lines
+
+
+def _span(steps: pd.Series) -> str:
+    """The first and last step of `steps`: "steps 1–4", or "step 3" where they are one."""
+    first, last = int(steps.min()), int(steps.max())
+    return f"step {first}" if first == last else f"steps {first}–{last}"
+
+
+def _unanswered(rows: pd.DataFrame) -> str:
+    """Of `rows`' all-wrong ties, those in which no sample gave an answer, counted over the same groups:
+    ", 118 of the 128 (92%) without an answer"; "" where the runs did not record answers."""
+    if "n_answered" not in rows:
+        return ""
+    wrong = rows[(rows["tie_kind"] == "all_wrong").to_numpy() & rows["n_answered"].notna().to_numpy()]
+    if wrong.empty:
+        return ""
+    none = int((wrong["n_answered"] == 0).sum())
+    return f", {none:,} of the {len(wrong):,} ({none / len(wrong):.0%}) without an answer"

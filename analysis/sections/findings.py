@@ -51,7 +51,8 @@ class Inputs:
     budgets: pd.DataFrame | None = None
     caveats: Sequence[str] = ()
     arm: tuple[str, ...] = ()
-    idle: bool = False  # no arm trained anything: the caveats say why, and there is nothing else to say
+    # where no arm trained anything, its lines (`failures.nothing_trained`): all the Findings say, with what ran
+    idle: Sequence[str] = ()
     # the study's questions (`measures.questions`): one bullet each instead of one an alignment; () asks none
     questions: Sequence[Question] = ()
 
@@ -64,10 +65,10 @@ def section(inputs: Inputs) -> Section:
 def findings(inputs: Inputs) -> str:
     """The Findings: the opening line, then the bullets in order of importance, as many as MAX_WORDS holds."""
     tests = inputs.tests if inputs.tests is not None else pd.DataFrame(columns=["metric", "a", "b"])
+    if inputs.idle:  # nothing to compare: what ran, and why nothing trained
+        return _page(_compared(inputs, tests) + ".", [brief(line) for line in inputs.idle])
     opening = _opening(inputs, tests)
     caveats = [brief(line) for line in inputs.caveats]
-    if inputs.idle:
-        return _page(opening, caveats)
     verdicts = ([_question(q, tests, inputs.alignments) for q in inputs.questions] if inputs.questions
                 and inputs.alignments else [_alignment(a, tests) for a in inputs.alignments])
     if verdicts and not any(a.name == "equal updates" for a in inputs.alignments):
@@ -95,14 +96,18 @@ def _page(opening: str, bullets: Sequence[str]) -> str:
 
 def _opening(inputs: Inputs, tests: pd.DataFrame) -> str:
     """What was compared and at what budget, and what "resolved" means, in two sentences."""
+    return (f"{_compared(inputs, tests)}. Resolved: the 95% interval over seeds excludes 0 and the exact test rejects "
+            f"after Holm over all pairs (α = {ALPHA}).")
+
+
+def _compared(inputs: Inputs, tests: pd.DataFrame) -> str:
+    """The arms and seeds that ran and each job's budget, in one clause."""
     arms = list(dict.fromkeys([*tests["a"].astype(str), *tests["b"].astype(str)])) if len(tests) else []
     if inputs.budgets is not None and len(inputs.budgets):
         arms = arms or list(inputs.budgets["arm"].astype(str))
     keys = ", ".join(f"`{k}`" for k in inputs.arm) or "one configuration"
-    seeds = _seeds(tests)
-    what = f"{len(arms)} arms ({keys}) × {seeds}" if len(arms) > 1 else "One arm"
-    return (f"{what}; {_budget(inputs.budgets)}. Resolved: the 95% interval over seeds excludes 0 and the exact "
-            f"test rejects after Holm over all pairs (α = {ALPHA}).")
+    what = f"{len(arms)} arms ({keys}) × {_seeds(tests)}" if len(arms) > 1 else "One arm"
+    return f"{what}; {_budget(inputs.budgets)}"
 
 
 def _seeds(tests: pd.DataFrame) -> str:

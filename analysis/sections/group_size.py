@@ -9,9 +9,12 @@ import pandas as pd
 
 from analysis.data.load import Tables
 from analysis.measures.group_size import (
+    MISREAD_SHARE,
     best_sizes,
+    correct_count_misses,
     expected_by_size,
     measured_sizes,
+    observed_ties,
     observed_vs_predicted,
     prompt_pass_rates,
 )
@@ -28,6 +31,9 @@ def section(tables: Tables, ctx: Context, overhead: float = 0.0) -> Section | No
     if groups.empty:
         return None
     files = Files()
+    first, misread = correct_count_misses(groups)
+    if first and misread > MISREAD_SHARE * first:
+        return not_binary(groups, first, misread, files)
     rates = prompt_pass_rates(groups, eval)
     source = "the base model's eval samples" if not eval.empty and (eval["step"] == 0).any() \
         else "first-round training groups"
@@ -43,6 +49,21 @@ def section(tables: Tables, ctx: Context, overhead: float = 0.0) -> Section | No
                    files=files)
 
 
+def not_binary(groups: pd.DataFrame, first: int, misread: int, files: Files) -> Section:
+    """The section where the rewards are not binary: no prediction from correct counts (it would count every
+    all-"wrong" group of different rewards as a tie), the ties observed at the G the runs used instead."""
+    observed = observed_ties(groups)
+    return Section(text="\n".join([
+        "## Group size", "",
+        f"Not predicted: the rewards are not binary. Of {first:,} first-round groups of two or more samples, "
+        f"{misread:,} ({misread / first:.0%}) tie otherwise than their correct count says (a group ties when its "
+        "rewards have zero spread; `correct` is a threshold on a reward that takes other values), so the chance "
+        "that a group of G ties, and what each G would buy, cannot be read from correct counts. The ties observed "
+        "at the G the runs used (first-round groups, zero reward spread):", "",
+        markdown.table(observed), "",
+        f"As CSV: {files.csv('group_size_observed', observed)}"]), files=files)
+
+
 def describe(table: pd.DataFrame, best: pd.DataFrame, observed: pd.DataFrame, source: str, overhead: float = 0.0,
              shown_sizes: Sequence[int] = SHOWN_SIZES) -> str:
     """The section's markdown: `best_sizes` and `expected_by_size` of the pass rates measured on `source`,
@@ -56,8 +77,9 @@ def describe(table: pd.DataFrame, best: pd.DataFrame, observed: pd.DataFrame, so
              "1,000 samples. The informative fraction only grows with G, so informative samples per sample "
              "drawn are highest at the largest G; `g_at_share` is the smallest G reaching 90% of that, "
              f"`best_for_groups` the G with most informative groups per sample (overhead {overhead:g} "
-             "samples a group).", "", markdown.table(best), "",
-             markdown.table(table[table["group_size"].isin([*shown_sizes, table["group_size"].max()])])]
+             "samples a group).", "", markdown.table_unless_zero(best, ("informative_frac_at_max",)), "",
+             markdown.table_unless_zero(table[table["group_size"].isin([*shown_sizes, table["group_size"].max()])],
+                                        ("informative_frac", "informative_groups_per_1k"))]
     if not observed.empty:
         lines += ["", "Observed against predicted where the runs used several G (first-round groups; the "
                   "prediction from each prompt's pass rate at the other steps of all jobs):", "",

@@ -16,7 +16,7 @@ def section(tables: Tables, ctx: Context) -> Section:
     seeds = jobs["seed"].nunique(dropna=False) if "seed" in jobs else 1  # a seed not recorded is one
     compared = " vs ".join(arms) if 1 < len(arms) <= 4 else f"{len(arms)} arm{'s' * (len(arms) != 1)}"
     return Section(text="\n".join([
-        f"# Report: {experiment_name(ctx.root, jobs)}", "",
+        f"# Report: {experiment_name(ctx.root, jobs, tables.roots)}", "",
         f"{compared}; {len(jobs)} job{'s' * (len(jobs) != 1)} ({seeds} seed{'s' * (seeds != 1)} per "
         f"arm){setup_text(jobs)}. Findings first; the "
         "command, code, packages and machine are in the collapsed block below them; every test, the wall times, "

@@ -10,9 +10,17 @@ import pandas as pd
 from analysis.data.imported import missing_eval
 from analysis.data.load import Tables
 from analysis.data.resources import RESOURCES
-from analysis.data.settings import OtherSetting
+from analysis.data.settings import SETTINGS, OtherSetting, setting_text
 from analysis.measures.comparisons import ARM_TEST, checkpoint_comparisons
-from analysis.measures.scores import prompt_scores, seed_bands, seed_scores, smallest_n
+from analysis.measures.scores import (
+    SCORES,
+    evaluation_scores,
+    prompt_scores,
+    seed_bands,
+    seed_scores,
+    smallest_n,
+)
+from analysis.render import markdown
 from analysis.render import scores as figures
 from analysis.render.writer import Files
 from analysis.sections.section import Context, Section
@@ -20,6 +28,7 @@ from analysis.stats.at_k import default_ks
 from analysis.stats.seeds import compare_values
 
 NO_EVAL = "## Held-out results\n\nNo eval tables were found: no pass@k or cons@k."
+COMPARED = ("mean_a", "mean_b", "difference", "ci_low", "ci_high")  # a comparison's figures (all 0: no table)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -67,26 +76,47 @@ def section(tables: Tables, ctx: Context) -> HeldOut:
         "seeds on these held-out prompts. A comparison is refused, with the reason, where k, the sampling "
         "temperature or the token limits differ.", "",
         files.table("at_k_comparisons", comparisons,
-                    [c for c in comparisons.columns if c not in ("steps_a", "steps_b")]),
+                    [c for c in comparisons.columns if c not in ("steps_a", "steps_b")], figures=COMPARED),
         "",
         f"Each seed's difference: {files.csv('at_k_per_seed', per_seed)}",
-        *left_out(tables),
+        *left_out(tables, files),
     ])
     return HeldOut(text=text, files=files, comparisons=final_comparisons(comparisons, per_seed), scores=scores,
                    prompt_scores=per_prompt)
 
 
-def left_out(tables: Tables) -> list[str]:
+def left_out(tables: Tables, files: Files | None = None) -> list[str]:
     """The paragraph naming the evaluations left out of every statistic here (`analysis.data.settings`), each job's
-    at other settings than those its results use; [] when there are none."""
+    at other settings than those its results use, and every evaluation of those jobs with what it measured, each
+    under its settings (`evaluation_table`); [] when there are none."""
     other = [s for s in tables.skipped if isinstance(s, OtherSetting)]
     if not other:
         return []
+    table = evaluation_table(tables.eval, other)
+    shown = markdown.table(table) if files is None else files.table("evaluations", table)
     return ["", "### Evaluations at other settings", "",
             "Each job's held-out results above are of one evaluation setting (the run's own where it has rows there, "
             "else the one most of its checkpoints were evaluated at); these evaluations of the same jobs were left out "
             "of every number here, never pooled or compared with them:", "",
-            *(f"- `{s.name}`: step{'s' * (len(s.steps) > 1)} {', '.join(map(str, s.steps))}" for s in other)]
+            *(f"- `{s.name}`: step{'s' * (len(s.steps) > 1)} {', '.join(map(str, s.steps))}" for s in other), "",
+            "What every evaluation of those jobs measured, each under its own settings (`used`: the one the results "
+            "above are of, or left out; k: the fewest samples a prompt had there; pass@1, pass@k and cons@k the means "
+            "over the held-out prompts):", "", shown]
+
+
+def evaluation_table(eval: pd.DataFrame, other: list[OtherSetting]) -> pd.DataFrame:
+    """Every evaluation of the jobs that have one left out: the one used (from `eval`) and each left out (from its
+    rows), a row a step: job, settings, used, then `SCORES`."""
+    frames = []
+    for job in dict.fromkeys(s.job for s in other):
+        rows = eval[eval["job"].astype(str) == job] if len(eval) else eval
+        if len(rows):
+            used = setting_text(*rows[list(SETTINGS)].iloc[0].to_numpy(float))
+            frames.append(evaluation_scores(rows).assign(job=job, settings=used, used="used"))
+        for s in (s for s in other if s.job == job and s.rows is not None and len(s.rows)):
+            frames.append(evaluation_scores(s.rows).assign(job=job, settings=s.setting, used="left out"))
+    table = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["job", *SCORES])
+    return table[["job", "settings", "used", *SCORES]].astype({"step": int, "prompts": int, "k": int})
 
 
 ALIGNED = {"updates": " (equal updates)", "tokens": " (equal tokens)"}  # the family rows at the other alignments

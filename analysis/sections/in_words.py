@@ -20,9 +20,10 @@ from analysis.measures.equal_updates import METRICS as EQUAL_UPDATES
 from analysis.measures.informative import COMPARABLE_METRIC
 from analysis.measures.ranking import RANKED_METRICS
 from analysis.measures.reversal import reversal
+from analysis.measures.spend import unequal_budgets
 from analysis.measures.ties import MIN_PROMPTS
 from analysis.render.markdown import MAX_LISTED, cell, p_value
-from analysis.sections.budgets import budget_text
+from analysis.sections.budgets import budget_text, compared_at
 from analysis.sections.failures import answered_text
 from analysis.sections.findings import IN_WORDS
 from analysis.sections.section import Section
@@ -157,28 +158,30 @@ def owed(row: pd.Series) -> str:
     return text + "."
 
 
-def _at_equal_steps(row: pd.Series, twin: pd.Series, steps: dict[str, float]) -> str:
-    """A row at equal samples whose arms took different numbers of updates, followed by the same
-    comparison at equal updates, saying which alignment the difference holds at: both step counts named."""
-    a_steps, b_steps = _steps_taken(row, steps)
+def _at_equal_steps(row: pd.Series, twin: pd.Series, inputs: Inputs) -> str:
+    """A row at equal samples (or at the end of unequal budgets, said so) whose arms took different numbers of
+    updates, followed by the same comparison at equal updates, saying which alignment the difference holds at: both
+    step counts named."""
+    a_steps, b_steps = _steps_taken(row, inputs.steps)
+    opening, point = compared_at(row, inputs.budgets)
     where = str(twin["interval"]).removeprefix("seeds, ").removeprefix("prompts and seeds, ")
-    text = (f" At equal samples {short_label(row['a'])} took {a_steps:,.0f} updates and "
+    text = (f" {opening} {short_label(row['a'])} took {a_steps:,.0f} updates and "
             f"{short_label(row['b'])} {b_steps:,.0f}; at equal updates ({where}): {cell(twin['mean_a'], 3)} vs "
             f"{cell(twin['mean_b'], 3)}, difference {cell(twin['difference'], 3)} [{cell(twin['ci_low'], 3)}, "
             f"{cell(twin['ci_high'], 3)}] ({p_text(twin)}): {verdict(twin)}")
     if detectable(row) and not detectable(twin) and not twin["ci_low"] <= row["difference"] <= twin["ci_high"]:
-        text += (", so the difference holds at equal samples, not at equal updates (whose interval excludes it): it "
+        text += (f", so the difference holds at {point}, not at equal updates (whose interval excludes it): it "
                  "is one of training progress (the arms took different updates), not of the arms at equal updates")
     elif detectable(row) and not detectable(twin):
         text += (f", so it is not established at equal updates ({where}), nor ruled out there: these seeds cannot "
                  "tell a difference of the arms from one of training progress")
     elif detectable(row) and detectable(twin) and (row["difference"] > 0) != (twin["difference"] > 0):
-        text += (", the opposite sign: the difference at equal samples comes from training progress (the arms "
+        text += (f", the opposite sign: the difference at {point} comes from training progress (the arms "
                  "took different updates)")
     elif detectable(row) and detectable(twin):
         text += ", so the difference holds at both alignments"
     elif detectable(twin):
-        text += ", a difference at equal updates that equal samples do not show"
+        text += f", a difference at equal updates that {point} {'do' if point == 'equal samples' else 'does'} not show"
     return text + "." + owed(twin)
 
 
@@ -316,7 +319,9 @@ def _other_comparisons(rest: pd.DataFrame, twins: pd.DataFrame, inputs: Inputs) 
             + (f": {'; '.join(found[:MAX_LISTED])}" + ("; …" if len(found) > MAX_LISTED else "") if found else "")
             + ".")
     if progress:
-        text += (f" {len(progress)} more {'is' if len(progress) == 1 else 'are'} detectable at equal samples but not "
+        point = ("at the end of each job's budget (unequal samples)" if inputs.budgets is not None
+                 and "samples" in unequal_budgets(inputs.budgets) else "at equal samples")
+        text += (f" {len(progress)} more {'is' if len(progress) == 1 else 'are'} detectable {point} but not "
                  "at equal updates, where the difference is not established or changes sign (the arms took different "
                  "updates, so each may be one of training progress rather than of the arms): "
                  f"{'; '.join(progress[:MAX_LISTED])}" + ("; …" if len(progress) > MAX_LISTED else "") + ".")
@@ -366,10 +371,10 @@ def in_words(tests: pd.DataFrame, inputs: Inputs, unit_weight: str, ranked: Sequ
                 line += _ties_reversed(row, inputs.ties_by_difficulty, inputs.names)
             twin, taken = _twin(row, twins), _steps_taken(row, inputs.steps)
             if steps_differ(*taken) and twin is not None:
-                line += _at_equal_steps(row, twin, inputs.steps)
+                line += _at_equal_steps(row, twin, inputs)
             elif steps_differ(*taken):
-                line += (f" At equal samples {short_label(row['a'])} took {taken[0]:,.0f} updates and "
-                         f"{short_label(row['b'])} {taken[1]:,.0f}" + (
+                line += (f" {compared_at(row, inputs.budgets)[0]} {short_label(row['a'])} took {taken[0]:,.0f} "
+                         f"updates and {short_label(row['b'])} {taken[1]:,.0f}" + (
                              "; no checkpoint at equal updates was evaluated (`eval.every_updates` gives every job "
                              "one), so whether the difference is one of the arms or of training progress is not "
                              "known."

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis.data.arms import value_text, varying_keys
+from analysis.data.arms import long_values, value_text, varying_keys, whole_text
 from analysis.data.config import ALIASES
 from analysis.data.imported import how_rows, imported
 from analysis.data.labels import natural_sorted
@@ -67,8 +67,8 @@ def _machine(record: dict) -> str:
 
 
 def _value(value: object, report_dir: Path) -> str:
-    """A config value for the report (`value_text`): an absolute path shown relative to the report."""
-    text = value_text(value)
+    """A config value for the report, whole (`whole_text`): an absolute path shown relative to the report."""
+    text = whole_text(value)
     return relative(text, report_dir) if os.path.isabs(text) and not text.startswith("//") else text
 
 
@@ -102,9 +102,18 @@ def provenance(tables: Tables, arm: Sequence[str], report_dir: Path, command: st
         *_imported(jobs, report_dir),
         (f"- Arms are told apart by: {', '.join(f'`{k}`' for k in arm) or '–'} (seeds are replicates)"
          if len(jobs) > 1 else "- Arms: one job, nothing to compare"),
-        f"- Wall time per job and the resolved config: [{DETAILS}]({DETAILS})", "",
+        f"- Wall time per job and the resolved config: [{DETAILS}]({DETAILS})",
+        *_legend(long_values(jobs, varying_keys(jobs, tables.config_columns))), "",
         "</details>",
     ])
+
+
+def _legend(labels: pd.DataFrame) -> list[str]:
+    """The one place a long value the report names by its label (`arms.value_label`) is given whole."""
+    if labels.empty:
+        return []
+    return ["", "Values longer than a label, named by it everywhere else in this report:", "",
+            markdown.table(labels.assign(value=labels["value"].str.replace("\n", "⏎", regex=False)))]
 
 
 TOOLS = {"trl": "TRL", "verl": "verl"}  # tool -> its name in prose, for runs ingested before run.json recorded it

@@ -12,7 +12,8 @@ class AdvantageRule:
     override `advantages` (and, where `token_level`, `shape_tokens`)."""
 
     name: str = ""
-    keys: tuple[str, ...] = ()  # `algo` keys only this rule reads: set under another rule they are refused
+    keys: tuple[str, ...] = ()  # shared `algo` keys only this rule reads: set under another rule they are refused
+    settings_type: type | None = None  # a dataclass of its own keys, the `algo.<name>.*` block (None: none)
     reads_std: bool = True  # whether `algo.std` shapes its advantages (else set it and it is refused)
     # a tied unit is shaped token by token in the update, from the policy's entropies (its first pass keeps them)
     token_level: bool = False
@@ -42,7 +43,8 @@ class AdvantageRule:
                    max_reward: float) -> tuple[torch.Tensor, torch.Tensor]:
         """(advantages [B, G], direction [B, G] int8) of groups of `rewards` [B, G] with `correct` [B, G]; the
         direction is nonzero only where a token-level rule shapes a tied unit (+1 all right, -1 all wrong). Every rule
-        defines it (checked where it is defined)."""
+        defines it (checked where it is defined); a rule with keys of its own (`settings_type`) is also given
+        `settings=`, its `algo.<name>` block."""
         raise TypeError(f"{cls.__name__} defines no advantages")
 
     @classmethod

@@ -7,7 +7,7 @@ with nothing.
 A unit is tied for the loss when every advantage its training rows carry is 0 (and, under a per-token rule, no token
 is shaped): its rewards tied under a rule that gives a tie nothing (eq. 3, Dr. GRPO; TRL's "zero-std group"), so the
 policy gradient takes nothing from it. Three keys say what it still does, each defaulting to DeepSeekMath's objective
-(grpo_lab/config.py, AlgoConfig):
+(grpo_lab/config/schema.py, AlgoConfig):
 
 - algo.tied_kl: its tokens carry the beta x k3 KL term (keep), or not (mask);
 - algo.tied_norm: its rows count in the loss's denominator (count), or not (drop);

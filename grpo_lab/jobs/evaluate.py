@@ -16,8 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from grpo_lab.checks import check_memory
 from grpo_lab.config import MAX_SAMPLES_PER_STEP, MAX_TEMPERATURE, MIN_TEMPERATURE
+from grpo_lab.config.checks import check_memory
 from grpo_lab.errors import ConfigError, InputError, require
 from grpo_lab.jobs.loading import load_task_and_policy
 from grpo_lab.model.files import ModelFileError
@@ -115,12 +115,14 @@ def plan_evaluation(cfg, run_dir: Path, *, n: int | None = None, temperature: fl
 
 def evaluate_checkpoints(cfg, run_dir: Path, *, n: int | None = None, temperature: float | None = None,
                          steps: list[int] | None = None, overwrite: bool = False,
-                         on_start: Callable[[Path], None] | None = None) -> list[int]:
+                         on_start: Callable[[Path], None] | None = None,
+                         on_step: Callable[[int, list[dict]], None] | None = None) -> list[int]:
     """Standalone evaluation of a run: the base model (step 0) and saved checkpoints, n samples per held-out
     prompt each (None: the run's own eval.n and eval.temperature), each step's rows one eval part: the run's own
     part at the run's own settings, else a part tagged with the settings beside it (`plan_evaluation`). cfg: the
-    run's TrainConfig. `on_start(run_dir)` runs once the lock is held, before anything is written. Every part
-    written is recorded in evaluations.jsonl. Returns the steps evaluated."""
+    run's TrainConfig. `on_start(run_dir)` runs once the lock is held, before anything is written; `on_step(step,
+    rows)` once each step's part is written (`step_scores` of them: what the command prints). Every part written is
+    recorded in evaluations.jsonl. Returns the steps evaluated."""
     run_dir = Path(run_dir)
     meta = run_dir / "run.json"
     if not meta.exists():
@@ -152,6 +154,8 @@ def evaluate_checkpoints(cfg, run_dir: Path, *, n: int | None = None, temperatur
                                     stop=cfg.rollout.stop, engine=engine, grader=task.grader,
                                     keep_replies=BASE_REPLIES if step == 0 else 0)  # as the training's own
                     _write_rows(run_dir, plan, step, rows, run_id, git)
+                    if on_step is not None:
+                        on_step(step, rows)
         finally:
             engine.close()
     return plan.steps
@@ -165,3 +169,39 @@ def _write_rows(run_dir: Path, plan: Plan, step: int, rows: list[dict], run_id: 
     path = write_part(run_dir, "eval", step, rows, plan.tag)
     record_evaluation(run_dir, process="evaluate", step=step, setting=plan.setting, part=path, rows=len(rows),
                       run_id=run_id, git=git, replaced=step in plan.replaces)
+
+
+def step_scores(rows: list[dict]) -> dict[str, float]:
+    """One checkpoint's scores over its held-out prompts, each prompt's n samples: pass@1 (the mean fraction
+    correct), pass@n (some sample correct) and cons@n (the most frequent answer correct; answers tied for most
+    share the vote, as analysis.stats.at_k counts it; no answer read: no vote), each the mean over prompts, and
+    n (the fewest samples a prompt has) and prompts."""
+    samples: dict[str, list[dict]] = {}
+    for row in rows:
+        samples.setdefault(row["prompt_id"], []).append(row)
+    pass1, pass_n, cons = [], [], []
+    for drawn in samples.values():
+        right = [bool(r["correct"]) for r in drawn]
+        pass1.append(sum(right) / len(right))
+        pass_n.append(float(any(right)))
+        votes: dict[str, list[bool]] = {}
+        for r in drawn:
+            if r["answer"] is not None:
+                votes.setdefault(str(r["answer"]), []).append(bool(r["correct"]))
+        most = max((len(v) for v in votes.values()), default=0)
+        top = [sum(v) / len(v) for v in votes.values() if len(v) == most]  # each class's correctness
+        cons.append(sum(top) / len(top) if top else 0.0)
+    count = max(len(samples), 1)
+    return {"pass@1": sum(pass1) / count, "pass@n": sum(pass_n) / count, "cons@n": sum(cons) / count,
+            "n": min((len(v) for v in samples.values()), default=0), "prompts": len(samples)}
+
+
+def scores_table(scores: dict[int, dict[str, float]]) -> str:
+    """What an evaluation measured, a line a step: pass@1, pass@n, cons@n (n: the samples a prompt had), and the
+    held-out prompts scored."""
+    n = min((int(s["n"]) for s in scores.values()), default=0)
+    head = ["step", "pass@1", f"pass@{n}", f"cons@{n}", "held-out prompts"]
+    lines = [[str(step), f"{s['pass@1']:.3f}", f"{s['pass@n']:.3f}", f"{s['cons@n']:.3f}", str(int(s["prompts"]))]
+             for step, s in sorted(scores.items())]
+    widths = [max(len(row[i]) for row in [head, *lines]) for i in range(len(head))]
+    return "\n".join("  ".join(cell.rjust(w) for cell, w in zip(row, widths)) for row in [head, *lines])

@@ -15,6 +15,7 @@ from transformers.utils import logging as hf_logging
 
 from grpo_lab.errors import ConfigError
 from grpo_lab.model.attention import attention_for
+from grpo_lab.model.dequantized import float_copy
 from grpo_lab.model.files import ModelFileError, check_model_files, check_model_folder, resolve_model_path
 from grpo_lab.model.tiny import tiny_weights
 from grpo_lab.model.tokenizer import CharTokenizer
@@ -95,6 +96,8 @@ def load_policy(name: str, path: str | None, device: str = "auto", dtype: str = 
     elif name == "hf":
         check_model_files(path, gguf_file)
         folder = resolve_model_path(path, gguf_file)
+        if gguf_file is not None and (copy_ := float_copy(folder / gguf_file, _dequantize(path))) is not None:
+            folder, gguf_file = copy_, None  # the float copy: the same weights and tokenizer, loaded in seconds
         if gguf_file is None:
             check_model_folder(folder, trust_remote_code)
         with _reading(folder, path):
@@ -117,6 +120,18 @@ def load_policy(name: str, path: str | None, device: str = "auto", dtype: str = 
         _drop_gguf_quantizer(model, gguf_file)
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     return model, tokenizer
+
+
+def _dequantize(path: str | None):
+    """What makes a GGUF file's float copy: its fp32 model (quantizer dropped) and its tokenizer."""
+    def convert(gguf: Path):
+        with _reading(gguf.parent, path):
+            tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name, trust_remote_code=False)
+            model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32,
+                                                         trust_remote_code=False)  # a GGUF file holds no code
+        _drop_gguf_quantizer(model, gguf.name)
+        return model, tokenizer
+    return convert
 
 
 def _drop_gguf_quantizer(model, gguf_file: str) -> None:

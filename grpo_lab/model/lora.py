@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Iterator
 
 from grpo_lab.errors import ConfigError, require
 
-if TYPE_CHECKING:  # torch is imported by the functions that run models: grpo_lab.config stays torch-free
+if TYPE_CHECKING:  # torch is imported by the functions that run models, not by the config checks
     import torch
 
 ADAPTER_CONFIG = "adapter_config.json"  # what marks a checkpoint folder as adapters (peft's save_pretrained)

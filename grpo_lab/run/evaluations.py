@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 
-from grpo_lab.run.tables import part_path
+from grpo_lab.run.tables import EVAL, part_path, parts
 
 RECORD_NAME = "evaluations.jsonl"
 SETTING_COLUMNS = ("n", "temperature", "top_p", "max_new_tokens")
@@ -113,15 +113,16 @@ def command_line() -> str:
 
 
 def record_evaluation(run_dir: Path, *, process: str, step: int, setting: EvalSetting, part: Path, rows: int,
-                      run_id: str, git: dict | None, replaced: bool = False) -> None:
+                      run_id: str, git: dict | None, replaced: bool = False, same_as: int | None = None) -> None:
     """Append one line to `<run>/evaluations.jsonl` for an eval part just written: which process (train or
     evaluate), the step, the settings, the part, its rows, whether it replaced rows of the same settings, the
-    command line, the git commit and the time. Append-only and written by the run's lock holder alone; a line
-    torn by a kill is closed first, so it spoils only itself (`read_evaluations` skips it)."""
+    command line, the git commit and the time; `same_as`, only where it is set: the step whose rows these are
+    (the model took no optimizer step between, `same_model_rows`). Append-only and written by the run's lock holder
+    alone; a line torn by a kill is closed first, so it spoils only itself (`read_evaluations` skips it)."""
     line = {"time": datetime.now(timezone.utc).isoformat(timespec="seconds"), "process": process, "run_id": run_id,
             "step": step, **setting.columns(), "part": part.relative_to(run_dir).as_posix(), "rows": rows,
             "replaced": replaced, "command": command_line(), "git": git, "pid": os.getpid(),
-            "host": socket.gethostname()}
+            "host": socket.gethostname(), **({"same_as": same_as} if same_as is not None else {})}
     path = Path(run_dir) / RECORD_NAME
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     try:
@@ -131,14 +132,14 @@ def record_evaluation(run_dir: Path, *, process: str, step: int, setting: EvalSe
         os.close(fd)
 
 
-def record_own_evaluation(run_dir: Path, cfg, step: int, rows: int, run_id: str) -> None:
+def record_own_evaluation(run_dir: Path, cfg, step: int, rows: int, run_id: str, same_as: int | None = None) -> None:
     """`record_evaluation` of the trainer's evaluation at `step` (its own part, the code in its run.json)."""
     try:
         git = json.loads((Path(run_dir) / "run.json").read_text()).get("git")
     except (OSError, ValueError, AttributeError):
         git = None
     record_evaluation(run_dir, process="train", step=step, setting=own_setting(cfg),
-                      part=part_path(run_dir, "eval", step), rows=rows, run_id=run_id, git=git)
+                      part=part_path(run_dir, "eval", step), rows=rows, run_id=run_id, git=git, same_as=same_as)
 
 
 def _ends_with_newline(path: Path) -> bool:
@@ -167,3 +168,35 @@ def read_evaluations(run_dir: Path) -> list[dict]:
         if isinstance(entry, dict) and (run_id is None or entry.get("run_id") == run_id):
             out.append(entry)
     return out
+
+
+def not_the_trainers(run_dir: Path) -> set[str]:
+    """The parts ("eval/part-000004.parquet") whose last line in evaluations.jsonl says another process than the
+    trainer wrote them (experiments.evaluate, overwrite=true at the run's own settings included): rows the training
+    run cannot redraw, so no cleanup of its own may delete them. A part no line names is the trainer's (a run from
+    before the record, or one killed between its part and its line)."""
+    last: dict[str, object] = {}
+    for entry in read_evaluations(run_dir):
+        if isinstance(entry.get("part"), str):
+            last[entry["part"]] = entry.get("process")
+    return {part for part, process in last.items() if process != "train"}
+
+
+def same_model_rows(run_dir: Path, cfg, step: int, updates: int) -> tuple[int, list[dict]] | None:
+    """The trainer's last evaluation before `step` when the policy has taken no optimizer step since (its rows'
+    `updates` are `updates`): (its step, its rows as of `step`: their step, and no reply's text, which only the base
+    evaluation keeps), which measured the very weights an evaluation at `step` would; None where there is none, or
+    its rows are not all of the run's own settings and that count of updates (a part written before rows recorded
+    them, or one `not_the_trainers`). Read from the tables alone, so a resumed run decides as the run it continues
+    did. Reads only."""
+    theirs = not_the_trainers(run_dir)
+    earlier = [(s, p) for s, p in parts(run_dir, "eval") if s < step and f"eval/{p.name}" not in theirs]
+    if not earlier:
+        return None
+    at, path = earlier[-1]
+    rows = pq.read_table(path, schema=EVAL).to_pylist()
+    setting = own_setting(cfg)
+    keys = {(r["updates"], r["n"], r["temperature"], r["top_p"], r["max_new_tokens"]) for r in rows}
+    if setting is None or keys != {(updates, setting.n, setting.temperature, setting.top_p, setting.max_new_tokens)}:
+        return None
+    return at, [r | {"step": step, "completion": None, "prompt": None, "gold": None} for r in rows]

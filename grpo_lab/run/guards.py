@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from grpo_lab.config import TrainConfig
-from grpo_lab.errors import InputError
+from grpo_lab.errors import InputError, require
 from grpo_lab.run.lock import LOCK_NAME, RunDirBusy, RunDirUnwritable, RunLock
 from grpo_lab.run.owned import ForeignFile, check_parts, check_start, delete_run, temporaries
 
@@ -42,6 +42,7 @@ MAY_DIFFER: dict[str, str] = {
     "max_steps": "where the run stops: raising it extends the run, the steps already written stay the same",
     "max_samples": "as max_steps: the budget's end, not what each step does",
     "max_tokens": "as max_steps",
+    "stop_untrainable": "as max_steps: whether the run ends where the step-0 check says it cannot train",
     "eval.every": "how often the held-out pool is evaluated; evaluation has its own RNG and never moves training",
     "eval.every_samples": "as eval.every, counted in samples drawn",
     "eval.every_tokens": "as eval.every, counted in tokens generated",
@@ -211,6 +212,11 @@ def check_resumable(run_dir: Path, cfg: TrainConfig) -> None:
     from grpo_lab.run.checkpoints import check_checkpoint, check_world_size, latest_checkpoint
 
     if (ckpt := latest_checkpoint(run_dir)) is not None:
+        reached = int(ckpt.name[5:])
+        require(cfg.max_steps >= reached, "max_steps", cfg.max_steps,
+                f"below step {reached}, which this run has reached (its latest checkpoint): a resume continues a run, "
+                "it cannot shorten one (its tables and config would disagree); raise max_steps, or start over with "
+                "resume=never")
         check_checkpoint(ckpt, cfg.model.trust_remote_code)
         check_world_size(ckpt, distributed.world())
     check_parts(run_dir, int(ckpt.name[5:]) if ckpt is not None else 0)  # the parts the start deletes are the run's

@@ -21,9 +21,11 @@ own files, synced or not), the lock, and whatever a person put there (notes, a r
 
 A start that does not delete (resume=auto, always) is checked too (`check_start`): a folder that holds no run of
 ours is started in only when empty but for the lock, Hydra's `.hydra/` (its three files) and `*.log` job logs;
-a resume deletes the parts past its checkpoint only when they are the run's (`check_parts`). Checkpoint pruning
-deletes a step folder's files by the names save_checkpoint writes (`delete_checkpoint`): anything else stays, and
-so does its folder.
+a resume deletes the parts past its checkpoint only when they are the run's (`check_parts`), and only the parts the
+training itself wrote there (`resume_parts`): a step's part-NNNNNN.parquet, never an evaluation at other settings
+(part-NNNNNN-<settings>.parquet) nor an eval part that evaluations.jsonl says experiments.evaluate wrote, which the
+resumed run could not redo. Checkpoint pruning deletes a step folder's files by the names save_checkpoint writes
+(`delete_checkpoint`): anything else stays, and so does its folder.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ import pyarrow.parquet as pq
 
 from grpo_lab.errors import InputError
 from grpo_lab.model.files import remote_code
+from grpo_lab.run.evaluations import not_the_trainers
 from grpo_lab.run.lock import LOCK_NAME
 
 log = logging.getLogger(__name__)
@@ -60,6 +63,7 @@ INGEST_MARKER = ".grpo-lab-ingest"  # an ingested run's folder (analysis/ingest/
 HYDRA_DIR = ".hydra"
 HYDRA_FILES = re.compile(r"(config|hydra|overrides)\.yaml|\.(config|hydra|overrides)\.yaml\.\d+\.tmp")
 PART_STEP = re.compile(r"part-(\d{6})(-[A-Za-z0-9.]+)*\.parquet")
+STEP_PART = re.compile(r"part-(\d{6})\.parquet")  # a step's own part: the one name the trainer writes
 
 
 class ForeignFile(InputError):
@@ -145,20 +149,50 @@ def check_start(run_dir: Path) -> None:
         _refuse_start(next(iter(_files(path)), path) if plain and path.is_dir() else path, run_dir)
 
 
-def check_parts(run_dir: Path, after: int) -> None:
-    """A resume deletes every part past its checkpoint's step `after` (tables.remove_parts_after): ForeignFile, in
-    one line, at the first of them that is not the run's (its run_id column is not run.json's). Reads only."""
+def resume_parts(run_dir: Path, after: int) -> list[Path]:
+    """The parts a resume from step `after` deletes, by name, in a fixed order: in each table the step parts
+    (part-NNNNNN.parquet) past `after`, the rows the resumed run draws again; in eval/ only those the trainer wrote
+    (`evaluations.not_the_trainers`). An evaluation at other settings (a tagged part) or one experiments.evaluate
+    wrote at the run's own settings is never among them: the resumed run redraws the checkpoints they measured
+    exactly, and could not redo them. Reads only."""
     run_dir = Path(run_dir)
-    run_id = _run_id(run_dir)
+    theirs = not_the_trainers(run_dir)
+    found = []
     for table in TABLES:
         for path in _listed(run_dir / table):
-            found = PART_STEP.fullmatch(path.name)
-            if found and int(found.group(1)) > after and not (path.is_file() and _written_by(path, run_id)):
-                kind = "a symlink" if path.is_symlink() else "a folder" if path.is_dir() else "a file"
-                raise ForeignFile(
-                    f"{path}: {kind} this run did not write (its run_id column is not {run_id}); resuming from step "
-                    f"{after} deletes the run's parts after it, so nothing in {run_dir} was changed: move it out, "
-                    "or use another out_dir")
+            step = STEP_PART.fullmatch(path.name)
+            if step and int(step.group(1)) > after and f"{table}/{path.name}" not in theirs:
+                found.append(path)
+    return found
+
+
+def check_parts(run_dir: Path, after: int) -> None:
+    """A resume deletes the run's parts past its checkpoint's step `after` (`resume_parts`): ForeignFile, in one
+    line, at the first of them that is not the run's (its run_id column is not run.json's). Reads only."""
+    run_dir = Path(run_dir)
+    run_id = _run_id(run_dir)
+    for path in resume_parts(run_dir, after):
+        if not (path.is_file() and not path.is_symlink() and _written_by(path, run_id)):
+            kind = "a symlink" if path.is_symlink() else "a folder" if path.is_dir() else "a file"
+            raise ForeignFile(
+                f"{path}: {kind} this run did not write (its run_id column is not {run_id}); resuming from step "
+                f"{after} deletes the run's parts after it, so nothing in {run_dir} was changed: move it out, "
+                "or use another out_dir")
+
+
+def remove_parts_after(run_dir: Path, after: int) -> int:
+    """A resume from step `after`: delete the parts `resume_parts` names (the training's own, past it), each proved
+    the run's first (`check_parts`: ForeignFile, nothing deleted), and the table parts' temporaries; returns how many
+    parts went. Only the run directory's lock holder may call this: another writer's temporaries would go too."""
+    run_dir = Path(run_dir)
+    check_parts(run_dir, after)
+    found = resume_parts(run_dir, after)
+    for path in found:
+        path.unlink(missing_ok=True)
+    for path in (p for t in TABLES for p in _listed(run_dir / t)):
+        if PART_TMP.fullmatch(path.name) and path.is_file() and not path.is_symlink():
+            path.unlink(missing_ok=True)
+    return len(found)
 
 
 def delete_checkpoint(step: Path) -> list[Path]:

@@ -32,6 +32,7 @@ class RunRecord:
         self.reserve = run_dir / ".run.json.reserve"
         self.writes = distributed.is_main()
         old = _read_record(self.path)
+        self.previous = old  # as this start found it
         self.data = {
             "run_id": old.get("run_id") or f"{datetime.now(timezone.utc):%Y%m%d-%H%M%S}-{uuid.uuid4().hex[:6]}",
             "status": "running",
@@ -60,6 +61,15 @@ class RunRecord:
     @property
     def run_id(self) -> str:
         return self.data["run_id"]
+
+    def done(self, stopped: str | None, trained: bool) -> None:
+        """Record the run done. A start that found it done and trained nothing (a sweep run again to resume its
+        other jobs) puts run.json back as it found it: the finish time stays the training's."""
+        if not trained and self.previous.get("status") == "done":
+            self.data = dict(self.previous)
+            self.update()
+            return
+        self.update(status="done", finished=now(), stopped=stopped)
 
     def update(self, **fields) -> None:
         """Merge `fields` and rewrite run.json; a status other than `running` ends the job: its reserve goes."""

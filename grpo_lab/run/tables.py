@@ -189,22 +189,6 @@ def tagged_parts(run_dir: Path, table: str = "eval") -> list[tuple[int, str, Pat
     return sorted(found)
 
 
-def remove_parts_after(run_dir: Path, step: int) -> int:
-    """Drop every part written after `step` (and stray temporaries); returns how many went. Only the
-    run directory's lock holder may call this: another writer's temporaries would go too. Evaluations at
-    other settings past `step` go too: they are of checkpoints the resumed run writes again."""
-    removed = 0
-    for table in SCHEMAS:
-        found = parts(run_dir, table) + [(s, p) for s, _, p in tagged_parts(run_dir, table)]
-        for s, path in found:
-            if s > step:
-                path.unlink()
-                removed += 1
-        for tmp in (Path(run_dir) / table).glob(".part-*.tmp"):
-            tmp.unlink()
-    return removed
-
-
 def read_table(run_dir: Path, table: str, *, own: bool = False) -> pa.Table:
     """All parts of one table of one run, concatenated in step order (empty table if none): eval rows of every
     evaluation, each row with its settings (`n`, `temperature`, ...), or with `own` the run's own parts only

@@ -22,6 +22,7 @@ CHART_KEYS = ("reward_mean", "accuracy", "tie_frac", "lr", "samples", "samples_t
 
 class Backend(Protocol):
     def log(self, metrics: dict[str, float], step: int) -> None: ...
+    def evaluating(self, step: int) -> None: ...  # an evaluation of step's model begins (0: the base model)
     def close(self) -> None: ...
 
 
@@ -69,7 +70,9 @@ def eval_metrics(rows: list[dict]) -> dict[str, float]:
 class Console:
     """A line a person can read, the first step and then at most every `every_s` seconds (and every
     `every` steps): step, samples drawn against the budget, reward, ties by kind, KL, clip fraction,
-    grad norm, speed and the ETA to whichever limit comes first. A heartbeat fills long silences."""
+    grad norm, speed and the ETA to whichever limit comes first. A heartbeat fills long silences, naming what
+    runs: a step, or an evaluation (`evaluating`, until its metrics are logged). The speed (s/step, samples/s, and
+    the ETA at it) is training's: the evaluations' time is left out of it."""
 
     def __init__(self, cfg: TrainConfig, first_step: int):
         self.cfg = cfg
@@ -82,6 +85,14 @@ class Console:
         self.heartbeat.say("%sstarting at step %d (%s)%s", self._who, first_step, ", ".join(limits),
                            "; evaluating the base model first" if first_step == 1 and cfg.eval.n else "")
         self._last_time, self._last_step, self._last_samples, self._lines = time.monotonic(), first_step - 1, 0.0, 0
+        self._eval_start: float | None = None  # when the evaluation under way began
+        self._eval_s = 0.0  # seconds spent evaluating since the last step line
+
+    def evaluating(self, step: int) -> None:
+        """An evaluation of step `step`'s model begins (0: the base model): the heartbeat names it, its time is kept
+        out of the next step line's speed."""
+        self.heartbeat.set("evaluating the base model" if step == 0 else f"in the evaluation after step {step}")
+        self._eval_start = time.monotonic()
 
     def log(self, metrics: dict[str, float], step: int) -> None:
         if "charts/samples_total" not in metrics:  # an evaluation
@@ -93,11 +104,12 @@ class Console:
         if self._lines and now - self._last_time < self.cfg.logger.every_s and not (every and step % every == 0):
             return
         samples = metrics["charts/samples_total"]
-        if self._lines:  # wall clock since the last line: evaluations and checkpoints included
+        if self._lines:  # wall clock since the last line: checkpoints included, evaluations not
             seconds, steps, drawn = now - self._last_time, step - self._last_step, samples - self._last_samples
+            seconds = max(seconds - self._eval_s, 1e-9)
         else:  # the first line: this step alone (the clock so far also holds loading and the base eval)
             seconds, steps, drawn = metrics["charts/t_total"], 1, metrics["charts/samples"]
-        self._last_time, self._last_step, self._last_samples = now, step, samples
+        self._last_time, self._last_step, self._last_samples, self._eval_s = now, step, samples, 0.0
         self._lines += 1
         self.heartbeat.say("%s", self._step_line(metrics, step, seconds / max(steps, 1), drawn / max(seconds, 1e-9)))
 
@@ -120,6 +132,10 @@ class Console:
         return self._who + " | ".join(parts)
 
     def _eval_line(self, m: dict[str, float], step: int) -> None:
+        if self._eval_start is not None:
+            self._eval_s += time.monotonic() - self._eval_start
+            self._eval_start = None
+        self.heartbeat.set(f"in step {step + 1}")
         acc = {k.rsplit("/", 1)[1]: v for k, v in m.items() if k.startswith("eval/pass@1/")}
         overall = acc.pop("all", math.nan)
         levels = ", ".join(f"{d} {v:.2f}" for d, v in acc.items())
@@ -144,6 +160,9 @@ class TensorBoard:
             if math.isfinite(value):
                 self.writer.add_scalar(key, value, step)
 
+    def evaluating(self, step: int) -> None:
+        pass
+
     def close(self) -> None:
         self.writer.close()
 
@@ -162,6 +181,9 @@ class WandB:
     def log(self, metrics: dict[str, float], step: int) -> None:
         self.run.log({k: v for k, v in metrics.items() if math.isfinite(v)}, step=step)
 
+    def evaluating(self, step: int) -> None:
+        pass
+
     def close(self) -> None:
         self.run.finish()
 
@@ -175,6 +197,11 @@ class Tracker:
     def log(self, metrics: dict[str, float], step: int) -> None:
         for backend in self.backends:
             backend.log(metrics, step)
+
+    def evaluating(self, step: int) -> None:
+        """An evaluation of step `step`'s model begins (0: the base model); its metrics are `log`ged when it ends."""
+        for backend in self.backends:
+            backend.evaluating(step)
 
     def close(self) -> None:
         for backend in self.backends:

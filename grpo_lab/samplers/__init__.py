@@ -4,14 +4,12 @@ Every group drawn is returned (and written to the group table, `used` or not), s
 sample and token counters are its true inference cost.
 
 Each sampler owns its rules (samplers/base.py: `name`, `settings_type`, `check`, `draw_bounds`) and is
-registered here, once. The config's `sampler` block is made from the registry: `name` and `group_size`,
-shared by all, and one block of keys per sampler that has its own (`sampler.band.lo`, ...), so
+registered here, once. The config's `sampler` block is made from the registry (grpo_lab/config/blocks.py): `name`
+and `group_size`, shared by all, and one block of keys per sampler that has its own (`sampler.band.lo`, ...), so
 `sampler=band` and `sampler.name=band` are the same run.
 """
 
 from __future__ import annotations
-
-from dataclasses import field, make_dataclass
 
 from grpo_lab.errors import require
 from grpo_lab.records import Draw, Group
@@ -41,19 +39,6 @@ SAMPLERS: dict[str, type[Sampler]] = {cls.name: cls for cls in (
     Ar3poSampler, SpoSampler, RetireSolvedSampler, PilotCommitSampler,
     LearnabilitySampler, ThompsonBinsSampler)}
 
-SamplerConfig = make_dataclass("SamplerConfig", [
-    ("name", str, field(default="fixed",
-                        metadata={"help": f"how many samples each prompt gets: {', '.join(SAMPLERS)}"})),
-    ("group_size", int, field(default=8,
-                              metadata={"help": "G: samples per group (the paper's fixed groups of eight)"})),
-    *((name, cls.settings_type, field(default_factory=cls.settings_type))
-      for name, cls in SAMPLERS.items() if cls.settings_type is not None),
-])
-SamplerConfig.__module__ = __name__  # pickled with the config by sweep launchers: found here by name
-SamplerConfig.__doc__ = ("The `sampler` block: `name` and `group_size`, then each sampler's own keys under its "
-                         "name (grpo_lab/samplers/<name>.py)")
-
-
 def check_sampler(cfg) -> None:
     """Every sampler block's own ranges, then the chosen sampler's rules against the shared keys."""
     require(cfg.name in SAMPLERS, "sampler.name", cfg.name, f"must be one of {', '.join(map(repr, SAMPLERS))}")
@@ -75,5 +60,5 @@ def build_sampler(cfg, stream: PromptStream) -> Sampler:
     return SAMPLERS[cfg.name](cfg, stream)
 
 
-__all__ = ["Draw", "Group", "PromptStream", "Sampler", "SAMPLERS", "SamplerConfig", "build_sampler", "check_sampler",
+__all__ = ["Draw", "Group", "PromptStream", "Sampler", "SAMPLERS", "build_sampler", "check_sampler",
            "draw_bounds"]

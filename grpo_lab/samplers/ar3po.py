@@ -77,6 +77,7 @@ def latest_right(groups: list[Group]) -> tuple[Group, int] | None:
 
 class Ar3poSampler(Sampler):
     name = "ar3po"
+    reads_group_size = False
     settings_type = Ar3poSettings
     rank_local = True  # a kept answer's completion stays on the rank that drew it
 

@@ -62,6 +62,12 @@ class Sampler(ABC):
     predicts: ClassVar[bool] = False
     # True when it draws one answer a prompt (SPO): a group-relative rule would give every answer a zero advantage
     one_answer: ClassVar[bool] = False
+    # False when its rounds have a size of its own (ar3po's round_size): sampler.group_size is then read by nothing
+    # (the loss's unit weights scale by it, and their normaliser cancels it)
+    reads_group_size: ClassVar[bool] = True
+    # the highest reward it can count (SPO's tracker adds each reward as a success: above 1 its pass rates leave
+    # [0, 1]); None: any
+    reward_ceiling: ClassVar[float | None] = None
 
     cfg: Any  # the SamplerConfig (name, group_size and every sampler's block)
     stream: PromptStream

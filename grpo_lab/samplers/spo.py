@@ -116,6 +116,7 @@ class SpoSampler(Sampler):
     settings_type = SpoSettings
     predicts = True
     one_answer = True
+    reward_ceiling = 1.0
 
     def draw(self, draw_round, prompts: int) -> Draw:
         from grpo_lab import distributed  # torch: only once a run draws, never at config time

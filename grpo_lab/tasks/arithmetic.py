@@ -9,12 +9,12 @@ from functools import lru_cache
 
 from grpo_lab.errors import ConfigError
 from grpo_lab.records import Problem, Task
-from grpo_lab.tasks.base import TaskKind, check_levelled
+from grpo_lab.tasks.base import TaskKind, check_levelled, shots_text
 
 # level -> digits of the two operands. More digits means more carries to get right, and the
 # character model writes the most significant digit first, so difficulty rises steeply.
 LEVELS: dict[int, tuple[int, int]] = {1: (1, 1), 2: (2, 1), 3: (2, 2), 4: (3, 3)}
-# the keys only this task reads (grpo_lab/reads.py: set under task=mathset, they are refused)
+# the keys only this task reads (grpo_lab/config/reads.py: set under task=mathset, they are refused)
 KEYS = ("task.levels", "task.train_per_level", "task.eval_per_level", "task.seed", "task.answer_format")
 
 
@@ -164,6 +164,15 @@ class Arithmetic(TaskKind):
     @classmethod
     def build(cls, cfg) -> Task:
         return ArithmeticTask.build(cfg.levels, cfg.train_per_level, cfg.eval_per_level, cfg.seed, cfg.answer_format)
+
+    @classmethod
+    def easier(cls, cfg) -> str:
+        return "easier problems (task.levels: fewer digits)"
+
+    @classmethod
+    def answer_help(cls, cfg) -> str:
+        shots = shots_text(cfg, "task.shots")
+        return shots if cfg.task.answer_format == "last_number" else f"task.answer_format=last_number or {shots}"
 
     @classmethod
     def advice(cls, cfg) -> list[str]:

@@ -3,11 +3,31 @@ grpo_lab/records.py's."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from grpo_lab.errors import require
 from grpo_lab.records import Problem, Task
 from grpo_lab.rewards.rules import ANSWER_FORMATS
 
-__all__ = ["Problem", "Task", "TaskKind", "check_levelled"]
+__all__ = ["Problem", "Remedies", "Task", "TaskKind", "check_levelled", "shots_text"]
+
+
+@dataclass(frozen=True)
+class Remedies:
+    """What a task says helps a run that cannot learn (grpo_lab/train/cannot_learn.py), each in keys the task reads
+    or as a change to its data: `answer`, for a model that gives no answer in the task's format ("task.answer_format=
+    last_number or task.shots"); `easier`, for one that answers wrongly ("easier problems (task.levels)")."""
+
+    answer: str
+    easier: str
+
+
+def shots_text(cfg, shots: str, what: str = "") -> str:
+    """Shot keys as a remedy names them: read only under task.chat_template=true, so said with it where it is off.
+    `what`: what the shots are ("worked examples")."""
+    needs = "" if cfg.task.chat_template else "with task.chat_template=true"
+    said = ": ".join(x for x in (needs, what) if x)
+    return f"{shots} ({said})" if said else shots
 
 
 def check_levelled(cfg) -> None:
@@ -25,7 +45,8 @@ class TaskKind:
     it is built, and the build. One module each, registered once in grpo_lab/tasks/__init__.py."""
 
     name: str = ""
-    keys: tuple[str, ...] = ()  # keys only this task reads: set under another task they are refused
+    keys: tuple[str, ...] = ()  # shared `task` keys only this task reads: set under another task they are refused
+    settings_type: type | None = None  # a dataclass of its own keys, the `task.<name>.*` block (None: none)
 
     def __init_subclass__(cls, **kwargs) -> None:
         """A task says, where it is defined, how large its pools are and how they are built."""
@@ -57,3 +78,19 @@ class TaskKind:
     def advice(cls, cfg) -> list[str]:
         """Warnings about valid settings that will not learn, for a config that chose this task."""
         return []
+
+    @classmethod
+    def easier(cls, cfg) -> str:
+        """The capability remedy: what gives the model easier problems, in keys this task reads ("easier problems
+        (task.levels)"), or what to change in its data."""
+        return "easier problems"
+
+    @classmethod
+    def answer_help(cls, cfg) -> str:
+        """The format remedy: what helps the model answer in this task's format, in keys this task reads."""
+        return shots_text(cfg, "task.shots", "worked examples")
+
+    @classmethod
+    def remedies(cls, cfg) -> Remedies:
+        """Both remedies, for the warning of a run that cannot learn; `cfg` is the TrainConfig."""
+        return Remedies(cls.answer_help(cfg), cls.easier(cfg))

@@ -31,10 +31,10 @@ from typing import Any
 from grpo_lab.errors import ConfigError, require
 from grpo_lab.records import Problem, Task
 from grpo_lab.rewards.numbers import last_number, number_alone
-from grpo_lab.tasks.base import TaskKind, check_levelled
+from grpo_lab.tasks.base import TaskKind, check_levelled, shots_text
 
 # the keys only this task reads (with task=arithmetic, which reads the pool sizes, seed and format too)
-KEYS = ("task.train_per_level", "task.eval_per_level", "task.seed", "task.answer_format", "task.gym")
+KEYS = ("task.train_per_level", "task.eval_per_level", "task.seed", "task.answer_format")
 OURS = ("seed", "size")  # generator keys the task sets itself: the pools' seeds and sizes
 # How the prompt asks for the answer in each format (rewards.final_answer reads it there)
 INSTRUCTIONS: dict[str, str] = {
@@ -235,6 +235,7 @@ class Gym(TaskKind):
 
     name = "gym"
     keys = KEYS
+    settings_type = GymConfig
 
     @classmethod
     def check(cls, cfg) -> None:
@@ -253,3 +254,12 @@ class Gym(TaskKind):
     @classmethod
     def build(cls, cfg) -> Task:
         return build_gym(cfg)
+
+    @classmethod
+    def easier(cls, cfg) -> str:
+        return "easier problems (task.gym.levels: the generator's easier settings)"
+
+    @classmethod
+    def answer_help(cls, cfg) -> str:
+        shots = shots_text(cfg, "task.shots or task.gym.shots", "worked examples")
+        return shots if cfg.task.answer_format == "last_number" else f"task.answer_format=last_number or {shots}"

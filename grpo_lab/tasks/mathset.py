@@ -17,7 +17,7 @@ from grpo_lab.errors import InputError, require
 from grpo_lab.records import Problem, Task
 from grpo_lab.rewards.answers import clean
 from grpo_lab.rewards.rules import MAX_ANSWER_CHARS, last_boxed, undefined
-from grpo_lab.tasks.base import TaskKind
+from grpo_lab.tasks.base import TaskKind, shots_text
 
 log = logging.getLogger(__name__)
 
@@ -27,7 +27,7 @@ NO_LEVEL = "all"  # the difficulty of problems whose file has no level field
 # trained here; a longer line is refused before it is read whole (a 50 MB `problem` was once accepted).
 MAX_RECORD_BYTES = 1 << 20
 EVAL_FRACTION = 0.2  # the held-out share of a file split by hash (without task.eval_path)
-# the keys only this task reads (grpo_lab/reads.py): its files, and the LaTeX answer checks (worker processes)
+# the keys only this task reads (grpo_lab/config/reads.py): its files, and the LaTeX answer checks (worker processes)
 KEYS = ("task.path", "task.eval_path", "reward.workers", "reward.answer_timeout_s", "reward.step_budget_s")
 
 
@@ -122,14 +122,30 @@ def non_finite(text: str) -> bool:
         return False
 
 
-def normalised(text: str) -> str:
-    """A problem's text as the held-out split compares it: Unicode NFKC, case folded, whitespace runs one space."""
+def spelling(text: str) -> str:
+    """A problem's text as its hash places it (`held_out_by_text`): Unicode NFKC, case folded, whitespace runs one
+    space."""
     return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
 
 
+def normalised(text: str) -> str:
+    """A problem's text as the held-out split and the repeat count compare it: its `spelling` without the spaces
+    beside a sign, so "4+7" and "4 + 7" are one problem ("what is 47" and "what is 4 7" are not: a space between two
+    word characters stays)."""
+    return re.sub(r" (?=\W)|(?<=\W) ", "", spelling(text))
+
+
+def _id(where: str, rec: dict, i: int, path: Path) -> str:
+    """A record's id: its `unique_id`, else its `id`, whatever the value (0, "0" and 0.5 are ids; "", false and NaN
+    are refused at file:line); the file's name and the record's index where neither is given (absent or null)."""
+    key = next((k for k in ("unique_id", "id") if rec.get(k) is not None), None)
+    return f"{path.stem}-{i}" if key is None else _text(where, rec, key)
+
+
 def _problems(path: Path, problem_field: str, answer_field: str, level_field: str,
-              template: str) -> list[tuple[str, str, Problem]]:
-    """(where, the problem's normalised text, the Problem) of every record; two records with one id refused."""
+              template: str) -> list[tuple[str, str, str, Problem]]:
+    """(where, the problem's normalised text, its spelling, the Problem) of every record; two records with one id
+    refused."""
     out, seen = [], {}
     for i, (where, rec) in enumerate(_read_records(path)):
         if not isinstance(rec, dict):
@@ -137,29 +153,42 @@ def _problems(path: Path, problem_field: str, answer_field: str, level_field: st
         problem = _text(where, rec, problem_field)
         level = _text(where, rec, level_field) if level_field in rec else NO_LEVEL  # optional: one difficulty
         answer = _answer(where, rec, answer_field)
-        pid = str(rec.get("unique_id") or rec.get("id") or f"{path.stem}-{i}")
+        pid = _id(where, rec, i, path)
         if pid in seen:  # one prompt_id for two problems would merge their histories and pools
             raise DataError(f"{where}: id {pid!r} is also the id of {seen[pid]}: two problems with one id")
         seen[pid] = where
-        out.append((where, normalised(problem), Problem(pid, template.format(problem=problem), answer, _level(level))))
+        out.append((where, normalised(problem), spelling(problem),
+                    Problem(pid, template.format(problem=problem), answer, _level(level))))
     if not out:
         raise DataError(f"{path}: no records")
     return out
 
 
 def held_out_by_text(text: str, eval_fraction: float = EVAL_FRACTION) -> bool:
-    """The stable hash split: a problem is held out by a hash of its normalised text, so the same problem under
-    two ids (or spelled with other spaces or case) is on one side, never both."""
+    """The stable hash split: a problem is held out by a hash of its text (its `spelling`)."""
     return zlib.crc32(text.encode("utf-8", "surrogatepass")) % 1000 < eval_fraction * 1000
+
+
+def held_out_sides(rows: list[tuple[str, str, str, Problem]], eval_fraction: float = EVAL_FRACTION) -> list[bool]:
+    """Each row's side of the hash split: every row of one normalised text on the side the hash of its first
+    spelling in the file gives, so the same problem under two ids, or spelled with other spaces or case, is on
+    one side, never both (a file without such repeats splits as each problem's own spelling says)."""
+    first: dict[str, str] = {}
+    for _, text, spelled, _ in rows:
+        first.setdefault(text, spelled)
+    side = {text: held_out_by_text(spelled, eval_fraction) for text, spelled in first.items()}
+    return [side[text] for _, text, _, _ in rows]
 
 
 @dataclass(frozen=True)
 class MathFile:
     """What the checks need of a math-set file: its problems' ids and normalised texts (each with the first place
-    it is found), how many repeat an earlier problem's text, and how many the hash split holds out."""
+    it is found), each record's normalised text in order, how many repeat an earlier problem's text, and how many
+    the hash split holds out."""
 
     ids: dict[str, str]
     texts: dict[str, str]
+    rows: tuple[str, ...]
     repeats: int
     held_out: int
 
@@ -172,10 +201,10 @@ class MathFile:
 def _checked(path: str, size: int, mtime_ns: int) -> MathFile:
     rows = _problems(Path(path), "problem", "answer", "level", DEFAULT_TEMPLATE)
     texts: dict[str, str] = {}
-    for where, text, _ in rows:
+    for where, text, _, _ in rows:
         texts.setdefault(text, where)
-    return MathFile({p.prompt_id: where for where, _, p in rows}, texts, len(rows) - len(texts),
-                    sum(held_out_by_text(text) for _, text, _ in rows))
+    return MathFile({p.prompt_id: where for where, _, _, p in rows}, texts, tuple(text for _, text, _, _ in rows),
+                    len(rows) - len(texts), sum(held_out_sides(rows)))
 
 
 def check_math_file(path: str, key: str = "task.path") -> MathFile:
@@ -199,7 +228,7 @@ def check_math_task(path: str, eval_path: str | None = None) -> tuple[int, int]:
         if pid in train.ids:
             raise DataError(f"{where}: id {pid!r} is also the id of the training problem at {train.ids[pid]}: "
                             "a held-out problem must not be a training one")
-    return train.count - sum(t in held.texts for t in train.texts), held.count
+    return train.count - sum(t in held.texts for t in train.rows), held.count  # every record of a held-out text
 
 
 def load_math_task(
@@ -212,30 +241,30 @@ def load_math_task(
     level_field: str = "level",
     template: str = DEFAULT_TEMPLATE,
 ) -> Task:
-    """Load a local math set. Without `eval_path`, a stable hash of each problem's normalised text puts
-    `eval_fraction` of the problems in the held-out pool (the same split on every machine, the same problem
-    on one side whatever its ids); with it, a training problem whose text is held out leaves training.
-    Problems that repeat another's text are counted in a warning."""
+    """Load a local math set. Without `eval_path`, a stable hash of each problem's text puts `eval_fraction` of
+    the problems in the held-out pool (the same split on every machine, the same problem on one side whatever its
+    ids or spacing: `held_out_sides`); with it, a training problem whose normalised text is held out leaves
+    training. Problems that repeat another's normalised text are counted in a warning."""
     fields = dict(problem_field=problem_field, answer_field=answer_field, level_field=level_field, template=template)
     rows = _problems(Path(path), **fields)
-    _warn_repeats(path, [text for _, text, _ in rows])
+    _warn_repeats(path, [text for _, text, _, _ in rows])
     if eval_path:
         held = _problems(Path(eval_path), **fields)
-        _warn_repeats(eval_path, [text for _, text, _ in held])
-        ids = {p.prompt_id: where for where, _, p in rows}
-        for where, _, p in held:
+        _warn_repeats(eval_path, [text for _, text, _, _ in held])
+        ids = {p.prompt_id: where for where, _, _, p in rows}
+        for where, _, _, p in held:
             if p.prompt_id in ids:
                 raise DataError(f"{where}: id {p.prompt_id!r} is also the id of the training problem at "
                                 f"{ids[p.prompt_id]}: a held-out problem must not be a training one")
-        texts = {text for _, text, _ in held}
-        train = tuple(p for _, text, p in rows if text not in texts)
+        texts = {text for _, text, _, _ in held}
+        train = tuple(p for _, text, _, p in rows if text not in texts)
         if len(train) < len(rows):
             log.warning("%s: %d training problems have the text of a held-out problem in %s: left out of training",
                         path, len(rows) - len(train), eval_path)
-        return Task("mathset", train, tuple(p for _, _, p in held), "latex")
-    side = [held_out_by_text(text, eval_fraction) for _, text, _ in rows]
-    train = tuple(p for (_, _, p), h in zip(rows, side) if not h)
-    return Task("mathset", train, tuple(p for (_, _, p), h in zip(rows, side) if h), "latex")
+        return Task("mathset", train, tuple(p for _, _, _, p in held), "latex")
+    side = held_out_sides(rows, eval_fraction)
+    train = tuple(p for (_, _, _, p), h in zip(rows, side) if not h)
+    return Task("mathset", train, tuple(p for (_, _, _, p), h in zip(rows, side) if h), "latex")
 
 
 def _warn_repeats(path: str, texts: list[str]) -> None:
@@ -279,6 +308,15 @@ class Mathset(TaskKind):
     @classmethod
     def build(cls, cfg) -> Task:
         return load_math_task(cfg.path, cfg.eval_path)
+
+    @classmethod
+    def easier(cls, cfg) -> str:  # its problems are its file's: task.levels is arithmetic's
+        return (f"easier problems in the file (task.path={cfg.task.path}: problems this model solves some of, e.g. "
+                "only the lower levels of its level field)")
+
+    @classmethod
+    def answer_help(cls, cfg) -> str:
+        return shots_text(cfg, "task.shots", "examples that box their answers")
 
     @classmethod
     def advice(cls, cfg) -> list[str]:

@@ -15,9 +15,13 @@ from grpo_lab.records import Group
 
 
 def rule_advantages(rule: str, rewards: torch.Tensor, correct: torch.Tensor, *, std: str = "population",
-                    eps: float = 1e-8, max_reward: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
-    """(advantages [B, G], token-level direction [B, G] int8, zero for rules without one) of groups of rewards."""
-    return advantage_rule(rule).advantages(rewards, correct, std=std, eps=eps, max_reward=max_reward)
+                    eps: float = 1e-8, max_reward: float = 1.0, algo=None) -> tuple[torch.Tensor, torch.Tensor]:
+    """(advantages [B, G], token-level direction [B, G] int8, zero for rules without one) of groups of rewards; a
+    rule with keys of its own reads them from `algo` (the run's AlgoConfig), its defaults where None."""
+    kind = advantage_rule(rule)
+    own = {} if kind.settings_type is None else {
+        "settings": kind.settings_type() if algo is None else getattr(algo, rule)}
+    return kind.advantages(rewards, correct, std=std, eps=eps, max_reward=max_reward, **own)
 
 
 @dataclass
@@ -30,9 +34,10 @@ class StepAdvantages:
 
 
 def unit_advantages(units: list[list[Group]], rule: str = "grpo", *, std: str = "population", eps: float = 1e-8,
-                    max_reward: float = 1.0, device="cpu") -> StepAdvantages:
+                    max_reward: float = 1.0, device="cpu", algo=None) -> StepAdvantages:
     """Each unit's pooled baseline samples are one group of the rule (units of equal baseline size in one
-    batched call); a replayed group keeps its stored advantages."""
+    batched call); a replayed group keeps its stored advantages. `algo`: the run's AlgoConfig, for a rule's own
+    keys."""
     pooled = [np.concatenate([g.rewards for g in u]) for u in units]
     right = [np.concatenate([g.correct for g in u]) for u in units]
     base = [np.concatenate([np.ones(len(g.rewards), bool) if g.baseline is None else g.baseline for g in u])
@@ -59,7 +64,7 @@ def unit_advantages(units: list[list[Group]], rule: str = "grpo", *, std: str = 
     for idx in by_size.values():
         rewards = torch.from_numpy(np.stack([pooled[k][base[k]] for k in idx]))  # (B, n)
         correct = torch.from_numpy(np.stack([right[k][base[k]] for k in idx]))  # (B, n)
-        a, d = rule_advantages(rule, rewards, correct, std=std, eps=eps, max_reward=max_reward)
+        a, d = rule_advantages(rule, rewards, correct, std=std, eps=eps, max_reward=max_reward, algo=algo)
         for row, k in enumerate(idx):
             adv[k][base[k]], direction[k][base[k]] = a[row].numpy(), d[row].numpy()
     # per group: a reused answer pooled with fresh ones (sampler=ar3po) divides by its own behaviour log-probs

@@ -3,11 +3,17 @@ the first step), one warning line naming the likely cause from the data, with tw
 
 Two causes look alike in the tables (every group ties all wrong) and have different remedies: the model gave no
 answer in the task's format (a format failure: a looser answer format, shots, a format reward) or answered wrongly
-(a capability failure: easier problems, larger groups)."""
+(a capability failure: easier problems, larger groups). The task says, in keys it reads, what gives either
+(`TaskKind.remedies`: task.levels is arithmetic's, a math set's problems are its file's)."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
+
+from grpo_lab.tasks.base import Remedies
+
+log = logging.getLogger(__name__)
 
 QUOTED = 2  # replies quoted in the warning
 QUOTE_CHARS = 60  # each cut to this, on one line
@@ -28,21 +34,16 @@ def quote(text: str) -> str:
     return repr(line if len(line) <= QUOTE_CHARS else line[:QUOTE_CHARS] + "…")
 
 
-def _remedy(unanswered: float, phrase: str, answer_kind: str, answer_format: str) -> str:
+def _remedy(unanswered: float, phrase: str, remedies: Remedies) -> str:
     if unanswered >= FORMAT_SHARE:
-        shots = ("task.shots (with task.chat_template=true: examples that box their answers)" if answer_kind == "latex"
-                 else "task.shots or task.gym.shots (worked examples)" if answer_kind == "graded" else "task.shots")
-        looser = shots if answer_format == "last_number" or answer_kind == "latex" else \
-            f"task.answer_format=last_number or {shots}"
-        return (f"try {looser}, or a format reward (reward.format): the {phrase} is what it lacks (README, Your own "
-                "study)")
-    levels = "task.gym.levels" if answer_kind == "graded" else "task.levels"
-    return f"try easier problems ({levels}) or larger groups (sampler.group_size) (README, Your own study)"
+        return (f"try {remedies.answer}, or a format reward (reward.format): the {phrase} is what it lacks (README, "
+                "Your own study)")
+    return f"try {remedies.easier} or larger groups (sampler.group_size) (README, Your own study)"
 
 
-def base_warning(rows: Sequence[dict], answer_kind: str, answer_format: str) -> str | None:
+def base_warning(rows: Sequence[dict], answer_kind: str, answer_format: str, remedies: Remedies) -> str | None:
     """The warning for base-evaluation rows (difficulty, correct, answered, completion) where the model answers no
-    held-out problem of some difficulty; None where it answers some of every difficulty."""
+    held-out problem of some difficulty; None where it answers some of every difficulty. `remedies`: the task's."""
     if not rows:
         return None
     right: dict[str, int] = {}
@@ -60,12 +61,13 @@ def base_warning(rows: Sequence[dict], answer_kind: str, answer_format: str) -> 
     texts = sorted(texts, key=lambda r: bool(r.get("answered", True)) == (unanswered >= FORMAT_SHARE))
     replies = " ".join(quote(r["completion"]) for r in texts[:QUOTED])
     return (f"the base model solves no {where}: it gave no {phrase} in {unanswered:.0%} of {len(rows):,} "
-            f"replies, so {outcome}; {_remedy(unanswered, phrase, answer_kind, answer_format)}"
+            f"replies, so {outcome}; {_remedy(unanswered, phrase, remedies)}"
             + (f". Replies: {replies}" if replies else ""))
 
 
-def first_step_warning(groups: Sequence, answer_kind: str, answer_format: str) -> str | None:
-    """The warning for a first step (its drawn Groups) whose every group tied; None where one did not."""
+def first_step_warning(groups: Sequence, answer_kind: str, answer_format: str, remedies: Remedies) -> str | None:
+    """The warning for a first step (its drawn Groups) whose every group tied; None where one did not. `remedies`:
+    the task's."""
     drawn = [g for g in groups if not g.reused]
     if not drawn or not all(g.tie for g in drawn):
         return None
@@ -80,4 +82,13 @@ def first_step_warning(groups: Sequence, answer_kind: str, answer_format: str) -
     quoted = " ".join(quote(t) for t, _ in texts[:QUOTED])
     return (f"every group of the first step tied ({len(wrong)} of {len(drawn)} all wrong), so nothing trained: "
             f"the model gave no {phrase} in {unanswered:.0%} of {replies:,} replies; "
-            f"{_remedy(unanswered, phrase, answer_kind, answer_format)}" + (f". Replies: {quoted}" if quoted else ""))
+            f"{_remedy(unanswered, phrase, remedies)}" + (f". Replies: {quoted}" if quoted else ""))
+
+
+def announce(said: str, stop: bool) -> str | None:
+    """Logs the check's warning with what `stop_untrainable` does about it; returns it where the run stops on it."""
+    if stop:
+        log.warning("%s. Stopping here (stop_untrainable=true)", said)
+        return said
+    log.warning("%s. (stop_untrainable=true ends a run here instead of spending its budget)", said)
+    return None

@@ -55,7 +55,7 @@ def learn(model, ref, optimizer, draw: Draw, cfg: TrainConfig, pad_id: int, devi
     groups = [g for u in units for g in u]
     trains = np.concatenate([np.ones(len(g.rewards), bool) if g.train is None else g.train for g in groups])  # (P,)
     owner = np.concatenate([np.full(len(g.rewards), g.rank) for g in groups])  # (P,) the rank holding each sample
-    adv = unit_advantages(units, a.advantage, std=a.std, eps=a.std_eps, device=device,
+    adv = unit_advantages(units, a.advantage, std=a.std, eps=a.std_eps, device=device, algo=a,
                           max_reward=cfg.reward.accuracy + cfg.reward.format)  # (P,) every rank's samples
     rows = np.flatnonzero(trains)  # (N,) the training rows, in the pooled order
     mine = owner[rows] == distributed.rank()  # (N,) the training rows this rank holds

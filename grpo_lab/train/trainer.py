@@ -17,8 +17,8 @@ import torch
 from grpo_lab import distributed
 from grpo_lab.advantage import rule as advantage_rule
 from grpo_lab.advantage.ties import reward_ties
-from grpo_lab.checks import validate
 from grpo_lab.config import TrainConfig
+from grpo_lab.config.checks import validate
 from grpo_lab.errors import InputError
 from grpo_lab.jobs.loading import load_task_and_policy
 from grpo_lab.model.kvcache import autocast_dtype
@@ -31,7 +31,6 @@ from grpo_lab.rewards.rules import RewardWeights
 from grpo_lab.rewards.scorer import Scorer, score_rollout
 from grpo_lab.rollout.engine import SamplingSettings
 from grpo_lab.rollout.engines import build_engine
-from grpo_lab.rollout.evaluation import BASE_REPLIES, evaluate
 from grpo_lab.rollout.generate import split_groups
 from grpo_lab.run.checkpoints import (
     checkpoint_steps,
@@ -45,15 +44,18 @@ from grpo_lab.run.checkpoints import (
 from grpo_lab.run.completions import completion_rows
 from grpo_lab.run.evaluations import record_own_evaluation
 from grpo_lab.run.guards import RunDirUnwritable, RunLock, prepare
+from grpo_lab.run.owned import remove_parts_after
 from grpo_lab.run.record import RunRecord, now
 from grpo_lab.run.rows import group_rows
 from grpo_lab.run.signals import Killed, stop_on_signals
 from grpo_lab.run.summary import run_summary
-from grpo_lab.run.tables import parts, read_table, remove_parts_after, write_part
+from grpo_lab.run.tables import parts, read_table, write_part
 from grpo_lab.run.tracking import Tracker, build_tracker, eval_metrics, step_metrics
 from grpo_lab.samplers import PromptStream, build_sampler
-from grpo_lab.train.cannot_learn import base_warning, first_step_warning
+from grpo_lab.tasks import task_kind
+from grpo_lab.train.cannot_learn import announce, base_warning, first_step_warning
 from grpo_lab.train.costs import COUNTERS, flop_params, restore_counters, row_updates, step_costs
+from grpo_lab.train.held_out import held_out_rows
 from grpo_lab.train.learn import learn
 from grpo_lab.train.objective import kl_on
 from grpo_lab.train.parallel import build_parallel
@@ -77,6 +79,7 @@ class Trainer:
         self.cfg, self.record, self.run_dir = cfg, record, Path(cfg.out_dir)
         torch.manual_seed(cfg.seed)
         self.task, self.model, self.tokenizer, self.end_ids = load_task_and_policy(cfg, policy)  # policy: preloaded
+        self.remedies = task_kind(cfg.task.name).remedies(cfg)  # what the task says helps a run that cannot learn
         self.device = next(self.model.parameters()).device
         record.update(device=str(self.device), difficulty_labels=self.task.difficulty_labels,
                       **({"task_source": self.task.source} if self.task.source else {}))  # task=gym: its generator
@@ -107,6 +110,7 @@ class Trainer:
         self.sampler = build_sampler(cfg.sampler, PromptStream(self.task.train, cfg.seed))
         self.counters = dict(COUNTERS)  # samples_total, tokens_total, updates, flops_total
         self.last_step = 0
+        self.untrainable: str | None = None  # the step-0 check's warning, where stop_untrainable ends the run on it
         ckpt = distributed.broadcast_object(latest_checkpoint(self.run_dir))  # rank 0's view: one choice for all
         if ckpt is None and checkpoint_steps(self.run_dir, resumable=False):
             raise RuntimeError(f"out_dir: {self.run_dir} holds a finished run whose checkpoints keep weights only "
@@ -124,7 +128,7 @@ class Trainer:
         # what samples (rollout.engine), holding the policy's weights as they are now (resumed ones included)
         self.engine = build_engine(cfg, self.model, self.tokenizer, self.device)
         if distributed.is_main():  # rank 0 writes every table; the other ranks' rows reach it by gathers
-            remove_parts_after(self.run_dir, self.last_step)  # rows past the checkpoint are redrawn identically
+            remove_parts_after(self.run_dir, self.last_step)  # the training's rows past it, redrawn identically
             self.tracker = build_tracker(cfg, self.run_dir, record.run_id, first_step=self.last_step + 1)
         else:
             self.tracker = Tracker([])
@@ -139,29 +143,20 @@ class Trainer:
         return amp(self.cfg.model.dtype, self.device)
 
     def evaluate(self, step: int) -> None:
-        """Eval rows for the current model (step 0: the base model) on the held-out pool."""
+        """Eval rows for the current model (step 0: the base model) on the held-out pool; where the policy took no
+        optimizer step since the last evaluation, that one's rows again, not sampled (grpo_lab/train/held_out.py)."""
         cfg = self.cfg
         if cfg.eval.n and self.task.held_out:
-            mine = self.task.held_out[distributed.rank()::distributed.world()]  # each rank a share of the prompts
-            with self.amp(), self.par.rollout(self.model):
-                rows = evaluate(self.model, self.tokenizer, mine, n=cfg.eval.n,
-                                keep_replies=BASE_REPLIES if step == 0 else 0,
-                                temperature=cfg.eval.temperature, max_new_tokens=cfg.rollout.max_new_tokens,
-                                end_ids=self.end_ids, answer_kind=self.task.answer_kind,
-                                seed=distributed.rank_seed(cfg.seed), run_id=self.record.run_id, step=step,
-                                max_rows=cfg.rollout.max_rows_per_call, scorer=self.scorer,
-                                answer_format=self.task.answer_format, stop=cfg.rollout.stop, engine=self.engine,
-                                grader=self.task.grader)
-            order = {p.prompt_id: i for i, p in enumerate(self.task.held_out)}
-            rows = sorted((r for part in distributed.gather_objects(rows) for r in part),
-                          key=lambda r: order[r["prompt_id"]])  # stable: each prompt's samples stay in order
+            self.tracker.evaluating(step)  # the heartbeat names the evaluation; its time is not the steps'
+            rows, same_as = held_out_rows(self, step)
             for row in rows:  # so checkpoints align by samples, tokens, updates or FLOPs, not only by step
                 row.update({k: None if v != v else v for k, v in self.counters.items()})  # NaN: not known
             self._write("eval", step, rows)
-            if step == 0 and (said := base_warning(rows, self.task.answer_kind, self.task.answer_format)):
-                log.warning("%s", said)  # a run that cannot learn says so before it spends its budget
+            if step == 0 and (said := base_warning(rows, self.task.answer_kind, self.task.answer_format,
+                                                   self.remedies)):
+                self.untrainable = announce(said, cfg.stop_untrainable)  # said before the budget is spent
             if distributed.is_main():  # every evaluation that wrote rows is recorded (evaluations.jsonl)
-                record_own_evaluation(self.run_dir, cfg, step, len(rows), self.record.run_id)
+                record_own_evaluation(self.run_dir, cfg, step, len(rows), self.record.run_id, same_as=same_as)
             self.tracker.log(eval_metrics(rows), step)
 
     def _draw_round(self, problems: list[Problem], rnd: int, size: int | None = None) -> list[Group]:
@@ -254,8 +249,8 @@ class Trainer:
                                                              cfg.log_completions, first_of_each_difficulty=step == 1))
         self.tracker.log(step_metrics(row, fresh), step)
         if step == 1 and not (cfg.eval.n and self.task.held_out):  # no base evaluation said whether it can learn
-            if said := first_step_warning(draw.groups, self.task.answer_kind, self.task.answer_format):
-                log.warning("%s", said)
+            if said := first_step_warning(draw.groups, self.task.answer_kind, self.task.answer_format, self.remedies):
+                self.untrainable = announce(said, cfg.stop_untrainable)
         self.last_step = step
         if draw.exhausted:
             raise SamplerExhausted(f"{draw.exhausted}. Stopped at step {step}; the tables so far are whole.")
@@ -303,6 +298,8 @@ class Trainer:
         cfg = self.cfg
         if self.last_step == 0:
             self.evaluate(0)
+            if self.untrainable:
+                return f"stop_untrainable: {self.untrainable}"
         elif not (self.run_dir / "eval" / f"part-{self.last_step:06d}.parquet").exists():
             rows = read_table(self.run_dir, "steps").to_pylist()[-2:]  # the restored step's row and the one before
             before = {key: rows[-2][key] if len(rows) > 1 else 0 for key in ("samples_total", "tokens_total")}
@@ -318,6 +315,9 @@ class Trainer:
                 self.checkpoint()
                 self.evaluate(self.last_step)
                 return str(stop)
+            if self.untrainable:  # the first step's check (no base evaluation)
+                self.checkpoint()
+                return f"stop_untrainable: {self.untrainable}"
             at_eval = self.eval_due(step, before)
             if at_eval or step % cfg.checkpoint_every == 0:
                 self.checkpoint()
@@ -360,7 +360,8 @@ def train(cfg: TrainConfig, on_start: Callable[[Path], None] | None = None) -> P
         try:
             run_dir.mkdir(parents=True, exist_ok=True)
         except OSError as e:
-            raise RunDirUnwritable(f"out_dir: {run_dir}: cannot create it ({e.strerror})") from None
+            why = "a file is there, not a folder" if run_dir.exists() and not run_dir.is_dir() else e.strerror
+            raise RunDirUnwritable(f"out_dir: {run_dir}: cannot create it ({why})") from None
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     with contextlib.ExitStack() as held:
@@ -386,12 +387,12 @@ def train(cfg: TrainConfig, on_start: Callable[[Path], None] | None = None) -> P
         trainer, step = None, 0
         try:
             trainer = Trainer(cfg, record)
-            stopped = trainer.run()
+            resumed_at, stopped = trainer.last_step, trainer.run()
             trainer.finish()
             step, done = trainer.last_step, trainer
             trainer = None  # closed here, before `done`: a signal while closing is a killed run, recorded so
             _close(done)
-            record.update(status="done", finished=now(), stopped=stopped)
+            record.done(stopped, trained=step > resumed_at)
         except BaseException as e:
             killed = isinstance(e, Killed)
             if killed:
