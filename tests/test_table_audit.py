@@ -106,7 +106,33 @@ def test_a_job_copied_in_from_another_sweep_is_left_out_and_named(tmp_path):
         tables = load(sweep, tables=("steps",))
     said = [str(w.message) for w in caught if issubclass(w.category, SkippedWarning)]
     assert sorted(tables.jobs["job"], key=int) == [str(k) for k in range(20)]
-    assert said == ["skipped 20: Hydra ran it in /elsewhere/sweep, not in this sweep's /work/runs/main (where 20 of "
-                    "its jobs ran): a job copied in from another sweep is left out; give that sweep as a source of "
-                    "its own"]
+    assert said == ["skipped 20: Hydra ran it as /elsewhere/sweep/3, another job than this folder's: a job copied "
+                    "in from another sweep is left out; give that sweep as a source of its own"]
     assert load(sweep / "20", tables=("steps",)).jobs["job"].tolist() == ["20"]  # alone, it is a run like any
+
+
+def test_a_sweep_moved_and_partly_resumed_elsewhere_keeps_every_job(tmp_path):
+    """The other side of the same record: a sweep copied off a cluster, some of its jobs resumed in the new place
+    (Hydra rewrites their .hydra/hydra.yaml there). Each is still its own planned job: nothing is left out; a job
+    beyond the plan's count written elsewhere is."""
+    sweep = tmp_path / "sweep"
+    shutil.copytree(SOURCE, sweep)
+    for job in ("2", "5"):
+        hydra = sweep / job / ".hydra" / "hydra.yaml"
+        hydra.write_text(hydra.read_text().replace(f"output_dir: /work/runs/main/{job}",
+                                                   f"output_dir: /laptop/main/{job}"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SkippedWarning)
+        assert len(load(sweep, tables=("steps",)).jobs) == 20
+    shutil.copytree(sweep / "5", sweep / "20")  # numbered past the 20 jobs multirun.yaml plans, written elsewhere
+    hydra = sweep / "20" / ".hydra" / "hydra.yaml"
+    hydra.write_text(hydra.read_text().replace("/laptop/main/5", "/laptop/main/20"))
+    record = sweep / "20" / "run.json"
+    record.write_text(record.read_text().replace('"run_id": "', '"run_id": "other-'))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        tables = load(sweep, tables=("steps",))
+    said = [str(w.message) for w in caught if issubclass(w.category, SkippedWarning)]
+    assert len(tables.jobs) == 20 and said == [
+        "skipped 20: Hydra ran it in /laptop/main, not in this sweep's /work/runs/main, and this sweep's multirun.yaml "
+        "plans 20 jobs: a job copied in from another sweep is left out; give that sweep as a source of its own"]

@@ -93,20 +93,30 @@ def missing_jobs(roots: Sequence[Path]) -> Plan:
 
 
 def outside_plan(root: Path, found: Sequence[Path]) -> dict[Path, str]:
-    """The jobs of the sweep `root` (`found`, its run folders) that Hydra ran for another sweep, each with why: a
-    job copied in from elsewhere. Each job's .hydra/hydra.yaml records the folder Hydra wrote it into
-    (`hydra.runtime.output_dir`); the sweep's own folder is where most of them were written, and a job written
-    into another is left out. {} for a single run, or where fewer than two jobs record a folder."""
+    """The jobs of the sweep `root` (`found`, its run folders) that Hydra ran as another job, each with why: a job
+    copied in from elsewhere. Each job's .hydra/hydra.yaml records the folder Hydra wrote it into
+    (`hydra.runtime.output_dir`). A job whose folder has another name than that was another job (another sweep's
+    job 0 copied in as job 4); one with its name, written under another folder than most of the sweep's jobs, is
+    another sweep's only where the sweep's multirun.yaml plans no job of that number (a sweep moved, and some of
+    its jobs resumed there, keeps them all). {} for a single run, or where fewer than two jobs record a folder."""
     if list(found) == [root]:
         return {}
-    written = {job: where.parent for job in found if (where := _output_dir(job)) is not None}
-    counts = Counter(written.values()).most_common(2)
-    if len(written) < 2 or (len(counts) == 2 and counts[0][1] == counts[1][1]):
+    written = {job: where for job in found if (where := _output_dir(job)) is not None}
+    counts = Counter(where.parent for where in written.values()).most_common(2)
+    if len(written) < 2:
         return {}
-    home = counts[0][0]
-    return {job: (f"Hydra ran it in {where}, not in this sweep's {home} (where {counts[0][1]} of its jobs ran): "
-                  "a job copied in from another sweep is left out; give that sweep as a source of its own")
-            for job, where in written.items() if where != home}
+    home = counts[0][0] if len(counts) == 1 or counts[0][1] > counts[1][1] else None
+    planned = planned_jobs(root)
+    out = {}
+    for job, where in written.items():
+        if where.name != job.name:
+            out[job] = f"Hydra ran it as {where}, another job than this folder's: "
+        elif home is not None and where.parent != home and planned is not None and not (
+                job.name.isdigit() and int(job.name) < len(planned)):
+            out[job] = (f"Hydra ran it in {where.parent}, not in this sweep's {home}, and this sweep's multirun.yaml "
+                        f"plans {len(planned)} jobs: ")
+    return {job: why + "a job copied in from another sweep is left out; give that sweep as a source of its own"
+            for job, why in out.items()}
 
 
 def _output_dir(job: Path) -> Path | None:
