@@ -33,12 +33,18 @@ def add_member(copy: Path, module: str, code: str, registry: str, import_line: s
     """Write the member's module, its line in the registry (its import, and its class beside `anchor` in the
     tuple the registry is made from) and its preset; returns the files touched."""
     (copy / module).write_text(code)
+    register(copy, registry, anchor, f"{anchor}, {member}", import_line)
+    (copy / yaml).write_text(preset)
+    return [module, registry, yaml]
+
+
+def register(copy: Path, registry: str, anchor: str, replaced: str, import_line: str) -> None:
+    """The member's line in the registry: `anchor` (where the registry lists its members) replaced by `replaced`,
+    and `import_line` after the registry's last import of the project."""
     path = copy / registry
     text = path.read_text()
     assert anchor in text, f"{registry} has no {anchor!r}"
-    path.write_text(_with_import(text.replace(anchor, f"{anchor}, {member}", 1), import_line))
-    (copy / yaml).write_text(preset)
-    return [module, registry, yaml]
+    path.write_text(_with_import(text.replace(anchor, replaced, 1), import_line))
 
 
 def _with_import(text: str, line: str) -> str:
@@ -193,12 +199,9 @@ def test_a_report_section_is_one_module_and_one_line(tmp_path):
         "def section(tables, ctx):\n"
         '    return Section(text=f"## Prompts drawn\\n\\n{tables.groups[\'prompt_id\'].nunique()} '
         'distinct prompts.")\n')
-    report = copy / "analysis/report.py"
-    text = report.read_text()
     anchor = '("health", health.section),'
-    assert anchor in text
-    report.write_text(_with_import(text.replace(anchor, f'{anchor} ("prompts_drawn", prompts_drawn.section),', 1),
-                                   "from analysis.sections import prompts_drawn"))
+    register(copy, "analysis/report.py", anchor, f'{anchor} ("prompts_drawn", prompts_drawn.section),',
+             "from analysis.sections import prompts_drawn")
     sweep = two_sampler_sweep(tmp_path / "sweep")
     env = {**os.environ, "PYTHONPATH": str(copy), "OMP_NUM_THREADS": "1"}
     for name, cwd in (("theirs", copy), ("ours", ROOT)):
@@ -249,12 +252,8 @@ def test_an_engine_is_one_module_and_one_line(tmp_path):
         "        super().sync(model)\n\n"
         "    def close(self):\n"
         "        self.file.write_text(json.dumps(self.counts))\n")
-    registry = copy / "grpo_lab/rollout/engines.py"
-    text = registry.read_text()
-    anchor = "(HFEngine, VLLMEngine"
-    assert anchor in text
-    registry.write_text(_with_import(text.replace(anchor, f"{anchor}, CountingEngine", 1),
-                                     "from grpo_lab.rollout.counting_engine import CountingEngine"))
+    register(copy, "grpo_lab/rollout/engines.py", "(HFEngine, VLLMEngine", "(HFEngine, VLLMEngine, CountingEngine",
+             "from grpo_lab.rollout.counting_engine import CountingEngine")
     out = train(copy, tmp_path / "run", "rollout.engine=counting", "rollout.counting.label=7", *ARITHMETIC)
     assert out.returncode == 0, out.stderr[-2000:]
     counts = json.loads((tmp_path / "counting.json").read_text())
@@ -297,12 +296,8 @@ def test_an_ingest_source_is_one_module_and_one_line(tmp_path):
         'TOOL = Tool(name="csvlog", title="csvlog", source="the folder of <step>.csv files",\n'
         '            example="python -m analysis.ingest csvlog logs/ --out runs/csv --delimiter ;", read=read,\n'
         '            options=(Option("delimiter", "the files\' column separator"),))\n')
-    registry = copy / "analysis/ingest/__init__.py"
-    text = registry.read_text()
-    anchor = "nemo_rl.TOOL"
-    assert anchor in text
-    registry.write_text(_with_import(text.replace(anchor, f"{anchor}, csvlog.TOOL", 1),
-                                     "from analysis.ingest import csvlog"))
+    register(copy, "analysis/ingest/__init__.py", "nemo_rl.TOOL", "nemo_rl.TOOL, csvlog.TOOL",
+             "from analysis.ingest import csvlog")
     logs = tmp_path / "logs"
     logs.mkdir()
     rng = np.random.default_rng(0)
