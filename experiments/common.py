@@ -348,12 +348,18 @@ def typed(config_name: str, cfg: DictConfig) -> Any:
     return obj
 
 
+def _in_dict(key: str, known: set[str]) -> bool:
+    parts = key.split(".")
+    return any(".".join(parts[:i]) in known for i in range(1, len(parts)))
+
+
 def as_object(config_name: str, cfg: DictConfig) -> Any:
     """A composed config as its dataclass (SCHEMAS), not yet validated. A key the schema lacks (added with
     `+key=...`) is an error, not silently dropped."""
     known = set(schema_keys(SCHEMAS[config_name]))
     for key in _leaf_keys(cfg):
-        if key not in known and key.split(".")[0] != "hydra":
+        # a key under a known leaf is an entry of a dict-typed key (task.gym.config.allow_negation), the dict's own
+        if key not in known and key.split(".")[0] != "hydra" and not _in_dict(key, known):
             raise ConfigError(f"{key} is not a config key{did_you_mean(config_name, key)}")
     return OmegaConf.to_object(OmegaConf.merge(_schema(config_name), cfg))  # merge copies the schema
 

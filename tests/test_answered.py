@@ -33,11 +33,12 @@ def rows(difficulty, correct, answered, texts=()):
             for c, a, t in zip(correct, answered, texts)]
 
 
-def remedies(task: str, answer_format: str = "bare", chat_template: bool = False) -> Remedies:
-    """The remedies task `task` names for a run of these settings."""
+def remedies(task: str, answer_format: str = "bare", chat_template: bool = False, model: str = "hf") -> Remedies:
+    """The remedies task `task` names for a run of these settings (a model=hf model unless `model` says)."""
     cfg = TrainConfig()
     cfg.task.name, cfg.task.path, cfg.task.answer_format, cfg.task.chat_template = (
         task, "math.jsonl" if task == "mathset" else None, answer_format, chat_template)
+    cfg.model.name = model
     return TASKS[task].remedies(cfg)
 
 
@@ -45,8 +46,8 @@ def test_the_base_warning_names_the_cause_and_quotes_two_replies():
     unboxed = rows("1", [False] * 30, [False] * 29 + [True], ["The sum is 12", "12\nand then more text", "x"])
     said = base_warning(unboxed, "latex", "boxed", remedies("mathset"))
     assert said.startswith("the base model solves no held-out problem: it gave no `\\boxed{}` answer in 97% of 30 "
-                           "replies, so every group will tie all-wrong and nothing trains; try task.shots (with "
-                           "task.chat_template=true")
+                           "replies, so every group will tie all-wrong and nothing trains; try task.shots (examples "
+                           "that box their answers)")
     assert "Replies: 'The sum is 12' '12 and then more text'" in said and "\n" not in said
     # answered, but wrong, at one difficulty of two: a capability failure, named as such
     wrong = rows("1", [True, False], [True, True]) + rows("2", [False] * 4, [True] * 4, ["99"])
@@ -59,23 +60,25 @@ def test_the_base_warning_names_the_cause_and_quotes_two_replies():
 KINDS = {"arithmetic": "integer", "gym": "graded", "mathset": "latex"}
 
 
-@pytest.mark.parametrize("task,answer_format,chat,remedy,easier", [
-    ("arithmetic", "boxed", False, "try task.answer_format=last_number or task.shots (with task.chat_template=true), "
-     "or a format reward", "try easier problems (task.levels"),
-    ("arithmetic", "last_number", True, "try task.shots, or a format reward", "(task.levels"),  # not the format used
-    ("gym", "last_number", True, "try task.shots or task.gym.shots (worked examples), or a format reward",
+@pytest.mark.parametrize("task,answer_format,chat,model,remedy,easier", [
+    ("arithmetic", "boxed", False, "hf", "try task.answer_format=last_number or task.shots, or a format reward",
+     "try easier problems (task.levels"),  # a base model: shots as plain text
+    ("arithmetic", "boxed", False, "tiny", "try task.answer_format=last_number or task.shots (with model.name=hf), "
+     "or a format reward", "(task.levels"),
+    ("arithmetic", "last_number", True, "hf", "try task.shots, or a format reward", "(task.levels"),
+    ("gym", "last_number", True, "hf", "try task.shots or task.gym.shots (worked examples), or a format reward",
      "try easier problems (task.gym.levels"),
-    ("gym", "boxed", False, "try task.answer_format=last_number or task.shots or task.gym.shots (with "
-     "task.chat_template=true: worked examples),", "(task.gym.levels"),
-    ("mathset", "bare", True, "try task.shots (examples that box their answers), or a format reward",
+    ("gym", "boxed", False, "tiny", "try task.answer_format=last_number or task.shots or task.gym.shots (with "
+     "model.name=hf: worked examples),", "(task.gym.levels"),
+    ("mathset", "bare", True, "hf", "try task.shots (examples that box their answers), or a format reward",
      "try easier problems in the file (task.path=math.jsonl"),
 ])
-def test_the_remedy_names_what_the_run_does_not_already_do(task, answer_format, chat, remedy, easier):
+def test_the_remedy_names_what_the_run_does_not_already_do(task, answer_format, chat, model, remedy, easier):
     said = base_warning(rows("1", [False] * 4, [False] * 4), KINDS[task], answer_format,
-                        remedies(task, answer_format, chat))
+                        remedies(task, answer_format, chat, model))
     assert remedy in said, said
     wrong = base_warning(rows("1", [False] * 4, [True] * 4), KINDS[task], answer_format,
-                         remedies(task, answer_format, chat))
+                         remedies(task, answer_format, chat, model))
     assert easier in wrong, wrong
 
 
@@ -87,7 +90,7 @@ def test_every_remedy_names_only_keys_its_task_reads(task):
     """Issue 56: the capability remedy said "try easier problems (task.levels)" under task=mathset, which refuses
     task.levels. Each task owns its remedies (TaskKind.remedies): every key a warning names is one the running task
     reads (grpo_lab/config/reads.py), or one read under a choice the same remedy names (task.shots, with
-    task.chat_template=true)."""
+    model.name=hf)."""
     formats = ANSWER_FORMATS if task != "mathset" else ("bare",)
     for answer_format, chat in itertools.product(formats, (False, True)):
         cfg = TrainConfig()

@@ -118,6 +118,33 @@ def test_shots_are_earlier_turns_and_their_questions_leave_both_pools(chat_model
         p.prompt.count("2 + 5 = 7") == 1 for p in rendered.train)
 
 
+def test_a_base_model_gets_shots_as_plain_text_before_the_question(chat_model):
+    """No chat template (a base model, model=gemma3): each shot its question, a line break, its answer and a blank
+    line, then the question and a line break, so the reply stands where the shots' answers stood; task.shots is read
+    (not refused as unread) with any model=hf model, and refused in one line with the built-in model."""
+    from grpo_lab.config.checks import validate
+    from grpo_lab.config.reads import unread
+    from grpo_lab.errors import ConfigError
+    from grpo_lab.jobs.loading import load_task_and_policy
+    from grpo_lab.tasks import build_task
+
+    cfg = TrainConfig()
+    cfg.model.name, cfg.model.path = "hf", "unused: the policy is passed in"
+    cfg.task.levels, cfg.task.train_per_level, cfg.task.eval_per_level = [1], 60, 20
+    cfg.task.answer_format = "last_number"
+    cfg.task.shots = [["What is 2 + 5?", "7"], ["What is 3 + 1?", "4"]]
+    assert unread("task.shots", cfg) == []
+    task, *_ = load_task_and_policy(cfg, policy=chat_model)
+    plain = {p.prompt_id: p.prompt for p in build_task(cfg.task).train}
+    assert task.train and all(p.prompt == f"What is 2 + 5?\n7\n\nWhat is 3 + 1?\n4\n\n{plain[p.prompt_id]}\n"
+                              for p in task.train)
+    assert not {"add-L1-2+5", "add-L1-3+1"} & {p.prompt_id for p in task.train + task.held_out}
+    cfg.model.name = "tiny"
+    with pytest.raises(ConfigError, match=r"^task.shots=.* is invalid: needs a model=hf tokenizer") as e:
+        validate(cfg)
+    assert "\n" not in str(e.value)
+
+
 def test_end_of_turn_is_read_from_the_template(chat_model):
     model, tok = chat_model
     im_end = tok.convert_tokens_to_ids("<|im_end|>")

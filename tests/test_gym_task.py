@@ -134,7 +134,7 @@ def test_stated_answer_reads_the_format_and_refuses_hedges():
                                                       r"is invalid for chain_sum: max_terms must be >= min_terms"),
     (dict(template="Q:"), r"^task.gym.template='Q:' is invalid: must contain \{question\}"),
     (dict(template="{question} {answer}"), r"^task.gym.template=.* only \{question\} and \{instruction\}"),
-    (dict(shots=2), r"^task.gym.shots=2 is invalid: needs task.chat_template=true"),
+    (dict(shots=2), r"^task.gym.shots=2 is invalid: needs a model=hf tokenizer"),
     (dict(generator="word_sorting", levels=[{}], answer_format="last_number"),
      r"^task.answer_format='last_number' is invalid: reads a number, but word_sorting's answers are not all numbers"),
 ])
@@ -176,3 +176,22 @@ def test_a_gym_run_trains_and_records_its_generator(tmp_path):
     assert len(groups) == 8 and groups["prompt_id"].str.startswith("gym-chain_sum-L").all()
     assert set(groups["difficulty"]) <= {"1", "2", "3", "4"}
     assert record["difficulty_labels"]["1"] == "min_terms=2, max_terms=2, min_digits=1, max_digits=1"
+
+
+def test_generator_keys_set_on_the_command_line_reach_the_task():
+    """task.gym.config is a dict of the generator's own keys: an entry added on the command line
+    (+task.gym.config.KEY=VALUE) is taken, not refused as an unknown config key, and reaches the generator; a
+    mistyped key of the schema beside it is still refused."""
+    from experiments.common import compose_jobs, preflight, register_configs
+
+    register_configs()
+    args = ["task=gym", "task.gym.generator=basic_arithmetic", "+task.gym.config.allow_negation=false",
+            "+task.gym.config.allow_parentheses=false", "task.gym.levels=[{operators:['+','-']}]",
+            "task.answer_format=last_number", "task.train_per_level=20", "task.eval_per_level=4"]
+    (cfg,) = compose_jobs("train", args)
+    assert cfg.task.gym.config == {"allow_negation": False, "allow_parentheses": False}
+    task = build_task(cfg.task)
+    assert task.source["config"] == cfg.task.gym.config
+    assert not any("(" in p.prompt or "-(" in p.prompt or " -" in p.prompt.replace(" - ", " ") for p in task.train)
+    _, error = preflight("train", [*args, "+task.gym.confg.allow_negation=false"])
+    assert error.startswith("task.gym.confg.allow_negation is not a config key") and "\n" not in error

@@ -146,7 +146,8 @@ def check_task(cfg: TrainConfig) -> None:
             f"must be in [2, {MAX_SAMPLES_PER_STEP:,}] (samples per prompt)")
     require(t.system_prompt is None or t.chat_template, "task.system_prompt", t.system_prompt,
             "needs task.chat_template=true")
-    require(not t.shots or t.chat_template, "task.shots", t.shots, "needs task.chat_template=true")
+    require(not t.shots or cfg.model.name == "hf", "task.shots", t.shots,
+            "needs a model=hf tokenizer (model=smollm2, gemma3 or local): the built-in model reads its own format")
     require(all(len(s) == 2 and all(isinstance(x, str) and x for x in s) for s in t.shots), "task.shots", t.shots,
             "must be [user, assistant] pairs of non-empty strings")
     require(t.chat_template is False or cfg.model.name == "hf", "task.chat_template", t.chat_template,

@@ -62,7 +62,7 @@ OPTIONS: tuple[Option, ...] = (
            ("sampler.group_size",)),
     *(Option("task.name", _one_of(name), f"task={name}", own_keys("task", name, cls)) for name, cls in TASKS.items()),
     Option("model.name", _one_of("hf"), "model=local (model.name=hf)",
-           ("model.path", "model.gguf_file", "model.trust_remote_code")),
+           ("model.path", "model.gguf_file", "model.trust_remote_code", "task.shots")),
     Option("model.lora.rank", _positive, "model.lora.rank > 0 (LoRA adapters)",
            ("model.lora.alpha", "model.lora.targets", "model.lora.dropout")),
     # a rule that divides by its own std (ngrpo) never reads algo.std; a rule's own keys only it reads
@@ -74,7 +74,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("eval.n", _positive, "eval.n > 0 (evaluation on)", ("eval.temperature",)),
     Option("task.difficulty", _one_of("pass_rate"), "task.difficulty=pass_rate",
            ("task.difficulty_samples", "eval.temperature")),  # the base model's pass rates are sampled as eval's
-    Option("task.chat_template", _one_of(True), "task.chat_template=true", ("task.system_prompt", "task.shots")),
+    Option("task.chat_template", _one_of(True), "task.chat_template=true", ("task.system_prompt",)),
     Option("checkpoint.keep_last", lambda value: value is not None, "checkpoint.keep_last=N (pruning)",
            ("checkpoint.keep_steps", "checkpoint.keep_eval")),
     *(Option("rollout.engine", _one_of(name), f"rollout.engine={name}", (f"rollout.{name}",))

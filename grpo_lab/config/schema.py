@@ -83,8 +83,8 @@ class TaskKeys:
     answer_format: str = "bare"  # arithmetic: how the prompt asks for the answer and where it is read (ANSWER_FORMATS)
     chat_template: bool = False  # render prompts with the tokenizer's chat template (instruct models)
     system_prompt: str | None = None  # chat_template: a system message first (None: the template's default)
-    # chat_template: earlier [user, assistant] turns before each question (a few-shot chat); problems asking a
-    # shot's question leave both pools
+    # [user, assistant] worked examples before each question: earlier chat turns with chat_template, else plain text
+    # (tasks/chat.py plain_prompt: a base model's few-shot prompt); problems asking a shot's question leave both pools
     shots: list[list[str]] = field(default_factory=list)
 
 

@@ -17,9 +17,12 @@ def load_task_and_policy(cfg, policy: tuple | None = None):
                                              gguf_file=cfg.model.gguf_file,
                                              trust_remote_code=cfg.model.trust_remote_code)
     end_ids = eos_ids(model, tokenizer)
+    shots = [*cfg.task.shots, *task.shots]
     if cfg.task.chat_template:  # as the model's users run it: chat-rendered prompts, turns end at end-of-turn
-        task = render_task(task, tokenizer, cfg.task.system_prompt, [*cfg.task.shots, *task.shots])
+        task = render_task(task, tokenizer, cfg.task.system_prompt, shots)
         end_ids = sorted(set(end_ids) | set(end_of_turn_ids(tokenizer)))
+    elif shots:  # a base model: the worked examples as plain text before each question
+        task = render_task(task, tokenizer, shots=shots, chat=False)
     if cfg.task.difficulty == "pass_rate":
         with amp(cfg.model.dtype, next(model.parameters()).device):
             task = label_by_pass_rate(task, model, tokenizer, n=cfg.task.difficulty_samples,

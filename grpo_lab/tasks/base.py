@@ -23,9 +23,9 @@ class Remedies:
 
 
 def shots_text(cfg, shots: str, what: str = "") -> str:
-    """Shot keys as a remedy names them: read only under task.chat_template=true, so said with it where it is off.
-    `what`: what the shots are ("worked examples")."""
-    needs = "" if cfg.task.chat_template else "with task.chat_template=true"
+    """Shot keys as a remedy names them: read only with a model=hf tokenizer (chat turns, or plain text for a base
+    model), so said with it where the run has the built-in model. `what`: what the shots are ("worked examples")."""
+    needs = "" if cfg.model.name == "hf" else "with model.name=hf"
     said = ": ".join(x for x in (needs, what) if x)
     return f"{shots} ({said})" if said else shots
 

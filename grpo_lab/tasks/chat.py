@@ -1,5 +1,6 @@
-"""How a problem reaches an instruct model as its users run it: the tokenizer's chat template with the
-generation prompt, and the tokens that end the assistant's turn."""
+"""How a problem reaches a model as its users run it: an instruct model through the tokenizer's chat template with
+the generation prompt (and the tokens that end the assistant's turn); a base model as plain text, worked examples
+before the question (a few-shot prompt)."""
 
 from __future__ import annotations
 
@@ -25,13 +26,25 @@ def chat_prompt(tokenizer, text: str, system_prompt: str | None = None, shots: S
     return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
 
 
-def render_task(task: Task, tokenizer, system_prompt: str | None = None, shots: Sequence[Sequence[str]] = ()) -> Task:
-    """The task with every prompt rendered as a chat (prompt ids, answers and difficulties unchanged). A problem
-    whose question is one of the `shots` leaves both pools: its answer is in the prompt."""
+def plain_prompt(text: str, shots: Sequence[Sequence[str]] = ()) -> str:
+    """`text` after `shots` as plain text, for a base model: each worked example its question, a line break, its
+    answer and a blank line, then the question and a line break, so the reply takes the examples' place (a base
+    model's few-shot prompt; model=gemma3 stops its reply at the blank line). No shots: `text` unchanged."""
+    if not shots:
+        return text
+    return "".join(f"{user}\n{assistant}\n\n" for user, assistant in shots) + f"{text}\n"
+
+
+def render_task(task: Task, tokenizer, system_prompt: str | None = None, shots: Sequence[Sequence[str]] = (),
+                chat: bool = True) -> Task:
+    """The task with every prompt rendered as a chat (`chat`), else as plain text after the shots (prompt ids,
+    answers and difficulties unchanged). A problem whose question is one of the `shots` leaves both pools: its
+    answer is in the prompt."""
     shown = {user for user, _ in shots}
 
     def render(problems):
-        return tuple(dataclasses.replace(p, prompt=chat_prompt(tokenizer, p.prompt, system_prompt, shots))
+        return tuple(dataclasses.replace(p, prompt=chat_prompt(tokenizer, p.prompt, system_prompt, shots) if chat
+                                         else plain_prompt(p.prompt, shots))
                      for p in problems if p.prompt not in shown)
 
     return dataclasses.replace(task, train=render(task.train), held_out=render(task.held_out))

@@ -68,7 +68,7 @@ class GymConfig:
         {"min_terms": 4, "max_terms": 4, "min_digits": 3, "max_digits": 3},
     ])
     template: str = "{question}{instruction}"  # the prompt: {question} the generator's, {instruction} the format's
-    shots: int = 0  # worked examples from the generator's answer_cot, as chat turns (needs task.chat_template)
+    shots: int = 0  # worked examples from the generator's answer_cot: chat turns, or plain text for a base model
 
 
 def _gym():
@@ -126,7 +126,8 @@ def check_gym(cfg) -> None:
         raise ConfigError(f"task.gym.template={gym.template!r} is invalid: only {{question}} and {{instruction}} "
                           f"may be filled ({e!r})") from None
     require(gym.shots >= 0, "task.gym.shots", gym.shots, "must be >= 0")
-    require(not gym.shots or t.chat_template, "task.gym.shots", gym.shots, "needs task.chat_template=true")
+    require(not gym.shots or cfg.model.name == "hf", "task.gym.shots", gym.shots,
+            "needs a model=hf tokenizer (model=smollm2, gemma3 or local)")
     require(not (gym.shots and t.shots), "task.gym.shots", gym.shots, "and task.shots both give shots: set one")
     if gym.shots:
         entry = factory.create_dataset(gym.generator, **level_config(gym, 1), seed=0, size=1)[0]
