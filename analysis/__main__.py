@@ -10,6 +10,7 @@ from pathlib import Path
 
 from analysis.data.load import NoRunsError
 from analysis.data.select import SelectionError
+from analysis.measures.published import PublishedUnreadable
 from analysis.measures.transfer import ReferenceUnreadable
 from analysis.render.writer import ReportNotWritable
 from analysis.report import build_report
@@ -35,6 +36,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--against", metavar="REPORT", help="a report folder (with tables/tests.csv) whose resolved "
                         "orderings of two arms are read in this study, pair by pair (default: the one the sweep's "
                         "experiment names in hydra.callbacks.report.against)")
+    parser.add_argument("--published", metavar="FILE", help="a published table of arms (a YAML file, e.g. "
+                        "analysis/published/marin_8765.yaml) read beside this study: each arm's difference from its "
+                        "baseline there and here (default: the one the sweep's experiment names in "
+                        "hydra.callbacks.report.published)")
     parser.add_argument("--viewer", action="store_true", help="also write every group on one page beside the report "
                         "(viewer.html, linked from REPORT.md: python -m analysis.view writes it alone)")
     args = parser.parse_args(argv)
@@ -48,9 +53,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         by = [k.strip() for k in args.by.split(",") if k.strip()] if args.by else []
         print(build_report(args.path if len(args.path) > 1 else args.path[0], args.out, args.command, by,
-                           args.where, args.baseline, args.against, args.viewer))
-    # no runs, a folder not its own, a choice, a reference that cannot be read: one line
-    except (NoRunsError, ReportNotWritable, SelectionError, ReferenceUnreadable) as e:
+                           args.where, args.baseline, args.against, args.viewer, args.published))
+    # no runs, a folder not its own, a choice, a reference or published table that cannot be read: one line
+    except (NoRunsError, ReportNotWritable, SelectionError, ReferenceUnreadable, PublishedUnreadable) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     return 0

@@ -10,7 +10,8 @@ runner orders them by their needs and sends to the second process those that may
 - ties -> its first-round tie comparisons (`family`), the calibration and the answered split (`in_words`);
 - the tests' `family` (Holm within each metric) -> `significance`, ranking, transfer, verdict, `in_words`,
   findings; ranking and transfer -> their sentences, coverage -> its sentence (`in_words`); the verdict's
-  alignments and the caveats -> findings.
+  alignments and the caveats -> findings; the family and the verdict's alignments -> a published study read beside
+  this one (`published`).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from analysis.data.plan import Plan
 from analysis.measures import equal_updates
 from analysis.measures.construction import Fixed, fixed_by_rule
 from analysis.measures.equal_updates import updates_per_arm
+from analysis.measures.published import Published
 from analysis.measures.questions import questions
 from analysis.measures.spend import budgets_per_arm
 from analysis.measures.verdict import reference_arm
@@ -43,6 +45,7 @@ from analysis.sections import (
     jobs,
     persistence,
     provenance,
+    published,
     ranking,
     significance,
     tie_learning,
@@ -64,8 +67,8 @@ from analysis.sections.verdict import Verdict
 
 # what the build hands the parts besides the tables: the command quoted, the jobs a sweep meant to run that left
 # no run (`data.plan`), the line on keys that vary within arms, and (name, tests table) of the report this one is
-# read against (None: none)
-GIVEN = ("command", "plan", "pooled", "reference")
+# read against (None: none), and the published table it is read beside (`measures.published.Published`; None: none)
+GIVEN = ("command", "plan", "pooled", "reference", "publication")
 HeldOutValue = tuple[HeldOut, Curves | None]  # the held-out section and its at-k curves, made together
 
 
@@ -105,6 +108,11 @@ def _ranking(tables: Tables, ctx: Context, family: pd.DataFrame, held_out: HeldO
 def _transfer(tables: Tables, ctx: Context, family: pd.DataFrame, reference: tuple[str, pd.DataFrame] | None
               ) -> Transfer | None:
     return transfer.section(reference[1], reference[0], family) if reference else None
+
+
+def _published(tables: Tables, ctx: Context, family: pd.DataFrame, verdict: Verdict | None,
+               publication: Published | None) -> Section | None:
+    return published.section(tables, ctx, publication, family, verdict) if publication is not None else None
 
 
 def _budgets(tables: Tables, ctx: Context) -> pd.DataFrame | None:
@@ -190,6 +198,7 @@ PARTS: tuple[Part, ...] = (
     Part("family", _family, needs=("held_out", "trained", "ties", "dynamics", "fixed")),
     Part("ranking", _ranking, needs=("family", "held_out", "trained", "fixed")),
     Part("transfer", _transfer, needs=("family", "reference")),
+    Part("published", _published, needs=("family", "verdict", "publication")),
     Part("budgets", _budgets),
     Part("idle", _idle),
     Part("caveat_lines", _caveat_lines, needs=("idle", "pooled", "plan", "budgets", "family")),

@@ -23,13 +23,14 @@ from analysis.data import select, settings
 from analysis.data.alignment import with_tokens
 from analysis.data.arms import arm_keys, arms_as_text
 from analysis.data.checkpoints import attach_samples
-from analysis.data.config import launch_command, report_against
+from analysis.data.config import launch_command, report_against, report_published
 from analysis.data.labels import label_order
 from analysis.data.load import Tables, load
 from analysis.data.plan import missing_jobs
 from analysis.data.records import difficulty_names, difficulty_order
 from analysis.data.resources import attach_updates
 from analysis.measures.health import MISMATCH_COLUMNS
+from analysis.measures.published import Published, PublishedUnreadable, read_published
 from analysis.measures.tie_learning import split_reused
 from analysis.measures.tied_loss import STEPS_COLUMNS as TIED_LOSS_COLUMNS
 from analysis.measures.transfer import ReferenceUnreadable, read_reference
@@ -55,7 +56,8 @@ COLUMNS = {
 
 def build_report(path: str | Path | Sequence[str | Path], out_dir: str | Path | None = None,
                  command: str | None = None, by: Sequence[str] = (), where: Sequence[str] = (),
-                 baseline: str | None = None, against: str | Path | None = None, viewer: bool = False) -> Path:
+                 baseline: str | None = None, against: str | Path | None = None, viewer: bool = False,
+                 published: str | Path | None = None) -> Path:
     """Build the report of a run or sweep directory, or of several (`path` a list: one report over all
     their jobs, `out_dir` required); returns the path of REPORT.md. `by`, `where`, `baseline`: the arm
     keys, the jobs kept ("KEY=VALUE": values of one key alternatives, different keys all holding) and the
@@ -63,7 +65,11 @@ def build_report(path: str | Path | Sequence[str | Path], out_dir: str | Path | 
     written). `against`: a report folder whose resolved orderings are read in this study (the Transfer section);
     by default the one the sweep's experiment names (`hydra.callbacks.report.against` in its multirun.yaml,
     relative to the project's root); ReferenceUnreadable, one line, before anything is written. `viewer`: also
-    write every group on one page (`viewer.html`, analysis/view), linked from the report's header.
+    write every group on one page (`viewer.html`, analysis/view), linked from the report's header. `published`: a
+    published table (`analysis/published/*.yaml`) read beside this study (the section "Against a published study");
+    by default the one the sweep's experiment names (`hydra.callbacks.report.published`, in its multirun.yaml or,
+    for a sweep run before it was named, the project's conf/experiment/<name>.yaml now); PublishedUnreadable, one
+    line, before anything is written.
 
     It goes to `<path>/report/` unless `out_dir` is given. `command` is quoted as the command
     that produced the runs; by default it is rebuilt from Hydra's multirun.yaml or hydra.yaml.
@@ -79,11 +85,13 @@ def build_report(path: str | Path | Sequence[str | Path], out_dir: str | Path | 
     root = sources[0]
     out = Path(out_dir) if out_dir is not None else root / "report"
     reference = _reference(against, root)
+    publication = _publication(published, root)
     building = start_build(out, root)  # before any work: an unwritable folder is one line at once
     try:
         # a second process computes and draws beside this one
         with scheduler.helping(building / "figures", FIGURE_MODULES), _old_objects_frozen():
-            report = _build(sources, out, building, command, (tuple(by), tuple(where), baseline), reference, viewer)
+            report = _build(sources, out, building, command, (tuple(by), tuple(where), baseline), reference, viewer,
+                            publication)
         if viewer:
             from analysis.view import collect, render, write  # only a report that embeds its groups needs it
 
@@ -102,7 +110,7 @@ SectionMaker = Callable[[Tables, Context], Section | None]
 # in `analysis.parts.PARTS`, which declares what it reads and needs.
 PAGE: tuple[tuple[str, SectionMaker | None], ...] = (
     ("header", header.section), ("findings", None), ("verdict", None), ("provenance", None), ("transfer", None),
-    ("heldout", None), ("cost", None), ("at_k", None), ("trained", None), ("ties", None),
+    ("published", None), ("heldout", None), ("cost", None), ("at_k", None), ("trained", None), ("ties", None),
     ("tied_loss", tied_loss.section), ("tie_learning", None),
 )
 # the second page: what a reader may want once the findings are read (every test, the longer sections)
@@ -135,10 +143,11 @@ def _old_objects_frozen() -> Iterator[None]:
 
 def _build(sources: Sequence[Path], out: Path, building: Path, command: str | None,
            choice: tuple[tuple[str, ...], tuple[str, ...], str | None] = ((), (), None),
-           reference: tuple[str, pd.DataFrame] | None = None, viewer: bool = False) -> Path:
+           reference: tuple[str, pd.DataFrame] | None = None, viewer: bool = False,
+           publication: Published | None = None) -> Path:
     """The report of `sources`, as it will read from `out`, written under `building`; `choice`: (by,
     where, baseline), as `build_report` takes them; `reference`: (its name, its tests table) or None; `viewer`:
-    whether the header links a viewer page."""
+    whether the header links a viewer page; `publication`: the published table read beside it, or None."""
     root = sources[0]
     early: list[tuple[pd.DataFrame, dict[str, scheduler.Later]]] = []  # (the jobs, the parts begun from them)
 
@@ -166,7 +175,8 @@ def _build(sources: Sequence[Path], out: Path, building: Path, command: str | No
     with label_order(difficulty_order(tables.jobs)):  # difficulties in the order the runs recorded, where they did
         tables, arm = _prepared(tables, choice)
         given = {"command": command or launch_command(root), "plan": missing_jobs(tables.roots),
-                 "pooled": select.pooled_line(tables, select.unaccounted(tables, arm)), "reference": reference}
+                 "pooled": select.pooled_line(tables, select.unaccounted(tables, arm)), "reference": reference,
+                 "publication": publication}
         ctx = _context(tables, arm, root, out, viewer)
         # a replayed group was drawn (and counted) at an earlier step: every section but one counts draws only
         drawn = replace(tables, groups=split_reused(tables.groups)[0])
@@ -212,6 +222,21 @@ def _reference(against: str | Path | None, root: Path) -> tuple[str, pd.DataFram
         return named, read_reference(PROJECT / named)
     except ReferenceUnreadable as e:  # the experiment's own choice, not the user's: the rest of the report stands
         warnings.warn(f"{e}; the report is built without its Transfer section", stacklevel=2)
+        return None
+
+
+def _publication(published: str | Path | None, root: Path) -> Published | None:
+    """The published table read beside this study: `published` as given, else the one the sweep's experiment names
+    (`config.report_published`), relative to the project's root."""
+    if published is not None:
+        return read_published(Path(published))
+    named = report_published(root, PROJECT)
+    if named is None:
+        return None
+    try:
+        return read_published(PROJECT / named, shown=named)
+    except PublishedUnreadable as e:  # the experiment's own choice, not the user's: the rest of the report stands
+        warnings.warn(f"{e}; the report is built without its section against the published study", stacklevel=2)
         return None
 
 

@@ -18,10 +18,13 @@ class SweepReport(Callback):
 
     `against`: a committed report (a folder with tables/tests.csv) whose orderings this study is read against
     (`hydra.callbacks.report.against`, set by an experiment; relative to the project's root). Hydra keeps it in
-    the sweep's multirun.yaml, where `python -m analysis` finds it again, so a rebuild needs no option."""
+    the sweep's multirun.yaml, where `python -m analysis` finds it again, so a rebuild needs no option.
+    `published`: a published table of arms (a YAML file, `analysis/published/*.yaml`) read beside this study
+    (`hydra.callbacks.report.published`, relative to the project's root), kept and found again the same way."""
 
-    def __init__(self, against: str | None = None) -> None:
+    def __init__(self, against: str | None = None, published: str | None = None) -> None:
         self.against = against
+        self.published = published
 
     def on_multirun_end(self, config: DictConfig, **kwargs) -> None:
         from analysis.report import build_report

@@ -162,6 +162,36 @@ def report_against(root: Path) -> str | None:
     return str(against) if against else None
 
 
+def _report_option(hydra: object, key: str) -> str | None:
+    """`callbacks.report.<key>` of a `hydra` block, as text; None where it is not there."""
+    node = hydra
+    for name in ("callbacks", "report", key):
+        node = node.get(name) if isinstance(node, dict) else None
+    return str(node) if node else None
+
+
+def report_published(root: Path, project: Path) -> str | None:
+    """The published table a sweep's report reads beside it (`hydra.callbacks.report.published`, relative to the
+    project's root): as Hydra kept it in the sweep's multirun.yaml (a run's .hydra/hydra.yaml), else as the
+    project's own `conf/experiment/<name>.yaml` names it now where the sweep's overrides chose `experiment=<name>`
+    (a comparison added after the sweep ran); None where neither names one."""
+    for path in (root / "multirun.yaml", root / ".hydra" / "hydra.yaml"):
+        if path.exists():
+            hydra = (yaml.safe_load(path.read_text()) or {}).get("hydra") or {}
+            break
+    else:
+        return None
+    if named := _report_option(hydra, "published"):
+        return named
+    overrides = (hydra.get("overrides") or {}).get("task") or []
+    experiment = _override_value([str(o) for o in overrides], "experiment")
+    folder = (project / "conf" / "experiment").resolve()
+    preset = (folder / f"{experiment}.yaml").resolve() if experiment else None
+    if preset is None or folder not in preset.parents or not preset.is_file():
+        return None
+    return _report_option((yaml.safe_load(preset.read_text()) or {}).get("hydra"), "published")
+
+
 def _override_value(overrides: list[str], key: str) -> str | None:
     for item in overrides:
         name, _, value = item.lstrip("+~").partition("=")

@@ -346,13 +346,14 @@ def advice(cfg: TrainConfig) -> list[str]:
         out.append(f"rollout.max_new_tokens={cfg.rollout.max_new_tokens} with a chat model: replies are sentences "
                    "and will be cut before their answer (truncated, rewarded 0); give them 32 or more")
     if cfg.model.name == "hf" and cfg.checkpoint.keep_last is None:
-        out.append("checkpoint.keep_last=null with a model=local model keeps every checkpoint whole (its weights and "
-                   "AdamW's state, about 3x the model's fp32 size each, at every checkpoint_every and evaluation step: "
-                   "GBs a job); checkpoint.keep_last=1 keeps the latest whole and the evaluated steps' weights, what a "
-                   "resume and experiments.evaluate need")
+        out.append("checkpoint.keep_last=null with a real model (model.name=hf) keeps every checkpoint whole (its "
+                   "weights and AdamW's state, about 3x the model's fp32 size each, at every checkpoint_every and "
+                   "evaluation step: GBs a job); checkpoint.keep_last=1 keeps the latest whole and the evaluated "
+                   "steps' weights, what a resume and experiments.evaluate need")
     if cfg.model.name == "hf" and cfg.algo.lr >= 1e-5 and not cfg.model.lora.rank:  # LoRA adapters: ~1e-4
-        out.append(f"algo.lr={cfg.algo.lr:g} with a model=local model: that is the built-in model's rate; pretrained "
-                   "LLMs are trained near 1e-6 (TRL's default) and collapse at 1e-4 (LoRA adapters: model.lora.rank)")
+        out.append(f"algo.lr={cfg.algo.lr:g} with a real model (model.name=hf): that is the built-in model's rate; "
+                   "pretrained LLMs are trained near 1e-6 (TRL's default) and collapse at 1e-4 (LoRA adapters: "
+                   "model.lora.rank)")
     out += rule(cfg.algo.advantage).advice(cfg)
     out += SAMPLERS[cfg.sampler.name].advice(cfg)
     scheduled = [f"eval.{k}={getattr(cfg.eval, k)}" for k in ("every", "every_samples", "every_tokens", "every_updates")

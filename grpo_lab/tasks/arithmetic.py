@@ -177,7 +177,7 @@ class Arithmetic(TaskKind):
     @classmethod
     def advice(cls, cfg) -> list[str]:
         if cfg.model.name == "hf" and cfg.task.answer_format == "bare":
-            return ["task.answer_format=bare with a model=local model: the whole reply must be the number, which "
-                    "instruct models rarely write; use task.answer_format=boxed (or another format that reads the "
-                    "answer out of a sentence) with task.chat_template=true"]
+            return ["task.answer_format=bare with a real model (model.name=hf): the whole reply must be the number, "
+                    "which instruct models rarely write; use task.answer_format=boxed (or another format that reads "
+                    "the answer out of a sentence) with task.chat_template=true"]
         return []
