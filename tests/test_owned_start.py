@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pyarrow as pa
@@ -238,8 +239,17 @@ def test_a_finished_run_started_again_with_nothing_to_train_keeps_its_record(tin
     record = (run / "run.json").read_bytes()
     train(tiny_cfg)
     assert (run / "run.json").read_bytes() == record
+    time.sleep(1.1)  # run.json's times are to the second: each start's differs from the one before
     tiny_cfg.max_steps = 6  # a start that trains extends the record
     train(tiny_cfg)
     extended = json.loads((run / "run.json").read_text())
     assert extended["status"] == "done" and [s["status"] for s in extended["earlier_starts"]] == ["done"]
+    first = json.loads(record)  # each start is named by its own start time; the run's `started` stays the first
+    assert extended["earlier_starts"][0]["started"] == first["this_start"] and extended["started"] == first["started"]
     assert read_table(run, "steps")["step"].to_pylist()[-1] == 6
+    time.sleep(1.1)
+    tiny_cfg.max_steps = 7
+    train(tiny_cfg)
+    third = json.loads((run / "run.json").read_text())
+    assert [s["started"] for s in third["earlier_starts"]] == [first["this_start"], extended["this_start"]]
+    assert extended["this_start"] != first["this_start"] and third["started"] == first["started"]

@@ -33,10 +33,12 @@ class RunRecord:
         self.writes = distributed.is_main()
         old = _read_record(self.path)
         self.previous = old  # as this start found it
+        start = now()
         self.data = {
             "run_id": old.get("run_id") or f"{datetime.now(timezone.utc):%Y%m%d-%H%M%S}-{uuid.uuid4().hex[:6]}",
             "status": "running",
-            "started": old.get("started") or now(),
+            "started": old.get("started") or start,  # the run's first start
+            "this_start": start,  # this start's: a resumed run's `started` stays its first
             "finished": None,
             "error": None,
             "signal": None,  # status killed: the signal that stopped it (SIGTERM, SIGINT)
@@ -151,6 +153,8 @@ def now() -> str:
 def _start(record: dict) -> dict:
     """What run.json said of one start, kept in the next start's `earlier_starts`: when, by whom, how it ended."""
     error = record.get("error")
-    return {"started": record.get("started"), "finished": record.get("finished"), "status": record.get("status"),
+    # a record written before `this_start` existed names only the run's first start
+    return {"started": record.get("this_start") or record.get("started"), "finished": record.get("finished"),
+            "status": record.get("status"),
             "signal": record.get("signal"), "error": error[:300] if isinstance(error, str) else None,
             "pid": record.get("pid"), "host": record.get("host")}
