@@ -5,8 +5,9 @@
    hf runs as experiment=smollm2_ties does (gqa_eager + model.fast_math's one-pass sampler), vllm in float32, and
    in bfloat16 too where this CPU has bf16 units (AVX512-BF16 or AMX).
 2. GRPO: experiment=smollm2_ties's own config (LoRA r 16, groups of 8, 2 prompts a step, fixed sampler) for
-   `--steps` steps under each engine after one warm-up step: samples/s, the rollout's and the update's share, and
-   the vllm engine's mismatch figures from its steps.
+   `--steps` steps under each engine after one warm-up step (vllm in float32, and in bfloat16 where this CPU has bf16
+   units), each arm twice, alternating: samples/s, the rollout's and the update's share, and the vllm engine's
+   mismatch figures from its steps.
 
 Run where vLLM is installed (docs/SCALING.md, "Rollouts through vLLM"):
 
@@ -58,9 +59,9 @@ def generation(rounds: int) -> None:
     engines = {"hf (gqa_eager, fast sampler)": (HFEngine(model, tok), True)}
     for dtype in ("float32", "bfloat16") if cpu_has_bf16() else ("float32",):
         cfg = TrainConfig()
-        cfg.rollout.vllm.dtype, cfg.rollout.vllm.kv_cache_gb = dtype, 1.0
-        t = time.perf_counter()
-        engines[f"vllm {dtype}"] = (VLLMEngine(model, tok, cfg, torch.device("cpu")), False)
+        cfg.rollout.vllm.dtype, cfg.rollout.vllm.kv_cache_gb, cfg.rollout.max_new_tokens = dtype, 1.0, 32
+        t = time.perf_counter()  # sized as a run's engine: the longest prompt + 32 new tokens
+        engines[f"vllm {dtype}"] = (VLLMEngine.build(model, tok, cfg, torch.device("cpu"), prompts), False)
         print(f"vllm {dtype}: engine started in {time.perf_counter() - t:.1f} s")
     rates: dict[str, list[float]] = {k: [] for k in engines}
     for r in range(rounds + 1):
@@ -84,11 +85,14 @@ def generation(rounds: int) -> None:
 def grpo(steps: int) -> None:
     register_configs()
     results = {}
-    order = ("hf", "vllm", "hf", "vllm")  # twice each, alternating: a drift in the machine's speed shows
-    for engine in order:
+    vllm = ["vllm"] + (["vllm bfloat16"] if cpu_has_bf16() else [])
+    order = ["hf", *vllm] * 2  # twice each, alternating: a drift in the machine's speed shows
+    for arm in order:
+        engine, *dtype = arm.split()
         with tempfile.TemporaryDirectory() as out:
             cfg = compose_job("train", ["experiment=smollm2_ties", f"rollout.engine={engine}", "eval.n=0",
-                                        "max_samples=null", f"max_steps={steps + 1}", f"hydra.run.dir={out}"])
+                                        "max_samples=null", f"max_steps={steps + 1}", f"hydra.run.dir={out}",
+                                        *(f"rollout.vllm.dtype={d}" for d in dtype)])
             cfg.out_dir = out
             trainer = Trainer(cfg, RunRecord(Path(out), cfg.seed))
             trainer.step()  # warm-up
@@ -100,16 +104,17 @@ def grpo(steps: int) -> None:
             samples = sum(r["samples"] for r in rows)
             roll, upd = sum(r["t_rollout"] for r in rows), sum(r["t_update"] for r in rows)
             diff = max((r["rollout_logp_diff_max"] for r in rows), default=float("nan"))
-            results.setdefault(engine, []).append((samples / dt, roll / dt, upd / dt, diff,
-                                                   sum(r["tokens_total"] for r in rows[-1:])))
+            results.setdefault(arm, []).append((samples / dt, roll / dt, upd / dt, diff,
+                                                sum(r["tokens_total"] for r in rows[-1:])))
     print(f"\n2. GRPO, experiment=smollm2_ties (LoRA r 16, 2 prompts x 8 a step), {steps} steps after a warm-up, "
           f"each engine twice, alternating")
-    for engine, runs in results.items():
+    for arm, runs in results.items():
         for k, (sps, roll, upd, diff, _) in enumerate(runs):
-            print(f"  {engine:<5} run {k + 1}: {sps:.2f} samples/s; rollout {roll:.0%} of the time, update {upd:.0%}; "
+            print(f"  {arm:<13} run {k + 1}: {sps:.2f} samples/s; rollout {roll:.0%} of the time, update {upd:.0%}; "
                   f"largest |Δ log-prob| {diff:.2g}")
-    ratio = [v[0] / h[0] for v, h in zip(results["vllm"], results["hf"])]
-    print(f"  vllm / hf samples/s: {', '.join(f'{x:.2f}x' for x in ratio)}")
+    for arm in vllm:
+        ratio = [v[0] / h[0] for v, h in zip(results[arm], results["hf"])]
+        print(f"  {arm} / hf samples/s (paired): {', '.join(f'{x:.2f}x' for x in ratio)}")
 
 
 def main() -> None:

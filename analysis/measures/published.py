@@ -124,6 +124,33 @@ def _number(value: object, where: str, fail, positive: bool = False) -> float:
     return float(value)
 
 
+def _arms(entries: object, fail) -> list[Arm]:
+    """The `arms` list, each entry checked (`fail(key, problem)` raises)."""
+    if not isinstance(entries, list) or not entries:
+        fail("arms", f"must be a non-empty list ({FIELDS['arms'][1]})")
+    arms = []
+    for i, entry in enumerate(entries):
+        where = f"arms[{i}]"
+        if not isinstance(entry, dict):
+            fail(where, "must be a mapping of theirs, ours, score, tokens, note")
+        for key in entry:
+            if key not in ARM:
+                fail(f"{where}.{key}", f"unknown key (allowed: {', '.join(ARM)})")
+        for key in ("theirs", "score"):
+            if entry.get(key) is None:
+                fail(f"{where}.{key}", "missing")
+        theirs = _text(entry["theirs"], f"{where}.theirs", fail)
+        if theirs in {a.theirs for a in arms}:
+            fail(f"{where}.theirs", f"{theirs!r} is listed twice")
+        ours = entry.get("ours")
+        arms.append(Arm(theirs=theirs, ours=None if ours is None else _text(ours, f"{where}.ours", fail),
+                        score=_number(entry["score"], f"{where}.score", fail),
+                        tokens=None if entry.get("tokens") is None else _number(entry["tokens"], f"{where}.tokens",
+                                                                               fail, positive=True),
+                        note=_text(entry["note"], f"{where}.note", fail) if entry.get("note") is not None else ""))
+    return arms
+
+
 def read_published(path: str | Path, shown: str | None = None) -> Published:
     """The published table in `path`, checked; `shown`: how errors and the report name it (default: `path`)."""
     name = shown or str(path)
@@ -167,28 +194,7 @@ def read_published(path: str | Path, shown: str | None = None) -> Published:
     if isinstance(seeds, bool) or not isinstance(seeds, int) or seeds < 1:
         fail("seeds", f"must be a whole number of at least 1, got {seeds!r}")
 
-    if not isinstance(data["arms"], list) or not data["arms"]:
-        fail("arms", f"must be a non-empty list ({FIELDS['arms'][1]})")
-    arms = []
-    for i, entry in enumerate(data["arms"]):
-        where = f"arms[{i}]"
-        if not isinstance(entry, dict):
-            fail(where, "must be a mapping of theirs, ours, score, tokens, note")
-        for key in entry:
-            if key not in ARM:
-                fail(f"{where}.{key}", f"unknown key (allowed: {', '.join(ARM)})")
-        for key in ("theirs", "score"):
-            if entry.get(key) is None:
-                fail(f"{where}.{key}", "missing")
-        theirs = _text(entry["theirs"], f"{where}.theirs", fail)
-        if theirs in {a.theirs for a in arms}:
-            fail(f"{where}.theirs", f"{theirs!r} is listed twice")
-        ours = entry.get("ours")
-        arms.append(Arm(theirs=theirs, ours=None if ours is None else _text(ours, f"{where}.ours", fail),
-                        score=_number(entry["score"], f"{where}.score", fail),
-                        tokens=None if entry.get("tokens") is None else _number(entry["tokens"], f"{where}.tokens",
-                                                                               fail, positive=True),
-                        note=_text(entry["note"], f"{where}.note", fail) if entry.get("note") is not None else ""))
+    arms = _arms(data["arms"], fail)
     baseline = _text(data["baseline"], "baseline", fail)
     base = next((a for a in arms if a.theirs == baseline), None)
     if base is None:

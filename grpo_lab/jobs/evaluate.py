@@ -140,7 +140,8 @@ def evaluate_checkpoints(cfg, run_dir: Path, *, n: int | None = None, temperatur
         model, peft = add_adapters(model, cfg.model.lora)  # LoRA: each checkpoint's adapters go onto the base
         s = plan.setting
         device = next(model.parameters()).device
-        engine = build_engine(cfg, model, tokenizer, device)  # the run's own rollout.engine samples its evaluations
+        # the run's own rollout.engine samples its evaluations, sized for its held-out prompts
+        engine = build_engine(cfg, model, tokenizer, device, [p.prompt for p in task.held_out])
         try:
             with amp(cfg.model.dtype, device):
                 for step in plan.steps:

@@ -5,7 +5,8 @@ grpo_lab/rollout/engines.py, which makes the config's `rollout` block from the r
 An engine takes prompts and G and returns a Rollout: the drawn tokens, their log-probs under the sampling
 distribution, and the ends, counts and texts that grpo_lab/rollout/generate.py's `assemble` makes by one rule for
 every engine; samplers, budgets and tables never know which engine ran. After every optimizer step the trainer
-calls `sync` with the policy, so the next draw comes from the weights just updated.
+calls `sync` with the policy, so the next draw comes from the weights just updated; before each update it calls
+`rest`, so an engine that can sleep frees its memory for the update.
 
 Nothing here imports torch: the registry, and the config made from it, load at config time.
 """
@@ -58,8 +59,9 @@ class RolloutEngine(ABC):
     device)` for a run of `cfg` (the TrainConfig) whose policy is `model`, holding the policy's weights as they are.
 
     A subclass owns its rules: `name` (its one spelling, `rollout.engine=<name>`), `settings_type` (its keys,
-    `rollout.<name>.*`), `check` (what a config that chose it needs), `draw` (one call's samples), `sync` (the
-    policy's new weights) and `close`. Callers call `sample`."""
+    `rollout.<name>.*`), `check` (what a config that chose it needs), `build` (made for a run's prompts), `draw`
+    (one call's samples), `sync` (the policy's new weights), `rest` (before an update) and `close`. Callers call
+    `sample`."""
 
     name: ClassVar[str]
     settings_type: ClassVar[type[EngineSettings] | None] = None  # None: no keys of its own
@@ -69,6 +71,12 @@ class RolloutEngine(ABC):
         """Raise ConfigError (one line naming the key) for a config that chose this engine and that it cannot run:
         what it needs installed, settings that cannot work with the rest of the config. Before any model loads."""
         return None  # an engine that needs nothing beyond the generic checks
+
+    @classmethod
+    def build(cls, model: Any, tokenizer: Any, cfg: Any, device: Any, prompts: Sequence[str] = ()) -> RolloutEngine:
+        """The engine for a run whose every prompt (training's and evaluation's) is among `prompts`: an engine sized
+        by them (vLLM's context) overrides this; the rest are `cls(model, tokenizer, cfg, device)`."""
+        return cls(model, tokenizer, cfg, device)
 
     def sample(self, prompts: list[str], group_size: int, sampling: SamplingSettings | None = None, *,
                generator: torch.Generator, **settings: Any) -> Rollout:
@@ -92,6 +100,11 @@ class RolloutEngine(ABC):
     def sync(self, model: torch.nn.Module) -> None:
         """`model` (the policy) took an optimizer step, or had a checkpoint's weights loaded: the next draw comes
         from its weights as they are now."""
+
+    def rest(self) -> None:
+        """The trainer is about to update the policy (once a step, after the step's last draw): give back what the
+        update may need (an engine that sleeps: its weights and KV cache); the next draw takes it again."""
+        return None  # an engine that holds nothing beside the policy gives nothing back
 
     def close(self) -> None:
         """Free what the engine holds beside the policy (a cache, a folder, a process); it draws no more."""

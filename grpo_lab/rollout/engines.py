@@ -1,14 +1,15 @@
 """Rollout engines (`rollout.engine`): what draws a step's samples and a checkpoint's evaluation.
 
-Each engine owns its rules (grpo_lab/rollout/engine.py: `name`, `settings_type`, `check`, `draw`, `sync`) and is
-registered here, once. The config's `rollout` block is made from the registry (grpo_lab/config/blocks.py): the keys
-every engine reads, then one block of keys per engine that has its own (`rollout.vllm.*`). Members: `hf` (grpo-lab's own
-decode loop) and `vllm` (a colocated vLLM engine; vLLM itself is imported only when it is chosen: it needs the `vllm`
-extra).
+Each engine owns its rules (grpo_lab/rollout/engine.py: `name`, `settings_type`, `check`, `build`, `draw`, `sync`,
+`rest`) and is registered here, once. The config's `rollout` block is made from the registry
+(grpo_lab/config/blocks.py): the keys every engine reads, then one block of keys per engine that has its own
+(`rollout.vllm.*`). Members: `hf` (grpo-lab's own decode loop) and `vllm` (a colocated vLLM engine; vLLM itself is
+imported only when it is chosen: it needs the `vllm` extra).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from grpo_lab.errors import require
@@ -35,9 +36,10 @@ def check_engine(cfg: Any) -> None:
     kind.check(cfg)
 
 
-def build_engine(cfg: Any, model, tokenizer, device) -> RolloutEngine:
-    """The engine `cfg.rollout.engine` names, holding `model`'s current weights."""
-    return engine_kind(cfg.rollout.engine)(model, tokenizer, cfg, device)
+def build_engine(cfg: Any, model, tokenizer, device, prompts: Sequence[str] = ()) -> RolloutEngine:
+    """The engine `cfg.rollout.engine` names, holding `model`'s current weights, for a run whose every prompt is among
+    `prompts` (an engine sized by them, vLLM's, takes its context from the longest)."""
+    return engine_kind(cfg.rollout.engine).build(model, tokenizer, cfg, device, prompts)
 
 
 __all__ = ["ENGINES", "EngineSettings", "HFEngine", "RolloutEngine", "SamplingSettings",

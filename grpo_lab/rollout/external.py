@@ -18,7 +18,9 @@ SEED_RANGE = 2**40  # request seeds are drawn below this: far from any engine's 
 
 def full_weights(model: torch.nn.Module) -> Iterator[tuple[str, torch.Tensor]]:
     """The policy's weights under their checkpoint names, one tensor at a time: a LoRA layer's as its base weight
-    plus its active adapters' delta (made for the push, never kept), an FSDP shard as the full tensor."""
+    plus its active adapters' delta (made for the push, never kept) and its base layer's other parameters as they are
+    (Qwen2's q/k/v biases: an engine started with placeholder weights would otherwise keep its own), an FSDP shard as
+    the full tensor."""
     skip: set[str] = set()
     seen: set[int] = set()  # a tied weight is sent once, under its first name (an engine ties the rest itself)
     for name, module in model.named_modules():
@@ -32,6 +34,10 @@ def full_weights(model: torch.nn.Module) -> Iterator[tuple[str, torch.Tensor]]:
                     if adapter in module.lora_A:
                         weight = weight + module.get_delta_weight(adapter)
             yield f"{name}.weight", weight.detach()
+            for pname, p in module.base_layer.named_parameters(recurse=False):
+                if pname != "weight" and id(p) not in seen:
+                    seen.add(id(p))
+                    yield f"{name}.{pname}", _full(p).detach()
             continue
         for pname, p in module.named_parameters(recurse=False):
             if id(p) not in seen:

@@ -46,9 +46,13 @@ def checkpoint_dir(run_dir: Path, step: int) -> Path:
 
 
 def rng_state(generator: torch.Generator) -> dict:
-    """Every random stream a process draws from: its sampling generator, torch's, Python's, numpy's."""
-    return {"generator": generator.get_state(), "torch_rng": torch.get_rng_state(), "python_rng": random.getstate(),
-            "numpy_rng": np.random.get_state()}
+    """Every random stream a process draws from: its sampling generator, torch's, Python's, numpy's, and on a GPU
+    each device's (LoRA dropout draws there: without it a resumed GPU run would differ from the uninterrupted one)."""
+    state = {"generator": generator.get_state(), "torch_rng": torch.get_rng_state(), "python_rng": random.getstate(),
+             "numpy_rng": np.random.get_state()}
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        state["cuda_rng"] = torch.cuda.get_rng_state_all()
+    return state
 
 
 def set_rng_state(generator: torch.Generator, state: dict) -> None:
@@ -56,6 +60,9 @@ def set_rng_state(generator: torch.Generator, state: dict) -> None:
     torch.set_rng_state(state["torch_rng"])
     random.setstate(state["python_rng"])
     np.random.set_state(state["numpy_rng"])
+    cuda = state.get("cuda_rng")  # saved on a GPU: restored where the same devices are
+    if cuda is not None and torch.cuda.is_available() and len(cuda) == torch.cuda.device_count():
+        torch.cuda.set_rng_state_all(cuda)
 
 
 def _carry_theirs(old: Path, new: Path) -> None:

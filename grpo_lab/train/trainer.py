@@ -118,15 +118,15 @@ class Trainer:
         if ckpt is not None:
             self.last_step, state = load_checkpoint(ckpt, self.saved, self.optimizer, self.generator,
                                                     distributed.rank(), distributed.world())
-            # rank 0 alone may read the tables here (an old checkpoint's updates are recounted from them), before
-            # it cuts them back below: the others take its counters
+            # rank 0 alone reads the tables (an old checkpoint's updates recounted) before cutting them; others copy
             self.counters = distributed.broadcast_object(
                 restore_counters(state, self.run_dir, self.last_step, cfg.algo.mu) if distributed.is_main() else None)
             self.sampler.load_state_dict(state["ranks_sampler"][distributed.rank()] if state.get("ranks_sampler")
                                          else state["sampler"])
             log.info("resuming %s from step %d", self.run_dir, self.last_step)
-        # what samples (rollout.engine), holding the policy's weights as they are now (resumed ones included)
-        self.engine = build_engine(cfg, self.model, self.tokenizer, self.device)
+        # what samples, with the policy's weights as they are now, sized for every prompt it will be given (vllm)
+        prompts = [p.prompt for p in (*self.task.train, *self.task.held_out)]
+        self.engine = build_engine(cfg, self.model, self.tokenizer, self.device, prompts)
         if distributed.is_main():  # rank 0 writes every table; the other ranks' rows reach it by gathers
             remove_parts_after(self.run_dir, self.last_step)  # the training's rows past it, redrawn identically
             self.tracker = build_tracker(cfg, self.run_dir, record.run_id, first_step=self.last_step + 1)
@@ -208,6 +208,7 @@ class Trainer:
         with self.amp(), self.par.rollout(self.model):  # fsdp: the weights gathered once for the whole draw
             draw: Draw = self.sampler.draw(self._draw_round, cfg.prompts_per_step)
         t1 = time.perf_counter()
+        self.engine.rest()  # the step's last draw is done (an evaluation's come before the next step's): vllm sleeps
         every = cfg.algo.kl_grad_every
         learned = learn(self.model, self.ref, self.optimizer, draw, cfg, self.tokenizer.pad_token_id, self.device,
                         self.amp(), self.par, probe=bool(every) and step % every == 0)
