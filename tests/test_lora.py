@@ -18,7 +18,7 @@ from grpo_lab.errors import ConfigError
 from grpo_lab.jobs.evaluate import evaluate_checkpoints
 from grpo_lab.model.load import frozen_copy, load_policy
 from grpo_lab.model.logprobs import completion_logprobs
-from grpo_lab.model.lora import adapters_off, add_adapters
+from grpo_lab.model.lora import LoraConfig, adapters_off, add_adapters
 from grpo_lab.rollout.generate import sample_groups
 from grpo_lab.run.checkpoints import checkpoint_dir, checkpoint_steps
 from grpo_lab.run.record import RunRecord
@@ -42,8 +42,10 @@ def split(model) -> tuple[dict, dict]:
     return ({k: v for k, v in state.items() if "lora_" not in k}, {k: v for k, v in state.items() if "lora_" in k})
 
 
-def test_a_lora_run_trains_only_adapters_resumes_exactly_and_evaluates_from_its_checkpoints(tiny_cfg, tmp_path):
+@pytest.mark.parametrize("dtype", ["auto", "autocast_bf16"])  # bf16: the frozen layers stored in it (store_frozen)
+def test_a_lora_run_trains_only_adapters_resumes_exactly_and_evaluates_from_its_checkpoints(tiny_cfg, tmp_path, dtype):
     lora_cfg(tiny_cfg)
+    tiny_cfg.model.dtype = dtype
     tiny_cfg.max_steps, tiny_cfg.checkpoint_every, tiny_cfg.eval.every = 4, 1, 2
     tiny_cfg.algo.lr = 1e-2  # adapters start at B = 0: a visible move in 4 steps
     full = train(tiny_cfg)
@@ -54,14 +56,19 @@ def test_a_lora_run_trains_only_adapters_resumes_exactly_and_evaluates_from_its_
     steps = read_table(full, "steps").to_pandas()
     assert (steps["grad_norm"] > 0).any()  # it learned
 
-    # only the adapters moved: the base weights equal a fresh copy of the built-in model, bitwise
+    # only the adapters moved: the base weights equal a fresh copy of the built-in model, bitwise (in bf16, the
+    # adapted linears and the output layer: the dtype autocast ran them in)
     base, _ = load_policy("tiny", None)
     trainer = Trainer(tiny_cfg, RunRecord(Path(tiny_cfg.out_dir), tiny_cfg.seed))  # resumes from step 4
     assert trainer.last_step == 4 and trainer.ref is trainer.peft
     trained_base, adapters = split(trainer.model)
     fresh = {k.replace(".base_layer", ""): v for k, v in trained_base.items()}
     assert fresh.keys() == base.state_dict().keys()
-    assert all(torch.equal(v, base.state_dict()[k]) for k, v in fresh.items())
+    assert all(torch.equal(v, base.state_dict()[k].to(v.dtype)) for k, v in fresh.items())
+    lower = {k for k, v in trained_base.items() if v.dtype == torch.bfloat16}
+    assert lower == (set() if dtype == "auto" else
+                     {k for k in trained_base if ".base_layer." in k or k.startswith("lm_head.")})
+    assert {v.dtype for v in adapters.values()} == {torch.float32}
     assert any(v.abs().sum() > 0 for k, v in adapters.items() if "lora_B" in k)
     params = [p for p in trainer.model.parameters() if p.requires_grad]
     assert len(params) == len(adapters) and len(trainer.optimizer.state) == len(params)
@@ -163,3 +170,50 @@ def test_targets_that_name_no_layer_list_the_models_linear_layers():
     cfg.rank, cfg.targets = 2, ["q_proj", "qkv"]
     with pytest.raises(ConfigError, match=r"\['qkv'\].*down_proj.*q_proj"):
         add_adapters(model, cfg)
+
+
+@pytest.fixture(scope="module")
+def qwen2_small(tmp_path_factory) -> Path:
+    return build_chat_model(tmp_path_factory.mktemp("models") / "qwen2-small")
+
+
+def test_frozen_layers_stored_in_bf16_give_autocasts_products_bit_for_bit(qwen2_small):
+    """store_frozen (model.dtype=autocast_bf16, or "auto" on CUDA): the base linears and the output layer held in bf16
+    draw the same tokens with the same log-probs, and give the same log-probs and adapter gradients on both output
+    paths (chunked and whole logits), as the fp32 copy under bf16 autocast; biases, norms and the input embedding
+    (untied from the output layer) keep fp32."""
+    base = load_policy("hf", str(qwen2_small))[0]
+    models = []
+    for frozen in (None, torch.bfloat16):
+        torch.manual_seed(0)  # peft draws A from the global RNG
+        model, _ = add_adapters(copy.deepcopy(base), LoraConfig(rank=4, targets=["q_proj", "v_proj", "down_proj"]),
+                                frozen)
+        with torch.no_grad():
+            for name, p in model.named_parameters():
+                if "lora_B" in name:
+                    p.copy_(torch.randn(p.shape, generator=torch.Generator().manual_seed(len(name))))
+        models.append(model)
+    wide, narrow = models
+    stored = {name: p.dtype for name, p in narrow.named_parameters()}
+    assert {n for n, d in stored.items() if d == torch.bfloat16} == \
+        {n for n in stored if ".base_layer.weight" in n or n == "lm_head.weight"}
+    assert narrow.get_input_embeddings().weight.dtype == torch.float32 \
+        and narrow.get_output_embeddings().weight is not narrow.get_input_embeddings().weight
+    assert any(n.endswith("base_layer.bias") for n in stored)  # Qwen2's q/v biases: kept fp32
+    tokenizer = load_policy("hf", str(qwen2_small))[1]
+    prompts = ["What is 12 + 30?", "What is 7 + 5?"]
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        ro_wide, ro_narrow = (sample_groups(m, tokenizer, prompts, 4, max_new_tokens=8, temperature=1.0,
+                                            generator=torch.Generator().manual_seed(0), end_ids=[]) for m in models)
+        assert torch.equal(ro_wide.completion_ids, ro_narrow.completion_ids)
+        assert torch.equal(ro_wide.old_logp, ro_narrow.old_logp)
+        for chunk in (0, 16):  # the whole-logits path and the chunked output layer
+            grads = []
+            for m in models:
+                m.zero_grad()
+                logp = completion_logprobs(m, ro_wide, 1.0, chunk=chunk)
+                (logp * torch.linspace(-1, 1, logp.numel()).view_as(logp)).sum().backward()
+                grads.append((logp.detach(), {n: p.grad for n, p in m.named_parameters() if p.requires_grad}))
+            assert torch.equal(grads[0][0], grads[1][0])
+            assert grads[0][1].keys() == grads[1][1].keys() and len(grads[0][1]) == 12
+            assert all(torch.equal(g, grads[1][1][n]) for n, g in grads[0][1].items())

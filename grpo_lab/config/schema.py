@@ -48,7 +48,8 @@ class ModelConfig:
     path: str | None = None  # folder for name=hf (nothing is ever downloaded)
     device: str = "auto"  # "auto": cuda when present, else cpu
     # "auto": fp32 weights, bf16 autocast on cuda, exact fp32 on cpu | "autocast_bf16": fp32 weights, bf16
-    # autocast on any device (CPU: only fast with AVX512-BF16/AMX) | "float32" | "bfloat16": weights stored in bf16
+    # autocast on any device (CPU: only fast with AVX512-BF16/AMX) | "float32" | "bfloat16": weights stored in bf16.
+    # Under autocast, LoRA's frozen base linears and output layer are stored in bf16 (lora.store_frozen: exact)
     dtype: str = "auto"
     # positions whose (chunk, V) fp32 logits exist at once in the policy and reference passes (0: all
     # (N, T, V) at once); at V = 151,936, 512 positions are 311 MB, and memory no longer grows with N x T

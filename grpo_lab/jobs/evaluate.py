@@ -21,7 +21,7 @@ from grpo_lab.config.checks import check_memory
 from grpo_lab.errors import ConfigError, InputError, require
 from grpo_lab.jobs.loading import load_task_and_policy
 from grpo_lab.model.files import ModelFileError
-from grpo_lab.model.load import amp
+from grpo_lab.model.load import amp, amp_dtype
 from grpo_lab.model.lora import add_adapters
 from grpo_lab.rollout.engines import build_engine, check_engine
 from grpo_lab.rollout.evaluation import BASE_REPLIES, evaluate
@@ -137,9 +137,9 @@ def evaluate_checkpoints(cfg, run_dir: Path, *, n: int | None = None, temperatur
             on_start(run_dir)
         git = git_state()
         task, model, tokenizer, end_ids = load_task_and_policy(cfg)  # pass-rate labels as training measured them
-        model, peft = add_adapters(model, cfg.model.lora)  # LoRA: each checkpoint's adapters go onto the base
+        device = next(model.parameters()).device  # LoRA: each checkpoint's adapters go onto the base, as trained
+        model, peft = add_adapters(model, cfg.model.lora, amp_dtype(cfg.model.dtype, device))
         s = plan.setting
-        device = next(model.parameters()).device
         # the run's own rollout.engine samples its evaluations, sized for its held-out prompts
         engine = build_engine(cfg, model, tokenizer, device, [p.prompt for p in task.held_out])
         try:

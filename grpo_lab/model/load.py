@@ -56,12 +56,18 @@ def pick_dtype(dtype: str, device: torch.device) -> torch.dtype:
     return allowed[dtype]
 
 
-def amp(dtype: str, device: torch.device) -> contextlib.AbstractContextManager:
-    """The context the model's passes run in: bf16 autocast for "auto" on a CUDA device with bf16, and for
-    "autocast_bf16" on any device (CPU included); nothing otherwise ("auto" CPU runs stay in exact fp32)."""
+def amp_dtype(dtype: str, device: torch.device) -> torch.dtype | None:
+    """The dtype the model's matmuls run in under `amp`: bf16 for "auto" on a CUDA device with bf16, and for
+    "autocast_bf16" on any device (CPU included); None otherwise ("auto" CPU runs stay in exact fp32)."""
     if (dtype == "auto" and device.type == "cuda" and torch.cuda.is_bf16_supported()) or dtype == "autocast_bf16":
-        return torch.autocast(device.type, dtype=torch.bfloat16)
-    return contextlib.nullcontext()
+        return torch.bfloat16
+    return None
+
+
+def amp(dtype: str, device: torch.device) -> contextlib.AbstractContextManager:
+    """The context the model's passes run in: autocast to `amp_dtype`, or nothing."""
+    run = amp_dtype(dtype, device)
+    return contextlib.nullcontext() if run is None else torch.autocast(device.type, dtype=run)
 
 
 def cpu_has_bf16() -> bool:

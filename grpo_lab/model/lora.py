@@ -6,6 +6,9 @@ adapters on the named linear layers and leaves the base weights frozen.
   where grpo_lab's chunked output layer needs the backbone's hidden states.
 - The reference policy is the same model with the adapters switched off (`adapters_off`): one copy of the base
   weights, no `frozen_copy`. At B = 0 (peft's init) the adapted model is the base model.
+- Where every pass runs under bf16 autocast (model.dtype=autocast_bf16, or "auto" on CUDA), the frozen base linears
+  and a frozen output layer are stored in bf16 (`store_frozen`): autocast would cast them at every call, so the
+  products are the same bit for bit, at half the memory and without the casts.
 - A checkpoint holds the adapters (`adapter_config.json`, `adapter_model.safetensors`) and the optimizer state
   of the adapters only; resume and `experiments.evaluate` load them onto the base (`load_adapters`).
 """
@@ -61,9 +64,10 @@ def linear_names(model: torch.nn.Module) -> list[str]:
                    if isinstance(m, torch.nn.Linear) and m is not head})
 
 
-def add_adapters(model: torch.nn.Module, lora: LoraConfig):
+def add_adapters(model: torch.nn.Module, lora: LoraConfig, frozen: torch.dtype | None = None):
     """(the model the passes take, the PeftModel or None). rank 0: (model, None), nothing changes. Otherwise
-    the base weights are frozen in place and adapters injected (peft draws A from torch's global RNG)."""
+    the base weights are frozen in place and adapters injected (peft draws A from torch's global RNG); `frozen`:
+    the dtype every pass's matmuls run in under autocast (`amp_dtype`), which the frozen layers are then stored in."""
     if lora.rank == 0:
         return model, None
     import peft  # imported only for LoRA runs: it is slow to import
@@ -76,7 +80,27 @@ def add_adapters(model: torch.nn.Module, lora: LoraConfig):
     config = peft.LoraConfig(r=lora.rank, lora_alpha=lora.alpha or 2 * lora.rank, target_modules=list(lora.targets),
                              lora_dropout=lora.dropout, bias="none", task_type="CAUSAL_LM")
     wrapped = peft.get_peft_model(model, config)
+    if frozen is not None:
+        store_frozen(wrapped.get_base_model(), frozen)
     return wrapped.get_base_model(), wrapped
+
+
+def store_frozen(model: torch.nn.Module, dtype: torch.dtype) -> None:
+    """The frozen layers whose weights only ever enter autocast's matmuls, stored in its `dtype`: every LoRA layer's
+    base linear, and the output layer (untied from the input embedding, which keeps its dtype: a lookup is no
+    matmul, and the residual stream starts from it). Autocast casts such a weight at every call, so the products are
+    bit for bit those of the wider copy; on a CPU the casts were a SmolLM2 LoRA step's largest cost after the
+    matmuls (its 49,152 x 576 output layer every token drawn), and the copies hold half the memory. Norms and
+    biases keep their dtype (added in the wider type, never cast by autocast)."""
+    import torch
+
+    for module in model.modules():
+        base = getattr(module, "base_layer", None)
+        if isinstance(base, torch.nn.Linear) and not base.weight.requires_grad:
+            base.weight.data = base.weight.data.to(dtype)
+    head = model.get_output_embeddings()
+    if type(head) is torch.nn.Linear and not head.weight.requires_grad:
+        head.weight = torch.nn.Parameter(head.weight.detach().to(dtype), requires_grad=False)
 
 
 def trainable(model: torch.nn.Module) -> list[torch.nn.Parameter]:

@@ -22,7 +22,7 @@ from grpo_lab.config.checks import validate
 from grpo_lab.errors import InputError
 from grpo_lab.jobs.loading import load_task_and_policy
 from grpo_lab.model.kvcache import autocast_dtype
-from grpo_lab.model.load import amp, frozen_copy
+from grpo_lab.model.load import amp, amp_dtype, frozen_copy
 from grpo_lab.model.logprobs import completion_logprobs, enable_checkpointing
 from grpo_lab.model.lora import add_adapters, trainable
 from grpo_lab.model.sharding import local
@@ -84,7 +84,7 @@ class Trainer:
         record.update(device=str(self.device), difficulty_labels=self.task.difficulty_labels,
                       **({"task_source": self.task.source} if self.task.source else {}))  # task=gym: its generator
         # model.lora.rank > 0: the passes take the model with adapters injected, `peft` saves and loads them
-        self.model, self.peft = add_adapters(self.model, cfg.model.lora)
+        self.model, self.peft = add_adapters(self.model, cfg.model.lora, amp_dtype(cfg.model.dtype, self.device))
         distributed.broadcast_parameters(self.model)  # as DDP does: every rank starts from rank 0's weights
         with self.amp():  # under CUDA's autocast ("auto") the reference is stored in bf16: it only ever runs in it;
             # model.dtype=autocast_bf16 keeps it fp32, as the policy's weights (a bf16 copy: KL 1e-3 at step 0)
