@@ -10,11 +10,11 @@ import re
 
 import numpy as np
 import pytest
+from hand_task import rate_round, sampler_on
 from reference import assert_draw_bounds, assert_same_rows, recount_budget
 
 from grpo_lab.config import TrainConfig
 from grpo_lab.errors import ConfigError
-from grpo_lab.records import Group, Problem
 from grpo_lab.run.tables import read_table
 from grpo_lab.samplers import PromptStream, check_sampler
 from grpo_lab.samplers.learnability import LearnabilitySampler, floored, learnability_weight, weighted_picks
@@ -85,21 +85,11 @@ def test_weighted_picks_frequencies_match_the_exact_probability_of_each_ordered_
 RATES = {"always": 1.0, "half": 0.5, "never": 0.0}
 
 
-def fixed_rate_round(problems, rnd, size=None):
-    out = []
-    for p in problems:
-        c = np.arange(4) < round(RATES[p.prompt_id] * 4)
-        out.append(Group(p, rnd, None, c.astype(np.float32), c, bool(c.all() or not c.any()), tokens=4))
-    return out
+fixed_rate_round = rate_round(RATES)
 
 
 def hand_sampler(**keys) -> LearnabilitySampler:
-    cfg = TrainConfig().sampler
-    cfg.name, cfg.group_size = "learnability", 4
-    for k, v in keys.items():
-        setattr(cfg.learnability, k, v)
-    check_sampler(cfg)
-    return LearnabilitySampler(cfg, PromptStream(tuple(Problem(pid, pid, "0", "1") for pid in RATES), seed=5))
+    return sampler_on("learnability", RATES, **keys)
 
 
 def test_the_counts_decay_per_visit_and_the_prediction_is_the_posterior_mean_before_the_draw():

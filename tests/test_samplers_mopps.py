@@ -7,6 +7,7 @@ import re
 
 import numpy as np
 import pytest
+from hand_task import rate_round, sampler_on
 from reference import assert_same_rows, recount_budget
 
 from grpo_lab.config import TrainConfig
@@ -76,21 +77,11 @@ def test_prediction_error_is_written_and_measured_from_the_table(tmp_path):
 RATES = {"always": 1.0, "half": 0.5, "never": 0.0}
 
 
-def fixed_rate_round(problems, rnd, size=None):
-    out = []
-    for p in problems:
-        c = np.arange(4) < round(RATES[p.prompt_id] * 4)
-        out.append(Group(p, rnd, None, c.astype(np.float32), c, bool(c.all() or not c.any()), tokens=4))
-    return out
+fixed_rate_round = rate_round(RATES)
 
 
 def hand_sampler(**keys) -> MoppsSampler:
-    cfg = TrainConfig().sampler
-    cfg.name, cfg.group_size = "mopps", 4
-    for k, v in keys.items():
-        setattr(cfg.mopps, k, v)
-    check_sampler(cfg)
-    return MoppsSampler(cfg, PromptStream(tuple(Problem(pid, pid, "0", "1") for pid in RATES), seed=5))
+    return sampler_on("mopps", RATES, **keys)
 
 
 @pytest.mark.parametrize("decay", [0.0, 0.5, 1.0])

@@ -8,11 +8,12 @@ import re
 
 import numpy as np
 import pytest
+from hand_task import rate_round, sampler_on
 from reference import assert_draw_bounds, assert_same_rows, recount_budget
 
 from grpo_lab.config import TrainConfig
 from grpo_lab.errors import ConfigError
-from grpo_lab.records import Group, Problem
+from grpo_lab.records import Problem
 from grpo_lab.samplers import PromptStream, check_sampler
 from grpo_lab.samplers.fixed import FixedSampler
 from grpo_lab.samplers.retire_solved import RetireSolvedSampler, retires, take_unretired
@@ -81,25 +82,11 @@ def test_a_whole_epoch_with_nothing_left_gives_none_and_leaves_the_cursor():
 RATES = {"p0": 1.0, "p1": 0.75, "p2": 0.5, "p3": 0.25, "p4": 0.0, "p5": 1.0, "p6": 0.5}
 
 
-def rate_round(rates=RATES):
-    """A DrawRound whose prompt answers right at its fixed rate (the first k of G = 4)."""
-    def draw_round(problems, rnd, size=None):
-        out = []
-        for p in problems:
-            c = np.arange(4) < round(rates[p.prompt_id] * 4)
-            out.append(Group(p, rnd, None, c.astype(np.float32), c, bool(c.all() or not c.any()), tokens=4))
-        return out
-    return draw_round
-
-
-fixed_rate_round = rate_round()
+fixed_rate_round = rate_round(RATES)
 
 
 def hand_sampler(pass_rate=0.75, rates=RATES) -> RetireSolvedSampler:
-    cfg = TrainConfig().sampler
-    cfg.name, cfg.group_size, cfg.retire_solved.pass_rate = "retire_solved", 4, pass_rate
-    check_sampler(cfg)
-    return RetireSolvedSampler(cfg, PromptStream(pool_of(len(rates)), seed=5))
+    return sampler_on("retire_solved", pool_of(len(rates)), pass_rate=pass_rate)
 
 
 @pytest.mark.parametrize("pass_rate", [1.0, 0.75, 0.5, 0.25])

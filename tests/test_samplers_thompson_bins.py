@@ -10,13 +10,14 @@ import re
 
 import numpy as np
 import pytest
+from hand_task import rate_round, sampler_on
 from reference import assert_draw_bounds, assert_same_rows, recount_budget
 
 from grpo_lab.config import TrainConfig
 from grpo_lab.errors import ConfigError
-from grpo_lab.records import Group, Problem
+from grpo_lab.records import Problem
 from grpo_lab.run.tables import read_table
-from grpo_lab.samplers import PromptStream, check_sampler
+from grpo_lab.samplers import check_sampler
 from grpo_lab.samplers.thompson_bins import ThompsonBinsSampler, bin_update, label_order
 from grpo_lab.tasks import build_task
 from grpo_lab.train.trainer import train
@@ -51,22 +52,11 @@ RATES = {"always": 1.0, "half": 0.5, "never": 0.0, "half2": 0.5}
 BINS = {"always": "1", "half": "2", "never": "3", "half2": "2"}
 
 
-def fixed_rate_round(problems, rnd, size=None):
-    out = []
-    for p in problems:
-        c = np.arange(4) < round(RATES[p.prompt_id] * 4)
-        out.append(Group(p, rnd, None, c.astype(np.float32), c, bool(c.all() or not c.any()), tokens=4))
-    return out
+fixed_rate_round = rate_round(RATES)
 
 
 def hand_sampler(**keys) -> ThompsonBinsSampler:
-    cfg = TrainConfig().sampler
-    cfg.name, cfg.group_size = "thompson_bins", 4
-    for k, v in keys.items():
-        setattr(cfg.thompson_bins, k, v)
-    check_sampler(cfg)
-    pool = tuple(Problem(pid, pid, "0", BINS[pid]) for pid in RATES)
-    return ThompsonBinsSampler(cfg, PromptStream(pool, seed=5))
+    return sampler_on("thompson_bins", tuple(Problem(pid, pid, "0", BINS[pid]) for pid in RATES), **keys)
 
 
 def test_the_posterior_follows_the_groups_drawn_by_hand():
