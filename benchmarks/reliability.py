@@ -50,6 +50,8 @@ import reliability_owners as owners  # noqa: E402
 import reliability_writers as writers  # noqa: E402
 from reliability_outcomes import tally  # noqa: E402
 
+from grpo_lab.run.tables import varying_columns  # noqa: E402
+
 # A small run: 8 steps, parts every step, checkpoints every 2, evaluation at 0, 4 and 8.
 CONFIG = dict(max_steps=8, prompts_per_step=6, checkpoint_every=2, threads=1,
               task=dict(levels=[1, 3, 4], train_per_level=8, eval_per_level=4),
@@ -140,8 +142,7 @@ def tables_of(run: Path) -> dict[str, list[dict]]:
     for name in ("groups", "steps", "eval"):
         files = sorted((run / name).glob("part-*.parquet"))
         table = pa.concat_tables([pq.read_table(f) for f in files]) if files else pa.table({})
-        drop = [c for c in table.column_names if c == "run_id" or c.startswith("t_")]
-        out[name] = table.drop_columns(drop).to_pylist()
+        out[name] = table.drop_columns(varying_columns(table.column_names)).to_pylist()
     return out
 
 

@@ -9,7 +9,7 @@ import torch
 
 from grpo_lab.model.forward import token_logprobs
 from grpo_lab.rollout.generate import Rollout
-from grpo_lab.run.tables import read_table
+from grpo_lab.run.tables import read_table, varying_columns
 
 
 def plain_logprobs(model, ro: Rollout, temperature: float) -> torch.Tensor:
@@ -37,8 +37,7 @@ def assert_same_rows(full: Path, resumed: Path, tables=("groups", "eval"), appro
         frames = []
         for run in (full, resumed):
             t = read_table(run, table)
-            frames.append(t.drop_columns([c for c in t.column_names
-                                          if c in ("run_id", "cpu_s") or c.startswith("t_")]).to_pandas())
+            frames.append(t.drop_columns(varying_columns(t.column_names)).to_pandas())
         assert len(frames[0]) > 0, table
         close = [c for c in approx if c in frames[0]]
         noise = [c for c in rounding if c in frames[0]]

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from grpo_lab.run.tables import read_table
+from grpo_lab.run.tables import read_table, varying_columns
 
 ROOT = Path(__file__).resolve().parent.parent
 TABLES = ("groups", "steps", "eval", "completions")
@@ -55,7 +55,7 @@ def same_tables(run: Path) -> dict[str, list[dict]]:
     out = {}
     for name in TABLES:
         t = read_table(run, name)
-        t = t.drop_columns([c for c in t.column_names if c in ("run_id", "cpu_s") or c.startswith("t_")])
+        t = t.drop_columns(varying_columns(t.column_names))
         out[name] = _plain(t.to_pylist())
     return out
 

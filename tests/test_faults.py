@@ -7,6 +7,7 @@ read-only remount, each in a private mount namespace (fixtures/runs.py), skipped
 import json
 import re
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,7 @@ from fixtures.runs import (
     cli,
     error_lines,
     full_disk,
+    in_namespace,
     read_only,
     tables,
 )
@@ -78,6 +80,23 @@ def test_a_read_only_run_directory_is_one_line_and_stays_as_it_was(tmp_path):
 
 
 @needs_mount
+@needs_mount
+@pytest.mark.parametrize("size_kb", [64, 1024])  # full at the zip's first records, or in the middle of the tensor
+def test_state_pt_on_a_full_disk_raises_enospc_not_torchs_runtime_error(tmp_path, size_kb):
+    """torch.save's zip writer says a failed write only as its own RuntimeError ("unexpected pos ..."), with no errno:
+    save_torch raises the write's own OSError (ENOSPC), which the train command says in one line."""
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    code = ("import errno, torch; from grpo_lab.run.checkpoints import save_torch\n"
+            "try:\n"
+            f"    save_torch({{'x': torch.zeros(2**20)}}, '{mnt}/state.pt')\n"
+            "except OSError as e:\n"
+            "    print('OSError', errno.errorcode[e.errno])\n")
+    out = in_namespace(f"mount -t tmpfs -o size={size_kb}k tmpfs {mnt} || exit 99\n{sys.executable} -c \"{code}\"")
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "OSError ENOSPC"
+
+
 def test_a_disk_that_fills_during_a_checkpoint_fails_the_run_and_loses_nothing(tmp_path):
     """A 12 MB tmpfs fills during a checkpoint: each holds 2.6 MB of weights, and 5.4 MB of Adam's moments once
     a step has updated (the first steps may tie all their groups and leave them empty)."""

@@ -102,7 +102,7 @@ def save_checkpoint(run_dir: Path, step: int, model, optimizer, generator: torch
         else:
             model.save_pretrained(tmp)  # loadable on its own by from_pretrained, e.g. for evaluation
         if main:
-            torch.save(to_plain({
+            save_torch(to_plain({
                 "step": step,
                 "optimizer": None if sharded else optimizer.state_dict(),
                 **rng_state(generator),  # rank 0's (the only one in a single process)
@@ -111,7 +111,9 @@ def save_checkpoint(run_dir: Path, step: int, model, optimizer, generator: torch
                 "strategy": "fsdp" if sharded else "ddp",
                 "ranks_rng": ranks_rng,
             }), tmp / "state.pt")
-    except OSError:
+    except OSError as e:
+        if e.filename is None:  # a write that named no file (a buffered one's, at close): the checkpoint's folder
+            raise OSError(e.errno, e.strerror, str(tmp)) from e
         raise
     except Exception as e:  # safetensors and torch report a failed write in their own types
         failed = write_error(e, tmp)
@@ -133,6 +135,36 @@ def save_checkpoint(run_dir: Path, step: int, model, optimizer, generator: torch
     else:
         tmp.rename(final)
     return final
+
+
+class _KeptWriteError:
+    """The file torch.save writes through, keeping the OSError a write raised: torch's zip writer turns it into its
+    own RuntimeError ("unexpected pos 704 vs 598" in torch 2.13), with no errno to tell a full disk by."""
+
+    def __init__(self, f):
+        self.f, self.error = f, None
+
+    def write(self, data) -> int:
+        try:
+            return self.f.write(data)
+        except OSError as e:
+            self.error = e
+            raise
+
+    def flush(self) -> None:
+        self.f.flush()
+
+
+def save_torch(obj, path: Path) -> None:
+    """torch.save(obj, path), a failed write raised as the OSError it was (ENOSPC on a full disk)."""
+    with open(path, "wb") as f:
+        kept = _KeptWriteError(f)
+        try:
+            torch.save(obj, kept)
+        except RuntimeError:
+            if kept.error is None:
+                raise
+            raise kept.error from None
 
 
 def write_error(e: Exception, path: Path) -> OSError | None:

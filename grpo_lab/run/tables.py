@@ -147,6 +147,12 @@ COMPLETIONS = pa.schema([
 ])
 
 SCHEMAS = {"groups": GROUPS, "steps": STEPS, "eval": EVAL, "completions": COMPLETIONS}
+
+
+def varying_columns(names: list[str]) -> list[str]:
+    """The columns that differ between two equal runs (a resumed one and one never stopped): the run's id and the
+    timings (wall-clock `t_*`, the process's `cpu_s`). Everything else must match exactly."""
+    return [c for c in names if c in ("run_id", "cpu_s") or c.startswith("t_")]
 # a step's part; an eval part of an evaluation at other settings than the run's own carries their tag
 # (`part-000030-n4-t0.5-p1-m6.parquet`: grpo_lab/run/evaluations.py), so it lies beside the run's own part
 _PART = re.compile(r"part-(\d{6})\.parquet")
