@@ -15,6 +15,7 @@ import pandas as pd
 import pytest
 import torch
 
+from fixtures.models import adapted_copy
 from grpo_lab.config.blocks import with_members
 from grpo_lab.config.schema import RolloutKeys
 from grpo_lab.errors import ConfigError, require
@@ -166,17 +167,11 @@ def test_an_external_engines_rows_make_the_hf_loops_rollout(policy, stop):
 def test_full_weights_push_a_lora_policy_as_its_merged_weights(policy):
     """LoRA layers as base weight plus adapter delta under the base model's names (what a merge would give, with
     no merged copy kept), every other weight as it is, a tied weight once."""
-    from grpo_lab.model.lora import LoraConfig, add_adapters
 
     base = policy[0]
     plain = dict(full_weights(base))
     assert plain.keys() <= base.state_dict().keys() and len(plain) == len({id(p) for p in base.parameters()})
-    torch.manual_seed(0)
-    model, peft = add_adapters(copy.deepcopy(base), LoraConfig(rank=4))
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if "lora_B" in name:
-                p.normal_(0, 0.1)  # adapters start as zero deltas: give them one
+    model, peft = adapted_copy(base)
     pushed = dict(full_weights(model))
     merged = dict(full_weights(copy.deepcopy(peft).merge_and_unload()))
     assert pushed.keys() == merged.keys() == plain.keys()

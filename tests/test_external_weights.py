@@ -9,8 +9,7 @@ import copy
 
 import torch
 
-from fixtures.models import build_chat_model
-from grpo_lab.model.lora import LoraConfig, add_adapters
+from fixtures.models import adapted_copy, build_chat_model
 from grpo_lab.rollout.external import full_weights
 
 
@@ -20,13 +19,10 @@ def test_a_lora_policy_with_biased_projections_pushes_every_merged_parameter(tmp
     base = AutoModelForCausalLM.from_pretrained(build_chat_model(tmp_path / "qwen2"), trust_remote_code=False)
     plain = dict(full_weights(base))
     assert any(n.endswith("q_proj.bias") for n in plain)  # Qwen2: biased q/k/v projections
-    torch.manual_seed(0)
-    model, peft = add_adapters(copy.deepcopy(base), LoraConfig(rank=4))
+    model, peft = adapted_copy(base)
     with torch.no_grad():
         for name, p in model.named_parameters():
-            if "lora_B" in name:
-                p.normal_(0, 0.1)  # adapters start as zero deltas: give them one
-            elif name.endswith("q_proj.base_layer.bias"):
+            if name.endswith("q_proj.base_layer.bias"):
                 p.add_(1.0)  # a bias the engine can only know from the push
     pushed = dict(full_weights(model))
     merged = dict(full_weights(copy.deepcopy(peft).merge_and_unload()))
