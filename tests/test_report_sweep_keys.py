@@ -3,7 +3,9 @@ float key and a list at once (`algo.lr` x `task.levels`), and a string key besid
 some jobs (`algo.loss_agg` x `algo.micro_batch_groups=null,2`). Every section names the arms by their
 real keys and values, and `python -m analysis` rebuilds the same report."""
 
+import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -63,3 +65,21 @@ def test_python_m_analysis_rebuilds_the_same_report(sweep, tmp_path):
     first = (root / "report" / "REPORT.md").read_text().replace("../", "")
     assert (tmp_path / "again" / "REPORT.md").read_text().split("## Findings")[1].split("<details>")[0] == \
         first.split("## Findings")[1].split("<details>")[0]
+
+
+def test_a_sweep_read_from_config_json_alone_has_the_same_arms(sweep, tmp_path):
+    """Without .hydra/ (a sweep copied as `cp job/*`, or run without Hydra's record) each job's config comes from the
+    trainer's config.json, which records the job's own out_dir and logger.name: they must not make every job an arm."""
+    root, _ = sweep
+    bare = tmp_path / "bare"
+    shutil.copytree(root, bare, ignore=shutil.ignore_patterns(".hydra", "report"))
+    assert not list(bare.glob("*/.hydra")) and len({json.loads(p.read_text())["out_dir"]
+                                                    for p in bare.glob("*/config.json")}) > 1
+    out = subprocess.run([sys.executable, "-m", "analysis", str(bare), "--out", str(tmp_path / "report")], cwd=ROOT,
+                         env=ENV, text=True, capture_output=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+
+    def findings(path):
+        return path.read_text().replace("../", "").split("## Findings")[1].split("<details>")[0]
+
+    assert findings(tmp_path / "report" / "REPORT.md") == findings(root / "report" / "REPORT.md")

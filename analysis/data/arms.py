@@ -22,6 +22,11 @@ from analysis.data.config import ALIASES, CHOICES
 
 REPLICATE_KEY = "seed"
 DEFAULT_ARM = "sampler"  # the arm key when only seeds vary (load's alias: every job has the column)
+# Keys that name a job or where it reports, never what it computes. The trainer's config.json records each job's own
+# folder and logger name (Hydra's .hydra/config.yaml keeps them as one unresolved interpolation), so a sweep read from
+# config.json alone (copied without .hydra/, or run without Hydra) would otherwise make every job an arm of its own.
+NAMING_KEYS = ("out_dir",)
+NAMING_PREFIXES = ("logger.", "logging.", "tracking.")
 MAX_VALUE_CHARS = 60  # a longer value (a few-shot list, a system prompt) is named by a label, given whole once
 
 
@@ -62,8 +67,10 @@ def varying_keys(jobs: pd.DataFrame, config_columns: Sequence[str]) -> list[str]
     """Config columns whose value differs between jobs, each by the key a user sweeps: the real key
     ("sampler.group_size", not load's alias "group_size"), but a config group's choice ("sampler")
     in place of the key it sets ("sampler.name"), and a preset the command line chose (`arm=grpo,ngrpo`: the
-    jobs' `choices`) in place of every key whose value it fixes (algo.advantage, sampler.name)."""
-    varying = [c for c in config_columns if jobs[c].map(value_text).nunique() > 1]  # null is one value
+    jobs' `choices`) in place of every key whose value it fixes (algo.advantage, sampler.name). A job's name and
+    folder (NAMING_KEYS, NAMING_PREFIXES) never vary an arm."""
+    varying = [c for c in config_columns if jobs[c].map(value_text).nunique() > 1  # null is one value
+               and c not in NAMING_KEYS and not c.startswith(NAMING_PREFIXES)]
     hidden = {source for alias in varying if alias in CHOICES for source in ALIASES[alias] if source != alias}
     hidden |= {alias for alias in varying if alias in ALIASES and alias not in CHOICES
                and any(source in varying and source != alias for source in ALIASES[alias])}
