@@ -4,6 +4,8 @@ import pytest
 import torch
 from reference import plain_logprobs
 
+from grpo_lab.model import forward
+from grpo_lab.model.forward import shared_length
 from grpo_lab.model.load import eos_ids, load_policy
 from grpo_lab.model.logprobs import completion_logprobs
 from grpo_lab.rollout.generate import sample_groups
@@ -80,3 +82,52 @@ def test_capped_sampling_is_reproducible_and_well_formed(policy):
     assert a.texts == b.texts and torch.equal(a.completion_ids, b.completion_ids)
     assert torch.equal(a.lengths, a.completion_mask.sum(1)) and len(a.texts) == 16
     torch.testing.assert_close(completion_logprobs(model, a, 1.0), a.old_logp, atol=1e-5, rtol=0)
+
+
+SHARED = ["Compute: 7+5=", "Compute: 31+4=", "Compute: 58+67=", "Compute: 2+2="]  # 9 characters in common
+
+
+def test_the_common_beginning_is_found_and_run_once(policy):
+    model, tok = policy
+    enc = tok(SHARED, return_tensors="pt", padding=True, padding_side="left", add_special_tokens=False)
+    assert shared_length(enc["input_ids"], enc["attention_mask"]) == len("Compute: ")
+    enc = tok(PROMPTS, return_tensors="pt", padding=True, padding_side="left", add_special_tokens=False)
+    assert shared_length(enc["input_ids"], enc["attention_mask"]) == 0
+    one = tok(["Compute: 7+5="], return_tensors="pt", add_special_tokens=False)
+    assert shared_length(one["input_ids"], one["attention_mask"]) == 0  # one prompt: nothing to share
+    same = tok(["7+5=", "7+5="], return_tensors="pt", add_special_tokens=False)
+    assert shared_length(same["input_ids"], same["attention_mask"]) == 3  # each keeps a token of its own
+    shapes = []
+    hook = model.register_forward_pre_hook(lambda m, a, kw: shapes.append(tuple(kw["input_ids"].shape)),
+                                           with_kwargs=True)
+    try:
+        sample_groups(model, tok, SHARED, 2, max_new_tokens=1, temperature=1.0,
+                      generator=torch.Generator().manual_seed(0), end_ids=eos_ids(model, tok))
+    finally:
+        hook.remove()
+    assert shapes == [(1, len("Compute: ")), (4, len("58+67="))]  # the beginning once, then each prompt's end
+
+
+def test_a_shared_beginning_changes_no_greedy_reply(policy):
+    model, tok = policy
+    ro = sample_groups(model, tok, SHARED, 2, max_new_tokens=6, temperature=0.0,
+                       generator=torch.Generator().manual_seed(0), end_ids=eos_ids(model, tok))
+    enc = tok(SHARED, return_tensors="pt", padding=True, add_special_tokens=False)
+    out = model.generate(**enc, max_new_tokens=6, do_sample=False, eos_token_id=tok.eos_token_id,
+                         pad_token_id=tok.pad_token_id)
+    want = tok.batch_decode(out[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)
+    assert ro.texts == [w for w in want for _ in range(2)]
+
+
+@pytest.mark.parametrize("max_rows", [None, 3])
+def test_a_shared_beginning_draws_the_same_tokens_as_each_prompt_whole(policy, monkeypatch, max_rows):
+    model, tok = policy
+    kw = dict(max_new_tokens=6, temperature=1.0, end_ids=eos_ids(model, tok), max_rows=max_rows)
+    shared = sample_groups(model, tok, SHARED, 4, generator=torch.Generator().manual_seed(5), **kw)
+    monkeypatch.setattr(forward, "MIN_SHARED", 10**9)
+    whole = sample_groups(model, tok, SHARED, 4, generator=torch.Generator().manual_seed(5), **kw)
+    assert shared.texts == whole.texts and torch.equal(shared.completion_ids, whole.completion_ids)
+    torch.testing.assert_close(shared.old_logp, whole.old_logp, atol=1e-5, rtol=0)
+    # the training pass runs every prompt whole; off the tiny's training prompts, log-probs reach -7 and the two
+    # paths' rounding 5e-5, with or without the shared beginning
+    torch.testing.assert_close(completion_logprobs(model, shared, 1.0), shared.old_logp, atol=1e-4, rtol=0)

@@ -1,5 +1,6 @@
 """The model passes that sampling and training share: a prefill that runs each prompt once and expands
-its KV cache to the prompt's G rows, and log-probs of chosen tokens at a temperature."""
+its KV cache to the prompt's G rows, and log-probs of chosen tokens at a temperature. For sampling, a prefill that
+also runs the prompts' common beginning once (a chat template's system turn and few-shot examples)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import inspect
 
 import torch
 
+from grpo_lab.model.kvcache import GrowLayer
 from grpo_lab.model.sharding import Backbone
 
 
@@ -37,6 +39,53 @@ def prefill(module, prompt_ids, prompt_mask, repeats, cache, *, logits: bool = T
     last = (out.logits if logits else out.last_hidden_state)[:, -1]  # (B, V) or (B, H)
     next_pos = positions[:, -1:].repeat_interleave(repeats, dim=0) + 1  # (N, 1)
     return last.repeat_interleave(repeats, dim=0), next_pos  # (N, V) or (N, H)
+
+
+MIN_SHARED = 8  # a common beginning shorter than this is not worth a second model call
+
+
+def shared_length(prompt_ids: torch.Tensor, prompt_mask: torch.Tensor) -> int:
+    """How many leading tokens every one of the left-padded prompts (B, P) shares, at most the shortest prompt's
+    length less one (each prompt keeps a token of its own, whose logits start its reply); 0 for one prompt."""
+    lengths = prompt_mask.sum(1)
+    room = int(lengths.min()) - 1
+    if prompt_ids.shape[0] < 2 or room < 1:
+        return 0
+    start = prompt_ids.shape[1] - lengths  # each row's first real token (left padding)
+    heads = prompt_ids.gather(1, start[:, None] + torch.arange(room, device=prompt_ids.device))  # (B, room)
+    same = (heads == heads[:1]).all(0)
+    return int(same.long().cumprod(0).sum())
+
+
+def prefill_shared(model, prompt_ids, prompt_mask, repeats, cache) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """`prefill` for sampling, with the prompts' common beginning (`shared_length`, when MIN_SHARED or more tokens)
+    run once as one row, its cache then copied to the B prompts, which run only their own ends. Returns prefill's
+    (logits (N, V), next positions (N, 1)) and the (B, L) mask of the cache's prompt positions, which the decode
+    extends: the common beginning, then each prompt's end left-padded. The same keys and values as `prefill`'s up to
+    float rounding (other matrix shapes): the sampled tokens are the same but where a uniform falls within rounding of
+    a boundary (tests/test_rollout.py). Caches with other layers than plain ones (a sliding window) take `prefill`."""
+    shared = shared_length(prompt_ids, prompt_mask)
+    plain = all(isinstance(layer, GrowLayer) for layer in getattr(cache, "layers", ()))
+    if shared < MIN_SHARED or not plain:
+        logits, pos = prefill(model, prompt_ids, prompt_mask, repeats, cache)
+        return logits, pos, prompt_mask
+    key = cache_kwarg(model)
+    lengths = prompt_mask.sum(1)
+    first = prompt_ids[:1, prompt_ids.shape[1] - int(lengths[0]):][:, :shared]  # (1, L)
+    model(input_ids=first, attention_mask=torch.ones_like(first), position_ids=torch.arange(shared)[None].to(first),
+          use_cache=True, logits_to_keep=1, **{key: cache})
+    cache.batch_repeat_interleave(prompt_ids.shape[0])
+    width = int(lengths.max()) - shared  # the longest end; a shorter one's first columns are masked
+    ends = prompt_ids[:, -width:]
+    columns = torch.arange(prompt_ids.shape[1] - width, prompt_ids.shape[1], device=prompt_ids.device)
+    own = (columns[None] >= (prompt_ids.shape[1] - lengths + shared)[:, None]).to(prompt_mask.dtype)  # (B, width)
+    mask = torch.cat([torch.ones_like(prompt_mask[:, :shared]), own], dim=1)  # (B, L + width)
+    positions = (mask.cumsum(-1) - 1).clamp_min(0)[:, shared:]
+    out = model(input_ids=ends, attention_mask=mask, position_ids=positions, use_cache=True, logits_to_keep=1,
+                **{key: cache})
+    cache.batch_repeat_interleave(repeats)
+    next_pos = positions[:, -1:].repeat_interleave(repeats, dim=0) + 1
+    return out.logits[:, -1].repeat_interleave(repeats, dim=0), next_pos, mask
 
 
 def token_logprobs(logits: torch.Tensor, tokens: torch.Tensor, temperature: float) -> torch.Tensor:

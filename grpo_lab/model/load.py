@@ -13,6 +13,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 from transformers.utils import logging as hf_logging
 
+from grpo_lab.allocator import reuse_freed_memory
 from grpo_lab.errors import ConfigError
 from grpo_lab.model.attention import attention_for
 from grpo_lab.model.dequantized import float_copy
@@ -93,6 +94,7 @@ def load_policy(name: str, path: str | None, device: str = "auto", dtype: str = 
     folder is refused in one line, and transformers is told False, so it never asks on a terminal."""
     dev = pick_device(device)
     dt = pick_dtype(dtype, dev)
+    reuse_freed_memory()  # a process that runs a model keeps freed memory for its next large tensor
     if (warning := bf16_warning(dtype, dev)) is not None:
         log.warning("%s", warning)
     hf_logging.disable_progress_bar()  # one bar per shard per job floods sweep logs

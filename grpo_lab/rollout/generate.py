@@ -13,7 +13,7 @@ import dataclasses
 import numpy as np
 import torch
 
-from grpo_lab.model.forward import cache_kwarg, prefill, token_logprobs
+from grpo_lab.model.forward import cache_kwarg, prefill_shared, token_logprobs
 from grpo_lab.model.kvcache import PromptCache, autocast_dtype
 from grpo_lab.records import Rollout
 
@@ -125,10 +125,10 @@ def _generate(model, prompt_ids, prompt_mask, repeats, n: int, *, max_new_tokens
     when every row ended."""
     device = prompt_ids.device
     cache = PromptCache(model.config, dtype=autocast_dtype(device), reserve=max_new_tokens)
-    logits, pos = prefill(model, prompt_ids, prompt_mask, repeats, cache)
+    logits, pos, cached = prefill_shared(model, prompt_ids, prompt_mask, repeats, cache)  # cached: (B, L) mask
     key = cache_kwarg(model)
-    width = prompt_mask.shape[1]  # the mask's columns so far: a view of (n, P + max_new_tokens), one more a token
-    attn = torch.cat([prompt_mask, torch.ones_like(prompt_mask[:, :1]).expand(-1, max_new_tokens)], dim=1)
+    width = cached.shape[1]  # the mask's columns so far: a view of (n, L + max_new_tokens), one more a token
+    attn = torch.cat([cached, torch.ones_like(cached[:, :1]).expand(-1, max_new_tokens)], dim=1)
     attn = attn.repeat_interleave(repeats, dim=0)
     tokens = torch.full((n, max_new_tokens), pad, device=device)
     logps = torch.zeros(n, max_new_tokens, device=device)
