@@ -218,3 +218,18 @@ def test_quantiles_from_scipy_special_are_scipy_stats_own():
     half = t.ppf(0.975, 6) * x.std(ddof=1) / np.sqrt(7)
     assert t_mean_ci(x) == (float(x.mean() - half), float(x.mean() + half))
     assert min_detectable_effect(1.0, 6, 6, True) == float((t.ppf(0.975, 5) + t.ppf(0.8, 5)) / np.sqrt(6))
+
+
+def test_a_mean_interval_is_cut_to_the_values_its_mean_can_take():
+    """pass@1 of 0, 0 and 0.3 over three seeds: t's interval runs from -0.33 to 0.53; a share's is cut at 0 and 1,
+    an unbounded mean's is t's own, and in 2,000 draws of 3 seeds near 0 the cut interval covers exactly as often."""
+    from analysis.stats.intervals import SHARE, t_mean_ci
+
+    low, high = t_mean_ci([0.0, 0.0, 0.3])
+    assert low < -0.3 and t_mean_ci([0.0, 0.0, 0.3], bounds=SHARE) == (0.0, high)
+    assert t_mean_ci([0.9, 1.0, 1.0], bounds=SHARE)[1] == 1.0
+    rng = np.random.default_rng(0)
+    draws = rng.binomial(20, 0.05, size=(2_000, 3)) / 20  # pass@1 of 20 prompts a seed, true mean 0.05
+    cover = [[lo <= 0.05 <= hi for lo, hi in (t_mean_ci(d, bounds=b) for d in draws)]
+             for b in ((-np.inf, np.inf), SHARE)]
+    assert cover[0] == cover[1]

@@ -185,3 +185,18 @@ def test_a_job_without_updates_is_named_where_equal_updates_would_be(tmp_path):
     dynamics = tests[tests["metric"] == "kl (equal updates)"].iloc[0]
     assert dynamics["seeds_a"] + dynamics["seeds_b"] == 2 * SEEDS - 1  # job 3 left out, as the line says
     assert "Updates not known" not in "\n".join(findings(_report(_sweep(tmp_path / "whole", None))))
+
+
+def test_resource_to_target_intervals_never_go_below_zero():
+    """Two seeds far apart (20 and 900 updates to the target): Student's t's low end is -5,000; a resource spent is
+    never negative, so the interval is cut at 0 (it still covers the positive mean wherever the uncut one did)."""
+    from analysis.measures.cost import resource_to_target
+
+    curves = pd.DataFrame({"job": ["0", "0", "1", "1", "2", "2", "3", "3"], "step": [0, 5] * 4,
+                           "checkpoint": ["base", "final"] * 4, "pass1": [0.2, 0.6] * 4,
+                           "arm": ["a"] * 4 + ["b"] * 4, "updates": [0, 20, 0, 900, 0, 400, 0, 410],
+                           **{r: [0.0, 1.0] * 4 for r in ("samples", "tokens", "flops")}})
+    table = resource_to_target(curves, ["arm"], {"half": 0.5}).set_index(["arm", "resource"])
+    wide, narrow = table.loc[("arm=a", "updates")], table.loc[("arm=b", "updates")]
+    assert wide["mean"] == 460 and wide["ci_low"] == 0 and wide["ci_high"] > 5000
+    assert 0 < narrow["ci_low"] < 405 < narrow["ci_high"]  # an interval above 0 is left as Student's t gives it

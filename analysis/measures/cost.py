@@ -5,9 +5,9 @@ resource each arm needed to first reach a target.
 
 Read from real checkpoints, never interpolated: a job's resource-to-target is what it had spent at its first
 evaluated checkpoint at or above the target (an upper bound on the resource it needed, at the granularity of its
-evaluation schedule). Per arm, the mean over seeds with Student's t 95% interval over seeds, where every seed
-reached the target; where some did not, the count that did and no mean (the mean of those that did would favour
-the arm's luckier seeds)."""
+evaluation schedule). Per arm, the mean over seeds with Student's t 95% interval over seeds (its low end cut at 0),
+where every seed reached the target; where some did not, the count that did and no mean (the mean of those that did
+would favour the arm's luckier seeds)."""
 
 from __future__ import annotations
 
@@ -77,7 +77,8 @@ def resource_to_target(curves: pd.DataFrame, arm: Sequence[str], goals: dict[str
             for resource in RESOURCES:
                 values = got[resource].to_numpy(float)
                 whole = len(got) == len(jobs) and np.isfinite(values).all()
-                low, high = t_mean_ci(values) if whole else (np.nan, np.nan)  # NaN for one seed
+                # NaN for one seed; cut at 0: a resource spent is never negative
+                low, high = t_mean_ci(values, bounds=(0.0, np.inf)) if whole else (np.nan, np.nan)
                 rows.append({"arm": label, "target": name, "pass1_target": target, "resource": resource,
                              "seeds": len(jobs), "reached": len(got), "recorded": int(np.isfinite(values).sum()),
                              "mean": values.mean() if whole else np.nan, "ci_low": low, "ci_high": high})

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.data.arms import iter_arms, short_label
-from analysis.stats.intervals import t_mean_ci
+from analysis.stats.intervals import SHARE, t_mean_ci
 
 NEAR = 0.1  # |predicted - realised| at most this: a prediction within a tenth (SPO: an answer its tracker foresaw)
 COLUMNS = ("arm", "difficulty", "jobs", "groups", "predicted", "realised", "abs_error", "ci_low", "ci_high", "near")
@@ -32,7 +32,7 @@ def prediction_errors(groups: pd.DataFrame, arm: Sequence[str]) -> pd.DataFrame:
     for label, rows in iter_arms(had, list(arm)):
         for level, cell in [*rows.groupby(rows["difficulty"].astype(str), sort=True), ("all", rows)]:
             per_job = cell.groupby(cell["job"].astype(str), sort=False)["error"].mean()
-            low, high = t_mean_ci(per_job.to_numpy())
+            low, high = t_mean_ci(per_job.to_numpy(), bounds=SHARE)  # |predicted - realised| rate
             records.append({"arm": short_label(label), "difficulty": level, "jobs": len(per_job),
                             "groups": len(cell), "predicted": float(cell["predicted_rate"].mean()),
                             "realised": float(cell["realised"].mean()), "abs_error": float(per_job.mean()),

@@ -27,7 +27,7 @@ from analysis.data.resources import RESOURCES
 from analysis.measures.informative import COMPARABLE_METRIC
 from analysis.measures.spend import per_job_spend
 from analysis.stats.at_k import score_column
-from analysis.stats.intervals import t_mean_ci
+from analysis.stats.intervals import SHARE, t_mean_ci
 from analysis.stats.seeds import detectable, seed_values
 
 PASS1, INFORMATIVE = "held-out pass@1", "informative per 1,000 drawn"  # counted alike for every arm (`informative`)
@@ -106,10 +106,11 @@ def _pass1_at(prompt_scores: pd.DataFrame, eval: pd.DataFrame, arm: Sequence[str
                          for label, part in iter_arms(per_job.reset_index(), arm)])
 
 
-def _row(label: str, values: np.ndarray) -> dict:
+def _row(label: str, values: np.ndarray, bounds: tuple[float, float] = SHARE) -> dict:
     """An arm's row from one value per seed: its mean and Student's t interval over the seeds (not a
-    percentile bootstrap: from 8 seeds that sees (S−1)/S of their variance and covers about 89%)."""
-    low, high = t_mean_ci(values)
+    percentile bootstrap: from 8 seeds that sees (S−1)/S of their variance and covers about 89%), cut to `bounds`
+    (pass@1 is a share)."""
+    low, high = t_mean_ci(values, bounds=bounds)
     return {"arm": label, "seeds": len(values), "mean": values.mean() if len(values) else np.nan,
             "ci_low": low, "ci_high": high}
 
@@ -120,7 +121,7 @@ def informative_by_arm(groups: pd.DataFrame, arm: Sequence[str], per_job: pd.Dat
     arm)`, when the caller has it."""
     per_job = (per_job_spend(groups, arm) if per_job is None else per_job).copy()
     per_job["value"] = 1000 * (1 - per_job["wasted_frac"])
-    return pd.DataFrame([_row(label, seed_values(part, "value").to_numpy(float))
+    return pd.DataFrame([_row(label, seed_values(part, "value").to_numpy(float), (0.0, 1000.0))
                          for label, part in iter_arms(per_job, arm)])
 
 

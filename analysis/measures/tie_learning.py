@@ -15,17 +15,10 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from analysis.stats.intervals import t_mean_ci
+from analysis.stats.intervals import SHARE, t_mean_ci
 
 WINDOWS = 4  # training is cut into this many equal spans of samples drawn
 START_KINDS = {"all_wrong": 0.0, "all_correct": 1.0}  # a held-out prompt's kind at the first checkpoint
-
-
-def share_ci(values: pd.Series) -> tuple[float, float]:
-    """Student's t interval over seeds of a mean share, clipped to [0, 1] (a share cannot leave it; with few
-    seeds the t interval would)."""
-    low, high = t_mean_ci(values)
-    return (max(low, 0.0), min(high, 1.0)) if not np.isnan(low) else (low, high)
 
 
 def split_reused(groups: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -82,7 +75,8 @@ def tie_outcomes(groups: pd.DataFrame, arm: Sequence[str]) -> pd.DataFrame:
 def shares_over_training(groups: pd.DataFrame, arm: Sequence[str], windows: int = WINDOWS) -> pd.DataFrame:
     """Per arm and window of samples drawn (`windows` equal spans of the common budget, the most samples
     every job drew): the mean over jobs of the all-correct and all-wrong shares of the groups drawn in it,
-    with its seeds' t interval (`share_ci`). A group belongs to the window of the samples drawn before its step."""
+    with its seeds' t interval (`t_mean_ci`, cut to [0, 1]). A group belongs to the window of the samples drawn
+    before its step."""
     arm = list(arm)
     drawn, _ = split_reused(groups)
     if drawn.empty:
@@ -105,7 +99,7 @@ def shares_over_training(groups: pd.DataFrame, arm: Sequence[str], windows: int 
         entry = {**values, "samples_from": values["window"] * budget / windows,
                  "samples_to": (values["window"] + 1) * budget / windows, "jobs": len(rows_)}
         for kind in ("all_correct", "all_wrong"):
-            low, high = share_ci(rows_[kind])
+            low, high = t_mean_ci(rows_[kind], bounds=SHARE)
             entry |= {f"{kind}_share": rows_[kind].mean(), f"{kind}_low": low, f"{kind}_high": high}
         out.append(entry)
     return pd.DataFrame(out).sort_values([*arm, "window"], kind="stable").reset_index(drop=True)
@@ -136,7 +130,7 @@ def from_unanimous_start(eval: pd.DataFrame, arm: Sequence[str]) -> pd.DataFrame
         per_job = chosen.groupby("job", observed=True).agg(prompts=("end", "size"), accuracy=("end", "mean"))
         per_job = per_job.join(job_arm)
         for keys, jobs in per_job.groupby(arm, observed=True, dropna=False, sort=False):
-            low, high = share_ci(jobs["accuracy"])
+            low, high = t_mean_ci(jobs["accuracy"], bounds=SHARE)
             out.append({**dict(zip(arm, keys if isinstance(keys, tuple) else (keys,))), "start": kind,
                         "jobs": len(jobs), "prompts": jobs["prompts"].mean(), "accuracy_end": jobs["accuracy"].mean(),
                         "ci_low": low, "ci_high": high})

@@ -45,7 +45,8 @@ def section(tables: Tables, ctx: Context, prompt_scores: pd.DataFrame | None) ->
         + ", ".join(f"{name.split(' of ')[0]} ({cell(value, 3)})" for name, value in goals.items())
         + " of the best arm's final gain. Each job's resource at its first evaluated checkpoint at or above a "
         "target, read from real checkpoints, never interpolated (so an upper bound at the granularity of its "
-        "evaluations); per arm the mean over seeds with Student's t 95% interval over seeds where every seed "
+        "evaluations); per arm the mean over seeds with Student's t 95% interval over seeds (cut at 0: a resource "
+        "is never negative) where every seed "
         "reached the target, else only how many did (`reached` of `seeds`).", "",
         files.table("resource_to_target", _wide(table, [r for r in RESOURCES if RESOURCES[r][1] in recorded])), ""]
     return Section(text="\n".join(parts).rstrip(), files=files)

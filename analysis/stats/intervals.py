@@ -127,13 +127,19 @@ def cluster_ratio_cis(cell: np.ndarray, cluster: np.ndarray, numerators: Sequenc
     return low.reshape(cells, ratios_n), high.reshape(cells, ratios_n)
 
 
-def t_mean_ci(values: ArrayLike, level: float = 0.95) -> tuple[float, float]:
-    """Student's t interval of the mean of one value per unit (seeds): NaN below two."""
+SHARE = (0.0, 1.0)  # the values a share's mean can take: t_mean_ci's bounds for one
+
+
+def t_mean_ci(values: ArrayLike, level: float = 0.95, bounds: tuple[float, float] = (-np.inf, np.inf)
+              ) -> tuple[float, float]:
+    """Student's t interval of the mean of one value per unit (seeds): NaN below two. Cut to `bounds`, the values a
+    mean can take (a share [0, 1], a resource [0, inf)): at a few scattered seeds t's interval leaves them, and cut
+    it still covers every mean it did, since the mean lies within them."""
     x = np.asarray(values, dtype=float)
     if len(x) < 2:
         return float("nan"), float("nan")
     half = float(stdtrit(len(x) - 1, (1 + level) / 2) * x.std(ddof=1) / np.sqrt(len(x)))
-    return float(x.mean() - half), float(x.mean() + half)
+    return max(float(x.mean() - half), bounds[0]), min(float(x.mean() + half), bounds[1])
 
 
 def t_difference_ci(a: ArrayLike, b: ArrayLike, paired: bool, level: float = 0.95) -> tuple[float, float]:
