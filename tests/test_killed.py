@@ -10,10 +10,12 @@ import signal
 import subprocess
 import sys
 import time
+from datetime import datetime
 from pathlib import Path
 
 import pytest
 
+from analysis.sections.provenance import running_seconds
 from grpo_lab.config import TrainConfig
 from grpo_lab.run.guards import RunLock, prepare
 from grpo_lab.run.tables import read_table
@@ -88,9 +90,13 @@ def test_a_signal_records_killed_and_the_same_command_resumes_exactly(tmp_path, 
     assert record["error"].startswith(f"Killed: stopped by {name} at step ")
     assert 2 <= read_table(run, "steps").num_rows < STEPS
 
+    time.sleep(3)  # a pause between the kill and the resume, which the report's running time leaves out
     again = _cli(*ARGS, f"hydra.run.dir={run}")
     assert again.returncode == 0, again.stderr[-3000:]
     assert _record(run)["status"] == "done" and _record(run)["signal"] is None
+    done = _record(run)
+    wall = (datetime.fromisoformat(done["finished"]) - datetime.fromisoformat(done["started"])).total_seconds()
+    assert running_seconds(done) <= wall - 2  # each start's own time, summed (timestamps in whole seconds)
     assert "ended without recording how" not in again.stderr  # it was recorded
     # the killed start stays in the run's history: when, how it ended, by which process
     (earlier,) = _record(run)["earlier_starts"]

@@ -70,7 +70,7 @@ def varying_keys(jobs: pd.DataFrame, config_columns: Sequence[str]) -> list[str]
     jobs' `choices`) in place of every key whose value it fixes (algo.advantage, sampler.name). A job's name and
     folder (NAMING_KEYS, NAMING_PREFIXES) never vary an arm."""
     varying = [c for c in config_columns if jobs[c].map(value_text).nunique() > 1  # null is one value
-               and c not in NAMING_KEYS and not c.startswith(NAMING_PREFIXES)]
+               and not names_a_job(c)]
     hidden = {source for alias in varying if alias in CHOICES for source in ALIASES[alias] if source != alias}
     hidden |= {alias for alias in varying if alias in ALIASES and alias not in CHOICES
                and any(source in varying and source != alias for source in ALIASES[alias])}
@@ -79,6 +79,11 @@ def varying_keys(jobs: pd.DataFrame, config_columns: Sequence[str]) -> list[str]
         hidden |= {key for key in varying if key not in (choice, REPLICATE_KEY)
                    and text[key].groupby(text[choice].to_numpy()).nunique().max() <= 1}
     return [c for c in varying if c not in hidden]
+
+
+def names_a_job(key: str) -> bool:
+    """Whether a config key names a job or where it reports (NAMING_KEYS, NAMING_PREFIXES), never what it computes."""
+    return key in NAMING_KEYS or key.startswith(NAMING_PREFIXES)
 
 
 def chosen_groups(jobs: pd.DataFrame) -> list[str]:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis.data.arms import long_values, value_text, varying_keys, whole_text
+from analysis.data.arms import long_values, names_a_job, value_text, varying_keys, whole_text
 from analysis.data.config import ALIASES
 from analysis.data.imported import how_rows, imported
 from analysis.data.labels import natural_sorted
@@ -29,24 +29,42 @@ RUNTIME = {"out_dir": "each job's own folder (the entry point sets it to Hydra's
 PACKAGES = {"version": "grpo-lab", "torch": "torch", "transformers": "transformers"}  # run.json key -> name
 
 
-def _duration(started: object, finished: object) -> str:
+def _seconds(started: object, finished: object) -> float | None:
     try:
-        seconds = (datetime.fromisoformat(str(finished)) - datetime.fromisoformat(str(started))).total_seconds()
+        return (datetime.fromisoformat(str(finished)) - datetime.fromisoformat(str(started))).total_seconds()
     except (TypeError, ValueError):
+        return None
+
+
+def _text(seconds: float | None) -> str:
+    if seconds is None:
         return "–"
     minutes, sec = divmod(int(round(seconds)), 60)
     return f"{minutes // 60}h{minutes % 60:02d}m{sec:02d}s" if minutes >= 60 else f"{minutes}m{sec:02d}s"
 
 
+def running_seconds(record: dict) -> float | None:
+    """The time a job ran: each start's own time, summed (`earlier_starts`, then the last start's `this_start` to
+    `finished`), without the pauses between a kill and its resume; None where a start's times were not recorded (a
+    run.json written before `this_start`, or a start still running)."""
+    earlier = record.get("earlier_starts") or []
+    last = record.get("this_start") or (None if earlier else record.get("started"))
+    spans = [_seconds(s.get("started"), s.get("finished")) for s in earlier if isinstance(s, dict)]
+    spans.append(_seconds(last, record.get("finished")))
+    return None if None in spans or len(spans) != len(earlier) + 1 else sum(spans)
+
+
 def wall_times(jobs: pd.DataFrame, arm: Sequence[str]) -> pd.DataFrame:
-    """One row per job: job, its arm keys and seed, status, started, finished, wall time (first start
-    to finish, so a resumed job's time includes the pause)."""
+    """One row per job: job, its arm keys and seed, status, started, finished, wall time (first start to finish, so
+    a resumed job's includes its pauses), starts, and running time (`running_seconds`: each start's own time)."""
     records = run_records(jobs)
     keys = [k for k in dict.fromkeys([*arm, "seed"]) if k in jobs]
     out = jobs[["job", *keys, "status"]].assign(**{k: jobs[k].map(value_text) for k in keys})
     out["started"] = [r.get("started") for r in records]
     out["finished"] = [r.get("finished") for r in records]
-    out["wall_time"] = [_duration(r.get("started"), r.get("finished")) for r in records]
+    out["wall_time"] = [_text(_seconds(r.get("started"), r.get("finished"))) for r in records]
+    out["starts"] = [1 + len(r.get("earlier_starts") or []) for r in records]
+    out["running_time"] = [_text(running_seconds(r)) for r in records]
     return out
 
 
@@ -157,15 +175,17 @@ def details(tables: Tables, ctx: Context) -> Section:
     jobs, report_dir = tables.jobs, ctx.out
     varying = varying_keys(jobs, tables.config_columns)
     shown_as_alias = {source for alias in varying for source in ALIASES.get(alias, ())}
-    fixed = [k for k in tables.config_columns if k not in varying and k not in shown_as_alias
+    naming = [k for k in tables.config_columns if names_a_job(k) and jobs[k].map(value_text).nunique() > 1]
+    fixed = [k for k in tables.config_columns if k not in varying and k not in shown_as_alias and k not in naming
              and k not in ALIASES and jobs[k].notna().any()]  # an alias repeats its key
     vary = [f"- `{k}`: {', '.join(_value(v, report_dir) for v in natural_sorted(jobs[k].map(value_text).unique()))}"
-            for k in varying]
+            for k in varying] + [f"- `{k}`: each job's own (it names the job: never an arm)" for k in naming]
     constant = pd.DataFrame({"key": fixed, "value": [RUNTIME.get(k) or _value(jobs[k].dropna().iloc[0], report_dir)
                                                      for k in fixed]})
     return Section(text="\n".join([
         "## Config and provenance", "",
-        "Wall time per job (from its first start to its finish, in run.json):", "",
+        "Wall time per job (run.json): from its first start to its finish, and the time it ran (each start's own "
+        "time, without the pauses between a kill and its resume; – where a start's times were not recorded):", "",
         markdown.table(wall_times(jobs, ctx.arm)), "",
         "Config keys that vary across jobs:", "", *(vary or ["None: every job has the same config."]), "",
         f"Config keys that do not vary ({len(fixed)}):", "",
