@@ -72,6 +72,16 @@ def test_named_difficulties_keep_the_logs_order_or_the_one_given(tmp_path):
     report(tmp_path / "r2", tmp_path / "report2")
     ties = pd.read_csv(tmp_path / "report2" / "tables" / "ties_by_difficulty.csv")
     assert ties["difficulty"].tolist() == ["hard", "medium", "easy"]
+    from analysis.view.data import collect  # the viewer's filter and heatmap in the same order
+
+    page = collect(tmp_path / "r2")
+    assert page["difficulties"] == page["heat"]["difficulties"] == ["hard", "medium", "easy"]
+    from analysis import api  # and a notebook's, as the API's example says
+
+    tables = api.load(tmp_path / "r2")
+    with api.label_order(api.difficulty_order(tables.jobs)):
+        fractions = api.tie_fractions(tables.groups[tables.groups["round"] == 0], by=["sampler"])
+    assert fractions["difficulty"].tolist() == ["hard", "medium", "easy"]
 
     # an order that leaves a logged label out, or one for pass-rate bins: one line, nothing written
     with pytest.raises(IngestError, match=r"^--difficulty-order hard,easy: does not name medium \(logged level: "

@@ -22,8 +22,9 @@ import pyarrow.parquet as pq
 
 from analysis.data.arms import arm_keys, arm_name, short_label
 from analysis.data.completions import read_completions
-from analysis.data.labels import natural_sorted
+from analysis.data.labels import label_order, natural_sorted
 from analysis.data.load import GROUP_COLUMNS, find_jobs, load
+from analysis.data.records import difficulty_order
 
 # groups embedded whole up to this; above it, a deterministic sample of about this many (`--max-groups`)
 MAX_GROUPS = 40_000
@@ -56,6 +57,12 @@ def collect(path: Path | Sequence[Path], max_groups: int = MAX_GROUPS, title: st
     several = not isinstance(path, (str, Path))
     source = Source([Path(p) for p in path], None) if several else locate(Path(path))
     tables = load(source.runs, tables=("groups",), columns={"groups": (*GROUP_COLUMNS, *LIST_COLUMNS)})
+    with label_order(difficulty_order(tables.jobs)):  # difficulties in the order the runs recorded, as the report
+        return _payload(tables, source, path, several, max_groups, title)
+
+
+def _payload(tables, source: Source, path, several: bool, max_groups: int, title: str | None) -> dict:
+    """`collect`'s payload from the loaded tables."""
     groups, jobs = tables.groups, tables.jobs
     keys = arm_keys(jobs, tables.config_columns)
     job_names = [str(j) for j in jobs["job"]]
@@ -82,6 +89,7 @@ def collect(path: Path | Sequence[Path], max_groups: int = MAX_GROUPS, title: st
                    "train_total": int((frame["src"] == TRAIN).sum()), "held_out_total": int(len(held.groups))},
         "groups": _columns(shown),
         "replies": [replies[i] for i in shown["index"] if i in replies],
+        "difficulties": natural_sorted(shown["difficulty"].astype(str).unique()),  # the filter's, in label order
         "heat": _heatmaps(frame[frame["src"] == TRAIN], arms, arm_order),
     }
 

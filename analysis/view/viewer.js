@@ -83,7 +83,7 @@
     for (const v of values) select.appendChild(el("option", { value: String(v) }, String(v)));
   }
   const seeds = [...new Set(D.jobs.map((j) => j.seed).filter((x) => x !== null))].sort((a, b) => a - b);
-  const diffs = [...new Set(G.difficulty)].sort((a, b) => a.localeCompare(b, "en", { numeric: true }));
+  const diffs = D.difficulties;  // in the order the runs recorded (natural order where none did)
   options(form.elements.arm, D.arms, "every arm");
   options(form.elements.seed, seeds, "every seed");
   options(form.elements.diff, diffs, "every difficulty");
