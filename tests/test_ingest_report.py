@@ -115,6 +115,11 @@ def test_continuous_rewards_predict_no_ties_from_correct_counts(tmp_path):
     observed = pd.read_csv(tmp_path / "report" / "tables" / "group_size_observed.csv")
     assert observed["tie_frac"].eq(0).all() and observed["groups"].sum() == 54
     assert not (tmp_path / "report" / "tables" / "group_size.csv").exists()
+    ties = (tmp_path / "report" / "REPORT.md").read_text()  # nor the ties section, which would predict 100%
+    assert "No prediction p^G + (1−p)^G: the rewards are not binary (54 of 54 first-round groups" in ties
+    for table in ("ties_by_difficulty", "ties_by_step"):
+        frame = pd.read_csv(tmp_path / "report" / "tables" / f"{table}.csv")
+        assert frame["predicted_tie_frac"].isna().all() and frame["tie_frac"].eq(0).all(), table
 
 
 def trl_run(tmp_path: Path, name: str, steps: int, prompts: int, label: str) -> Path:

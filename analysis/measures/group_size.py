@@ -96,6 +96,11 @@ def correct_count_misses(groups: pd.DataFrame) -> tuple[int, int]:
     return len(first), int((first["tie"].to_numpy(bool) != unanimous).sum())
 
 
+def binary(first: int, misread: int) -> bool:
+    """Whether correct counts say which groups tie: `correct_count_misses`' (first, misread) within MISREAD_SHARE."""
+    return not (first and misread > MISREAD_SHARE * first)
+
+
 def observed_ties(groups: pd.DataFrame) -> pd.DataFrame:
     """First-round groups by difficulty and G: groups, tie_frac (the recorded ties: zero reward spread)."""
     first = groups[groups["round"].to_numpy() == 0]

@@ -9,8 +9,8 @@ import pandas as pd
 
 from analysis.data.load import Tables
 from analysis.measures.group_size import (
-    MISREAD_SHARE,
     best_sizes,
+    binary,
     correct_count_misses,
     expected_by_size,
     measured_sizes,
@@ -32,7 +32,7 @@ def section(tables: Tables, ctx: Context, overhead: float = 0.0) -> Section | No
         return None
     files = Files()
     first, misread = correct_count_misses(groups)
-    if first and misread > MISREAD_SHARE * first:
+    if not binary(first, misread):
         return not_binary(groups, first, misread, files)
     rates = prompt_pass_rates(groups, eval)
     source = "the base model's eval samples" if not eval.empty and (eval["step"] == 0).any() \

@@ -14,6 +14,7 @@ from analysis.data.arms import iter_arms, job_arms, short_label, unit_keys
 from analysis.data.config import ALIASES
 from analysis.data.labels import natural_sorted
 from analysis.data.load import Tables
+from analysis.measures.group_size import binary, correct_count_misses
 from analysis.measures.ties import (
     ASSUMPTION,
     MIN_PROMPTS,
@@ -38,8 +39,14 @@ TIE_COLUMNS = ("difficulty", "group_size", "sampler", "groups", "prompts", "tie_
 STEP_WINDOWS = 10  # windows over training: points per line in the ties-over-steps figure
 
 
-def prediction_text(predicted: int, groups: int, window: int) -> str:
-    """What the prediction columns are, or in one line that there is none to show."""
+def prediction_text(predicted: int, groups: int, window: int, misread: tuple[int, int] = (0, 0)) -> str:
+    """What the prediction columns are, or in one line that there is none to show. `misread`: (first-round groups
+    of two or more, those whose tie their correct count misreads: `correct_count_misses`)."""
+    if not binary(*misread):
+        return (f"No prediction p^G + (1−p)^G: the rewards are not binary ({misread[1]:,} of {misread[0]:,} "
+                "first-round groups tie otherwise than their correct count says: a group ties when its rewards have "
+                "zero spread, and `correct` is a threshold on a reward that takes other values), so a tie cannot be "
+                "predicted from correct counts; the prediction columns are empty.")
     if not predicted:
         return (f"No prediction p^G + (1−p)^G: no prompt recurred within a {window}-step window of its job "
                 f"(0 of {groups} first-round groups have one), so the prediction columns are empty.")
@@ -106,7 +113,10 @@ def section(tables: Tables, ctx: Context) -> Ties | None:
     used = ["job", "prompt_id", "difficulty", "step", "round", "group_size", "n_correct", "tie", "tie_kind",
             "samples_total", *(["n_answered"] if "n_answered" in groups else []), *by, *unit_keys(groups, arm)]
     groups = groups[list(dict.fromkeys(used))]  # the columns read here: the copies below stay small
+    misread = correct_count_misses(groups)
     predicted = predict_ties(groups, window=window)
+    if not binary(*misread):  # continuous or shaped rewards: correct counts do not say which groups tie
+        predicted = pd.Series(np.nan, index=predicted.index)
     first = groups["round"].to_numpy() == 0
     round0, redraws = groups[first], groups[~first]
     rows = tie_rows(round0, predicted[first])  # shared by every table of the first rounds
@@ -135,7 +145,7 @@ def section(tables: Tables, ctx: Context) -> Ties | None:
         "would charge one arm for its own rule. Redraws are shown apart below. Intervals are 95% percentile "
         "bootstraps clustered by prompt (all groups of a prompt, in every job of the row, move together)."
         + pooled + too_few, "",
-        prediction_text(int(predicted[first].notna().sum()), int(first.sum()), window), "",
+        prediction_text(int(predicted[first].notna().sum()), int(first.sum()), window, misread), "",
         "### First-round ties by difficulty", "",
         "Each bar is an arm's first-round groups at one difficulty, pooled over training: all-correct ties "
         "(solid) under all-wrong ties (hatched); the black bar is the 95% interval of their sum (the tie fraction) "
