@@ -186,7 +186,8 @@ def test_front_matter_names_the_experiment_and_holds_provenance_with_relative_pa
     block = block + details[details.index("## Config and provenance"):]
     assert "- Packages: grpo-lab 0.1.0, torch none, transformers not recorded" in block
     assert "- Code: git not recorded" in block
-    assert block.count("| 1h00m00s |") == 4  # started 00:00, finished 01:00 in every synthetic run.json
+    # started 00:00, finished 01:00 in every synthetic run.json, one start: its wall and running time
+    assert block.count("| 1h00m00s | 1 | 1h00m00s |") == 4
     assert "- `sampler`: fixed, resample_on_tie" in block and "| max_steps | 100 |" in block
     assert "| sampler.name |" not in block  # shown once, as the varying `sampler`
     assert str(root.parent) not in text and str(tmp_path.parent) not in text  # no absolute paths anywhere
