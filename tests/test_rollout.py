@@ -18,11 +18,15 @@ def policy():
     return load_policy("tiny", None, device="cpu", dtype="float32")
 
 
-def test_greedy_rollout_equals_transformers_generate(policy):
+SHARED = ["Compute: 7+5=", "Compute: 31+4=", "Compute: 58+67=", "Compute: 2+2="]  # 9 characters in common
+
+
+@pytest.mark.parametrize("prompts", [PROMPTS, SHARED], ids=["own", "shared beginning"])
+def test_greedy_rollout_equals_transformers_generate(policy, prompts):
     model, tok = policy
-    ro = sample_groups(model, tok, PROMPTS, 3, max_new_tokens=6, temperature=0.0,
+    ro = sample_groups(model, tok, prompts, 3, max_new_tokens=6, temperature=0.0,
                        generator=torch.Generator().manual_seed(0), end_ids=eos_ids(model, tok))
-    enc = tok(PROMPTS, return_tensors="pt", padding=True, add_special_tokens=False)
+    enc = tok(prompts, return_tensors="pt", padding=True, add_special_tokens=False)
     out = model.generate(**enc, max_new_tokens=6, do_sample=False, eos_token_id=tok.eos_token_id,
                          pad_token_id=tok.pad_token_id)
     want = tok.batch_decode(out[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)
@@ -84,9 +88,6 @@ def test_capped_sampling_is_reproducible_and_well_formed(policy):
     torch.testing.assert_close(completion_logprobs(model, a, 1.0), a.old_logp, atol=1e-5, rtol=0)
 
 
-SHARED = ["Compute: 7+5=", "Compute: 31+4=", "Compute: 58+67=", "Compute: 2+2="]  # 9 characters in common
-
-
 def test_the_common_beginning_is_found_and_run_once(policy):
     model, tok = policy
     enc = tok(SHARED, return_tensors="pt", padding=True, padding_side="left", add_special_tokens=False)
@@ -106,17 +107,6 @@ def test_the_common_beginning_is_found_and_run_once(policy):
     finally:
         hook.remove()
     assert shapes == [(1, len("Compute: ")), (4, len("58+67="))]  # the beginning once, then each prompt's end
-
-
-def test_a_shared_beginning_changes_no_greedy_reply(policy):
-    model, tok = policy
-    ro = sample_groups(model, tok, SHARED, 2, max_new_tokens=6, temperature=0.0,
-                       generator=torch.Generator().manual_seed(0), end_ids=eos_ids(model, tok))
-    enc = tok(SHARED, return_tensors="pt", padding=True, add_special_tokens=False)
-    out = model.generate(**enc, max_new_tokens=6, do_sample=False, eos_token_id=tok.eos_token_id,
-                         pad_token_id=tok.pad_token_id)
-    want = tok.batch_decode(out[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)
-    assert ro.texts == [w for w in want for _ in range(2)]
 
 
 @pytest.mark.parametrize("max_rows", [None, 3])
