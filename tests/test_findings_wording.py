@@ -197,3 +197,20 @@ def test_a_prediction_check_that_cannot_fail_is_not_called_passed():
     moved = calibration_text(pd.DataFrame([{**row, "observed_minus_predicted": 0.01, "diff_ci_low": -0.002,
                                             "diff_ci_high": 0.02}]))
     assert "no detectable difference" in moved and "no power" not in moved
+
+
+def test_the_arm_ahead_says_what_it_had_more_of_than_the_next():
+    """Nothing resolved at equal updates, yet the arm with the highest mean drew 2.6x the samples of the next: its
+    bullet says so (a verdict names its cost); an arm ahead with no more of anything says nothing more."""
+    from analysis.measures.verdict import COLUMNS, Alignment
+    from analysis.sections.findings import _alignment
+
+    table = pd.DataFrame([["sampler=dynamic", 5, 0.489, 0.46, 0.52, "a", 20, 826, 9187],
+                          ["sampler=fixed", 5, 0.472, 0.46, 0.48, "a", 20, 320, 3535],
+                          ["sampler=spo", 5, 0.470, 0.46, 0.48, "a", 20, 900, 9900]], columns=list(COLUMNS))
+    tests = pd.DataFrame(columns=["metric"])
+    said = _alignment(Alignment("equal updates", "m", "20 updates", table, [], 3), tests)
+    assert "dynamic has the highest mean (0.489 [0.46, 0.52]), with samples ×2.6, generated tokens ×2.6 the next " \
+        "arm's (fixed); no ordering of the 3 pairs is resolved." in said
+    said = _alignment(Alignment("equal updates", "m", "20 updates", table.iloc[[1, 0, 2]], [], 3), tests)
+    assert "fixed has the highest mean (0.472 [0.46, 0.48]); no ordering" in said

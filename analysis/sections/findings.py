@@ -147,12 +147,22 @@ def _alignment(alignment, tests: pd.DataFrame) -> str:
     named = ", ".join(short_label(a) for a in group["arm"].head(LEADERS))
     more = f" and {len(group) - LEADERS} more" if len(group) > LEADERS else ""
     interval = score_text(top["mean"], top["ci_low"], top["ci_high"])
-    lead = f"{short_label(top['arm'])} has the highest mean ({interval}); "
+    lead = f"{short_label(top['arm'])} has the highest mean ({interval}){_ahead_spent(table)}; "
     if not alignment.resolved:
         return head + lead + f"no ordering of the {alignment.pairs} pairs is resolved."
     top_group = f"not resolved below it: {named}{more}" if len(group) else "resolved above every other arm"
     return (head + lead + f"{top_group}. {len(alignment.resolved)} of {alignment.pairs} orderings resolved; "
             f"{_winners(alignment.orderings)}.")
+
+
+def _ahead_spent(table: pd.DataFrame) -> str:
+    """What the arm with the highest mean had more of than the next (the verdict table's resources at that point):
+    ", with samples ×2.6, generated tokens ×2.7 the next arm's (grpo)"; "" where it had no more of any."""
+    if len(table) < 2:
+        return ""
+    top, next_ = (table.iloc[i][[r for r in RESOURCES if r in table]].astype(float).to_dict() for i in (0, 1))
+    more = had_more(next_, top)
+    return f", with {more_text(more, next_, top)} the next arm's ({short_label(table.iloc[1]['arm'])})" if more else ""
 
 
 def _question(question: Question, tests: pd.DataFrame, alignments: Sequence) -> str:
