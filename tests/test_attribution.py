@@ -142,7 +142,7 @@ def test_resource_to_target_recounts_from_the_parts(per_update, resource):
     column = {"updates": "updates", "samples": "samples"}[resource]
     assert len(table) and column in table
     for _, row in table.iterrows():
-        recount = _recount_to_target(root, row["pass1"], resource)[int(row["arm"].split("=")[1])]
+        recount = _recount_to_target(root, row["pass1"], resource)[int(str(row["arm"]).split("=")[-1])]
         cell = str(row[column])
         if all(np.isfinite(recount)):
             assert float(cell.split(" [")[0].replace(",", "")) == pytest.approx(np.mean(recount), rel=1e-3)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from analysis.data.arms import short_label
 from analysis.data.load import Tables
 from analysis.data.resources import RESOURCES
 from analysis.measures import cost as measures
@@ -53,10 +54,11 @@ def section(tables: Tables, ctx: Context, prompt_scores: pd.DataFrame | None) ->
 
 
 def _wide(table: pd.DataFrame, resources: list[str]) -> pd.DataFrame:
-    """One row per arm and target, a column per resource: "mean [low, high]", or "k of n reached"."""
+    """One row per arm and target (the arm named as every other table names it: `short_label`), a column per
+    resource: "mean [low, high]", or "k of n reached"."""
     rows = []
     for (arm, target), part in table.groupby(["arm", "target"], sort=False):
-        row = {"arm": arm, "target": target, "pass1": part["pass1_target"].iloc[0]}
+        row = {"arm": short_label(arm), "target": target, "pass1": part["pass1_target"].iloc[0]}
         for _, r in part.set_index("resource").loc[resources].iterrows():
             row[RESOURCES[r.name][1]] = _cell(r)
         rows.append(row)
