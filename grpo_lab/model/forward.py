@@ -29,8 +29,11 @@ def prefill(module, prompt_ids, prompt_mask, repeats, cache, *, logits: bool = T
     gets `repeats` rows (an int, or a (B,) tensor of counts). Returns (the last position's logits
     (N, V), or with logits=False, `module` being the model's backbone, its hidden state (N, H);
     the position of each row's next token (N, 1)). The cache then holds N rows; with expand_cache=False it keeps
-    the B prompts' rows (a reader gathers each row's prompt as attention reads it: PromptCache.rows)."""
-    positions = (prompt_mask.cumsum(-1) - 1).clamp_min(0)  # (B, P) left padding shifts positions
+    the B prompts' rows (a reader gathers each row's prompt as attention reads it: PromptCache.rows).
+    `prompt_mask` may be wider than `prompt_ids` (B, P): its first columns are positions the cache holds already
+    (`prefill_shared`'s common beginning)."""
+    # (B, P) left padding shifts positions; the ids are the mask's last P columns
+    positions = (prompt_mask.cumsum(-1) - 1).clamp_min(0)[:, prompt_mask.shape[1] - prompt_ids.shape[1]:]
     extra = {"logits_to_keep": 1} if logits else {}
     out = module(input_ids=prompt_ids, attention_mask=prompt_mask, position_ids=positions,
                  use_cache=True, **extra, **{cache_kwarg(module): cache})
@@ -69,23 +72,15 @@ def prefill_shared(model, prompt_ids, prompt_mask, repeats, cache) -> tuple[torc
     if shared < MIN_SHARED or not plain:
         logits, pos = prefill(model, prompt_ids, prompt_mask, repeats, cache)
         return logits, pos, prompt_mask
-    key = cache_kwarg(model)
     lengths = prompt_mask.sum(1)
     first = prompt_ids[:1, prompt_ids.shape[1] - int(lengths[0]):][:, :shared]  # (1, L)
-    model(input_ids=first, attention_mask=torch.ones_like(first), position_ids=torch.arange(shared)[None].to(first),
-          use_cache=True, logits_to_keep=1, **{key: cache})
-    cache.batch_repeat_interleave(prompt_ids.shape[0])
+    prefill(model, first, torch.ones_like(first), prompt_ids.shape[0], cache)  # the beginning, its cache to B rows
     width = int(lengths.max()) - shared  # the longest end; a shorter one's first columns are masked
     ends = prompt_ids[:, -width:]
     columns = torch.arange(prompt_ids.shape[1] - width, prompt_ids.shape[1], device=prompt_ids.device)
     own = (columns[None] >= (prompt_ids.shape[1] - lengths + shared)[:, None]).to(prompt_mask.dtype)  # (B, width)
     mask = torch.cat([torch.ones_like(prompt_mask[:, :shared]), own], dim=1)  # (B, L + width)
-    positions = (mask.cumsum(-1) - 1).clamp_min(0)[:, shared:]
-    out = model(input_ids=ends, attention_mask=mask, position_ids=positions, use_cache=True, logits_to_keep=1,
-                **{key: cache})
-    cache.batch_repeat_interleave(repeats)
-    next_pos = positions[:, -1:].repeat_interleave(repeats, dim=0) + 1
-    return out.logits[:, -1].repeat_interleave(repeats, dim=0), next_pos, mask
+    return *prefill(model, ends, mask, repeats, cache), mask
 
 
 def token_logprobs(logits: torch.Tensor, tokens: torch.Tensor, temperature: float) -> torch.Tensor:
