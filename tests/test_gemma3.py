@@ -8,7 +8,7 @@ import importlib.util
 import pytest
 import torch
 
-from experiments.common import compose_jobs, register_configs
+from experiments.common import compose_job, compose_jobs, register_configs
 from grpo_lab.model.files import GGUF_NEEDS
 from grpo_lab.model.load import eos_ids, load_policy
 from grpo_lab.model.logprobs import completion_logprobs
@@ -72,10 +72,10 @@ def test_chunked_log_probs_equal_the_full_logits_at_this_vocabulary(gemma3):
 def test_a_lora_step_on_a_gym_task_trains_and_names_its_eos(preset, gemma3, tmp_path):
     model, tok = gemma3
     assert eos_ids(model, tok)
-    (cfg,) = compose_jobs("train", ["model=gemma3", "task=gym", "task.train_per_level=2", "task.eval_per_level=0",
-                                    "eval.n=0", "max_steps=1", "prompts_per_step=2", "sampler.group_size=4",
-                                    "model.lora.rank=8", "algo.lr=1e-4", "rollout.max_new_tokens=8",
-                                    f"out_dir={tmp_path}"])
+    cfg = compose_job("train", ["model=gemma3", "task=gym", "task.train_per_level=2", "task.eval_per_level=0",
+                                "eval.n=0", "max_steps=1", "prompts_per_step=2", "sampler.group_size=4",
+                                "model.lora.rank=8", "algo.lr=1e-4", "rollout.max_new_tokens=8",
+                                f"out_dir={tmp_path}"])  # one job as a sweep runs it: out_dir set
     trainer = Trainer(cfg, RunRecord(tmp_path, cfg.seed), policy=(model, tok))
     row = trainer.step()
     assert row["samples_total"] == 8
