@@ -1,6 +1,6 @@
 """Real-model speed-ups against the plain path they replace: gqa_eager attention (log-probs of the training
 pass bitwise, its gradients within 1e-5 relative; rollouts the same tokens, log-probs within 1e-5), the growing KV
-cache bitwise; model.fast_math's one-pass sampler and kept output-layer softmax within stated float tolerances;
+cache bitwise; the split decode cache (each prompt's keys read once for its rows) the same tokens; model.fast_math's one-pass sampler and kept output-layer softmax within stated float tolerances;
 model.dtype=autocast_bf16's context, warning and fp32 reference."""
 
 import copy
@@ -8,14 +8,16 @@ from pathlib import Path
 
 import pytest
 import torch
+from transformers import LlamaConfig
 
 from fixtures.models import build_chat_model
 from grpo_lab.config import TrainConfig
-from grpo_lab.model.attention import attention_for
+from grpo_lab.model.attention import attention_for, gqa_eager_attention
 from grpo_lab.model.forward import prefill
-from grpo_lab.model.kvcache import GrowLayer, PromptCache
+from grpo_lab.model.kvcache import GrowLayer, PromptCache, SplitLayer
 from grpo_lab.model.load import amp, bf16_warning, cpu_has_bf16, load_policy
 from grpo_lab.model.logprobs import completion_logprobs, head_logprobs
+from grpo_lab.rollout import generate
 from grpo_lab.rollout.generate import sample_groups
 from grpo_lab.run.record import RunRecord
 from grpo_lab.train.trainer import Trainer
@@ -88,6 +90,62 @@ def test_the_growing_cache_equals_the_concatenating_one_bitwise(smol_shaped):
             outs.append(steps)
     assert all(torch.equal(x, y) for x, y in zip(*outs))
     assert torch.equal(grow.layers[0].keys, plain.layers[0].keys)
+
+
+def test_split_attention_equals_attention_over_each_rows_whole_cache():
+    """Three left-padded prompts with 3, 1 and 2 rows; rows leave (prompt 1 keeps none); each row's own tokens grow."""
+    config = LlamaConfig(num_hidden_layers=1, hidden_size=32, num_attention_heads=4, num_key_value_heads=2,
+                         vocab_size=16)
+    g = torch.Generator().manual_seed(0)
+    hkv, p, d = 2, 5, 8
+    mask = torch.tensor([[1, 1, 1, 1, 1], [0, 0, 1, 1, 1], [0, 1, 1, 1, 1]])
+    cache = PromptCache(config, reserve=1)  # room for one: the third token regrows the rows' buffers
+    prompt_k, prompt_v = torch.randn(3, hkv, p, d, generator=g), torch.randn(3, hkv, p, d, generator=g)
+    cache.update(prompt_k, prompt_v, 0)
+    cache.split(mask, torch.tensor([3, 1, 2]))
+    assert isinstance(cache.layers[0], SplitLayer)
+    module = torch.nn.Module()
+    module.layer_idx = 0
+    owner, own_k, own_v = torch.tensor([0, 0, 0, 1, 2, 2]), [], []
+    for t, keep in enumerate([None, torch.tensor([0, 2, 4, 5]), torch.tensor([1, 2, 3])]):
+        if keep is not None:  # rows leave; the others keep their own tokens so far
+            cache.batch_select_indices(keep)
+            owner, own_k, own_v = owner[keep], [k[keep] for k in own_k], [v[keep] for v in own_v]
+        n = owner.shape[0]
+        own_k.append(torch.randn(n, hkv, 1, d, generator=g))
+        own_v.append(torch.randn(n, hkv, 1, d, generator=g))
+        keys, values = cache.update(own_k[-1], own_v[-1], 0)
+        assert cache.get_seq_length() == p + t + 1
+        query = torch.randn(n, 4, 1, d, generator=g)
+        out, _ = gqa_eager_attention(module, query, keys, values, None, 0.3, split_cache=cache)
+        for r in range(n):  # each row alone on its prompt's keys and its own, under eager's additive mask
+            whole_k = torch.cat([prompt_k[owner[r]], *[k[r] for k in own_k]], dim=-2)[None]
+            whole_v = torch.cat([prompt_v[owner[r]], *[v[r] for v in own_v]], dim=-2)[None]
+            bias = torch.cat([mask[owner[r]], torch.ones(t + 1, dtype=torch.long)]).eq(0)
+            bias = torch.zeros(bias.shape).masked_fill(bias, torch.finfo(torch.float32).min)[None, None, None]
+            want, _ = gqa_eager_attention(module, query[r:r + 1], whole_k, whole_v, bias, 0.3)
+            torch.testing.assert_close(out[r:r + 1], want, atol=1e-6, rtol=1e-6)
+
+
+@pytest.mark.parametrize("max_rows", [None, 5])
+def test_the_split_decode_draws_the_tokens_of_the_expanded_cache(smol_shaped, monkeypatch, max_rows):
+    model, tok = load_policy("hf", str(smol_shaped))
+    shots = "Add the numbers. 2 + 5 = 7. 31 - 14 + 6 = 23. Now: "  # a common beginning: prefill_shared's path too
+    prompts = [shots + q for q in PROMPTS] + PROMPTS
+    ends = list(range(0, model.config.vocab_size, 7))  # many end tokens: rows finish at different steps
+    splits = []
+    monkeypatch.setattr(PromptCache, "split", lambda self, *a, _f=PromptCache.split: splits.append(1) or _f(self, *a))
+    for batch in (prompts[:3], prompts[2:]):
+        kw = dict(max_new_tokens=10, temperature=1.0, end_ids=ends, max_rows=max_rows)
+        split = sample_groups(model, tok, batch, 4, generator=torch.Generator().manual_seed(1), **kw)
+        used = len(splits)
+        with monkeypatch.context() as m:
+            m.setattr(generate, "GQA_EAGER", "no such attention")  # the expanded cache
+            whole = sample_groups(model, tok, batch, 4, generator=torch.Generator().manual_seed(1), **kw)
+        assert used > 0 and len(splits) == used  # the first draw split its cache, the second did not
+        assert len(set(split.lengths.tolist())) > 2  # rows left the batch at several steps
+        assert split.texts == whole.texts and torch.equal(split.completion_ids, whole.completion_ids)
+        torch.testing.assert_close(split.old_logp, whole.old_logp, atol=1e-5, rtol=0)
 
 
 def test_fast_math_sampler_draws_the_same_tokens_with_logprobs_within_1e5(qwen2_real):

@@ -60,17 +60,19 @@ def shared_length(prompt_ids: torch.Tensor, prompt_mask: torch.Tensor) -> int:
     return int(same.long().cumprod(0).sum())
 
 
-def prefill_shared(model, prompt_ids, prompt_mask, repeats, cache) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def prefill_shared(model, prompt_ids, prompt_mask, repeats, cache, *, expand_cache: bool = True
+                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """`prefill` for sampling, with the prompts' common beginning (`shared_length`, when MIN_SHARED or more tokens)
     run once as one row, its cache then copied to the B prompts, which run only their own ends. Returns prefill's
     (logits (N, V), next positions (N, 1)) and the (B, L) mask of the cache's prompt positions, which the decode
     extends: the common beginning, then each prompt's end left-padded. The same keys and values as `prefill`'s up to
     float rounding (other matrix shapes): the sampled tokens are the same but where a uniform falls within rounding of
-    a boundary (tests/test_rollout.py). Caches with other layers than plain ones (a sliding window) take `prefill`."""
+    a boundary (tests/test_rollout.py). Caches with other layers than plain ones (a sliding window) take `prefill`.
+    expand_cache=False: as `prefill`'s, the cache then holds the B prompts' rows."""
     shared = shared_length(prompt_ids, prompt_mask)
     plain = all(isinstance(layer, GrowLayer) for layer in getattr(cache, "layers", ()))
     if shared < MIN_SHARED or not plain:
-        logits, pos = prefill(model, prompt_ids, prompt_mask, repeats, cache)
+        logits, pos = prefill(model, prompt_ids, prompt_mask, repeats, cache, expand_cache=expand_cache)
         return logits, pos, prompt_mask
     lengths = prompt_mask.sum(1)
     first = prompt_ids[:1, prompt_ids.shape[1] - int(lengths[0]):][:, :shared]  # (1, L)
@@ -80,7 +82,7 @@ def prefill_shared(model, prompt_ids, prompt_mask, repeats, cache) -> tuple[torc
     columns = torch.arange(prompt_ids.shape[1] - width, prompt_ids.shape[1], device=prompt_ids.device)
     own = (columns[None] >= (prompt_ids.shape[1] - lengths + shared)[:, None]).to(prompt_mask.dtype)  # (B, width)
     mask = torch.cat([torch.ones_like(prompt_mask[:, :shared]), own], dim=1)  # (B, L + width)
-    return *prefill(model, ends, mask, repeats, cache), mask
+    return *prefill(model, ends, mask, repeats, cache, expand_cache=expand_cache), mask
 
 
 def token_logprobs(logits: torch.Tensor, tokens: torch.Tensor, temperature: float) -> torch.Tensor:

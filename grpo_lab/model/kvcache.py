@@ -9,9 +9,12 @@ Two things transformers' DynamicCache does not do for us:
   instead: "prefill" stores a layer's keys once (a replay stores nothing and returns the same
   tensors), "read" (a view taken after the prompt pass) returns the prompt's keys with the new
   ones appended and stores nothing.
-And one for speed: DynamicCache appends by concatenation, so every decoded token copies every layer's whole
+And two for speed: DynamicCache appends by concatenation, so every decoded token copies every layer's whole
 cache. With `reserve` (the rollout's max_new_tokens) each layer's keys and values live in a buffer with room
 for them, written in place, and attention reads a view: the same values, no copy (4% of a CPU rollout).
+And a decode need not copy each prompt's keys to its G rows at all: after `split`, the cache keeps the B prompts'
+keys and values once and each row's own new ones apart, and attention reads the two parts
+(grpo_lab/model/attention.py): no expanded copy, and a finished row's removal copies only the rows' own tokens.
 """
 
 from __future__ import annotations
@@ -32,6 +35,8 @@ class PromptCache(DynamicCache):
         super().__init__(config=config)
         self.dtype, self.mode = dtype, mode
         self.index = None  # read mode: the rows a length bucket reads (rows()), None for all
+        self.owner = None  # split: each row's prompt (N,), its slot among that prompt's rows, the slots a prompt has
+        self.slot, self.slots, self.prompt_bias = None, 0, None
         if reserve:  # plain layers only: a sliding-window layer keeps its own bookkeeping
             self.layers = [GrowLayer(reserve) if type(layer) is DynamicLayer else layer for layer in self.layers]
 
@@ -47,6 +52,36 @@ class PromptCache(DynamicCache):
         if self.mode == "prefill" and layer is not None and layer.is_initialized:
             return key_states, value_states  # a checkpoint replay of the prompt pass: stored already
         return super().update(key_states, value_states, layer_idx, *args, **kwargs)
+
+    def split(self, prompt_mask: torch.Tensor, repeats) -> None:
+        """After a prefill that kept the B prompts' rows (`expand_cache=False`): the decode's rows (prompt i's
+        `repeats` rows, an int or a (B,) tensor) keep their own new keys and values apart from the prompts', which
+        attention reads once for all of a prompt's rows. `prompt_mask` (B, L): the prompt positions the cache holds."""
+        b = prompt_mask.shape[0]
+        counts = torch.as_tensor(repeats, device=prompt_mask.device).expand(b)
+        self.owner = torch.arange(b, device=prompt_mask.device).repeat_interleave(counts)  # (N,)
+        first = counts.cumsum(0) - counts  # each prompt's first row
+        self.slot = torch.arange(self.owner.shape[0], device=prompt_mask.device) - first[self.owner]
+        self.slots = int(counts.max())
+        # (B, 1, 1, L): the additive mask of eager attention, in fp32 as the scores are added to it
+        self.prompt_bias = torch.zeros(prompt_mask.shape, dtype=torch.float32, device=prompt_mask.device)
+        self.prompt_bias = self.prompt_bias.masked_fill(prompt_mask == 0, torch.finfo(torch.float32).min)[:, None, None]
+        self.layers = [SplitLayer(layer, self.owner.shape[0]) for layer in self.layers]
+
+    def to_slots(self, x: torch.Tensor) -> torch.Tensor:
+        """Rows' (N, h, r, k) as their prompts' (B, h, slots * r, k), zero in the slots of no row."""
+        grid = x.new_zeros(self.prompt_bias.shape[0], x.shape[1], self.slots, *x.shape[2:])
+        grid[self.owner, :, self.slot] = x
+        return grid.view(grid.shape[0], grid.shape[1], -1, grid.shape[-1])
+
+    def from_slots(self, grid: torch.Tensor, r: int) -> torch.Tensor:
+        """`to_slots`'s inverse: (B, h, slots * r, k) -> the rows' (N, h, r, k)."""
+        return grid.view(grid.shape[0], grid.shape[1], self.slots, r, grid.shape[-1])[self.owner, :, self.slot]
+
+    def batch_select_indices(self, indices: torch.Tensor) -> None:
+        super().batch_select_indices(indices)
+        if self.owner is not None:
+            self.owner, self.slot = self.owner[indices], self.slot[indices]
 
     def reader(self) -> PromptCache:
         """A read-mode view of the same layers. A view, not a mode switch: the prompt pass's checkpoint
@@ -112,3 +147,34 @@ class GrowLayer(DynamicLayer):
             n = self.keys.shape[-2]
             self.key_buf, self.value_buf = self.key_buf[indices], self.value_buf[indices]
             self.keys, self.values = self.key_buf[:, :, :n], self.value_buf[:, :, :n]
+
+
+class SplitLayer(DynamicLayer):
+    """A GrowLayer of B prompts split off as the prompts' keys and values (`prompt_keys`, `prompt_values`, (B, h, P,
+    d)) and the N rows' own new ones, in buffers with room for the layer's reserve: `update` appends a token's and
+    returns the rows' own (N, h, t, d); attention adds the prompts' (PromptCache.split)."""
+
+    def __init__(self, prompts: GrowLayer, rows: int):
+        super().__init__()
+        self.prompt_keys, self.prompt_values = prompts.keys, prompts.values
+        self.lazy_initialization(prompts.keys, prompts.values)
+        shape = (rows, prompts.keys.shape[1], prompts.reserve, prompts.keys.shape[-1])
+        self.key_buf, self.value_buf = prompts.keys.new_empty(shape), prompts.values.new_empty(shape)
+        self.keys, self.values = self.key_buf[:, :, :0], self.value_buf[:, :, :0]
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
+        n, m = self.keys.shape[-2], key_states.shape[-2]
+        if n + m > self.key_buf.shape[-2]:  # past the reserve: room for as many again
+            grow = lambda buf: torch.cat([buf[:, :, :n], buf.new_empty(*buf.shape[:2], n + m, buf.shape[-1])], -2)
+            self.key_buf, self.value_buf = grow(self.key_buf), grow(self.value_buf)
+        self.key_buf[:, :, n:n + m], self.value_buf[:, :, n:n + m] = key_states, value_states
+        self.keys, self.values = self.key_buf[:, :, :n + m], self.value_buf[:, :, :n + m]
+        return self.keys, self.values
+
+    def get_seq_length(self) -> int:
+        return self.prompt_keys.shape[-2] + self.keys.shape[-2]
+
+    def batch_select_indices(self, indices: torch.Tensor) -> None:
+        n = self.keys.shape[-2]
+        self.key_buf, self.value_buf = self.key_buf[indices], self.value_buf[indices]
+        self.keys, self.values = self.key_buf[:, :, :n], self.value_buf[:, :, :n]

@@ -1,9 +1,11 @@
 """Sampling whole groups of completions with a shared prompt cache.
 
-The G completions of a group share their prompt, so the prompt is run through the model once: here its KV cache
-is expanded G-fold (each row then grows its own), and in the policy and reference passes
-(grpo_lab/model/logprobs.py) each row reads its prompt's keys and values from the B prompts' cache. The prompt
-costs B forward rows instead of B*G. That is exact, gradients included.
+The G completions of a group share their prompt, so the prompt is run through the model once, and every pass reads
+each prompt's keys and values from the B prompts' cache: the decode here through a split cache (each row's own new
+keys apart, grpo_lab/model/kvcache.py), the policy and reference passes by a gather (grpo_lab/model/logprobs.py).
+The prompt costs B forward rows instead of B*G, and its cache is never copied to the G rows. That is exact up to
+float rounding, gradients included. Attentions other than gqa_eager (sdpa off CPU, the built-in model's eager) and
+caches with sliding-window layers expand the prompt's cache G-fold instead.
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ import numpy as np
 import torch
 
 from grpo_lab.model.forward import cache_kwarg, prefill_shared, token_logprobs
-from grpo_lab.model.kvcache import PromptCache, autocast_dtype
+from grpo_lab.model.attention import NAME as GQA_EAGER
+from grpo_lab.model.kvcache import GrowLayer, PromptCache, autocast_dtype
 from grpo_lab.records import Rollout
 
 _TENSORS = ("prompt_ids", "prompt_mask", "completion_ids", "completion_mask", "old_logp", "lengths", "truncated")
@@ -125,8 +128,14 @@ def _generate(model, prompt_ids, prompt_mask, repeats, n: int, *, max_new_tokens
     when every row ended."""
     device = prompt_ids.device
     cache = PromptCache(model.config, dtype=autocast_dtype(device), reserve=max_new_tokens)
-    logits, pos, cached = prefill_shared(model, prompt_ids, prompt_mask, repeats, cache)  # cached: (B, L) mask
-    key = cache_kwarg(model)
+    # each prompt's keys read once for its rows (kvcache.py: split), where the attention and the cache's layers can
+    split = getattr(model.config, "_attn_implementation", None) == GQA_EAGER and all(
+        isinstance(layer, GrowLayer) for layer in cache.layers)
+    logits, pos, cached = prefill_shared(model, prompt_ids, prompt_mask, repeats, cache, expand_cache=not split)
+    extra = {cache_kwarg(model): cache}
+    if split:
+        cache.split(cached, repeats)
+        extra["split_cache"] = cache
     width = cached.shape[1]  # the mask's columns so far: a view of (n, L + max_new_tokens), one more a token
     attn = torch.cat([cached, torch.ones_like(cached[:, :1]).expand(-1, max_new_tokens)], dim=1)
     attn = attn.repeat_interleave(repeats, dim=0)
@@ -155,8 +164,7 @@ def _generate(model, prompt_ids, prompt_mask, repeats, n: int, *, max_new_tokens
             cache.batch_select_indices(keep)
             live, tok, attn, pos = live[keep], tok[keep], attn[keep], pos[keep]
         width += 1
-        out = model(input_ids=tok[:, None], attention_mask=attn[:, :width], position_ids=pos, use_cache=True,
-                    **{key: cache})
+        out = model(input_ids=tok[:, None], attention_mask=attn[:, :width], position_ids=pos, use_cache=True, **extra)
         logits, pos = out.logits[:, -1], pos + 1
     return tokens[:, : t + 1], logps[:, : t + 1], stopped[:, : t + 1]
 
