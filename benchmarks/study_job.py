@@ -1,18 +1,18 @@
-"""A study's job, side by side: whole optimizer steps (rollout and update apart) and held-out evaluations of one
-sweep job, under several configs or code trees, interleaved in one run. A study's seeds are bought with this time.
+"""A study's job, side by side: whole optimizer steps (rollout and update apart) and held-out evaluations of one sweep
+job, under several configs or code trees, interleaved in one run. A study's seeds are bought with this time.
 
     python benchmarks/study_job.py --side fp32 --side "bf16 model.dtype=autocast_bf16" [--baseline /tmp/base]
         [--job "experiment=gym_curricula arm=grpo"] [--blocks 3] [--steps 2] [--threads 1]
 
 A side is a name and the overrides its job adds to `--job`; `--baseline DIR` adds a side named "baseline": the job
 as it is, on the code in DIR (`git archive <commit> | tar -x -C DIR`), and `--baseline-side` more sides on that
-code. One worker process a side, each a Trainer on its composed job (checkpoints and evaluations off while timed);
-the workers take turns, never at the same time, each block `--steps` whole steps then one held-out evaluation (the
-job's own eval.n, prompts and token limit), after a warm-up block each. Printed: each side's medians over blocks
-(min-max) of training samples/s (whole steps), rollout and update seconds a sample, evaluation rows/s, the whole
-job's minutes at those rates (its sample budget and `--evals` evaluations), the ratios to the first side, and the
-machine's CPU flags and load. A side's first step samples the same prompts as every other side's (one seed): the
-steps' work differs only as the sides' draws diverge."""
+code; `--tree NAME DIR` one more side on the code in another DIR. One worker process a side, each a Trainer on its
+composed job (checkpoints and evaluations off while timed); the workers take turns, never at the same time, each
+block `--steps` whole steps then one held-out evaluation (the job's own eval.n, prompts and token limit), after a
+warm-up block each. Printed: each side's medians over blocks (min-max) of training samples/s (whole steps), rollout
+and update seconds a sample, evaluation rows/s, the whole job's minutes at those rates (its sample budget and
+`--evals` evaluations), the ratios to the first side, and the machine's CPU flags and load. A side's first step
+samples the same prompts as every other side's (one seed): the steps' work differs only as the sides' draws diverge."""
 
 from __future__ import annotations
 
@@ -87,6 +87,8 @@ def main() -> None:
     parser.add_argument("--side", action="append", default=[], help='"NAME [OVERRIDE ...]", repeatable')
     parser.add_argument("--baseline", type=Path, help="a copy of the code to run the job on as it is")
     parser.add_argument("--baseline-side", action="append", default=[], help='"NAME [OVERRIDE ...]" on the baseline')
+    parser.add_argument("--tree", nargs=2, action="append", default=[], metavar=("NAME", "DIR"),
+                        help="one more side: the job as it is on the code in DIR (repeatable)")
     parser.add_argument("--job", default="experiment=gym_curricula arm=grpo seed=0", help="the job's overrides")
     parser.add_argument("--blocks", type=int, default=3)
     parser.add_argument("--steps", type=int, default=2, help="whole steps a block, before its evaluation")
@@ -104,6 +106,7 @@ def main() -> None:
         for spec in specs if tree else []:
             name, *extra = shlex.split(spec)
             sides[name] = (tree.resolve(), [*job, *extra])
+    sides.update({name: (Path(tree).resolve(), job) for name, tree in args.tree})
     procs = {name: start(tree, side_job, args.threads) for name, (tree, side_job) in sides.items()}
     results: dict[str, list[dict]] = {name: [] for name in procs}
     for proc in procs.values():  # warm-up blocks, not counted

@@ -152,11 +152,11 @@ def test_study_job_benchmark_sets_configs_and_trees_side_by_side():
     """Sides on this tree by their overrides and the baseline tree's job as it is: one table row each, the first
     side the ratios' 1.00, and the job's own evaluation timed (rows/s > 0)."""
     out = _run("benchmarks/study_job.py", "--baseline", ".", "--side", "plain", "--side", "nokl algo.beta=0",
-               "--job", "seed=0 prompts_per_step=2 sampler.group_size=2 task.eval_per_level=1 eval.n=2 max_samples=64",
+               "--tree", "again", ".", "--job", "seed=0 prompts_per_step=2 sampler.group_size=2 task.eval_per_level=1 eval.n=2 max_samples=64",
                "--blocks", "1", "--steps", "1")
     assert out.returncode == 0, out.stderr[-2000:]
     rows = [line.split(" | ") for line in out.stdout.splitlines() if line.startswith("| ") and "---" not in line][1:]
-    assert [r[0].strip("| ") for r in rows] == ["baseline", "plain", "nokl"]
-    assert [r[1] for r in rows] == ["(none)", "(none)", "algo.beta=0"]
+    assert [r[0].strip("| ") for r in rows] == ["baseline", "plain", "nokl", "again"]
+    assert [r[1] for r in rows] == ["(none)", "(none)", "algo.beta=0", "(none)"]
     assert rows[0][-3:] == ["1.00", "1.00", "1.00 |"] and all(float(r[5].split()[0]) > 0 for r in rows)
     assert "1 blocks of 1 steps" in out.stdout and "flags" in out.stdout
