@@ -9,11 +9,13 @@ from pathlib import Path
 import pytest
 import torch
 from transformers import LlamaConfig
+from transformers.cache_utils import DynamicLayer
 
-from fixtures.models import build_chat_model
+from fixtures.models import build_chat_model, build_gemma3_model
 from grpo_lab.config import TrainConfig
 from grpo_lab.model.attention import attention_for, gqa_eager_attention
 from grpo_lab.model.forward import prefill
+from grpo_lab.model import kvcache
 from grpo_lab.model.kvcache import GrowLayer, PromptCache, SplitLayer
 from grpo_lab.model.load import amp, bf16_warning, cpu_has_bf16, load_policy
 from grpo_lab.model.logprobs import completion_logprobs, head_logprobs
@@ -146,6 +148,34 @@ def test_the_split_decode_draws_the_tokens_of_the_expanded_cache(smol_shaped, mo
         assert len(set(split.lengths.tolist())) > 2  # rows left the batch at several steps
         assert split.texts == whole.texts and torch.equal(split.completion_ids, whole.completion_ids)
         torch.testing.assert_close(split.old_logp, whole.old_logp, atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("window", [512, 8])
+def test_gemma3s_sliding_layers_run_as_plain_ones_where_their_window_holds_the_whole_sequence(tmp_path, monkeypatch,
+                                                                                              window):
+    """A window of 512 holds prompt and reply: the shared beginning and the split decode run, the same greedy text as
+    transformers' generate and the same sampled tokens as the sliding layers' own cache. A window of 8 does not: the
+    sliding layers keep their own cache, and the greedy text is still generate's."""
+    model, tok = load_policy("hf", str(build_gemma3_model(tmp_path / "gemma3", sliding_window=window)))
+    assert model.config._attn_implementation == "gqa_eager"
+    shots = "Add the numbers. 2 + 5 = 7. 31 - 14 + 6 = 23. Now: "
+    prompts = [shots + q for q in PROMPTS]
+    splits = []
+    monkeypatch.setattr(PromptCache, "split", lambda self, *a, _f=PromptCache.split: splits.append(1) or _f(self, *a))
+    greedy = sample_groups(model, tok, prompts, 2, max_new_tokens=8, temperature=0.0, generator=torch.Generator(),
+                           end_ids=[tok.eos_token_id])
+    assert bool(splits) == (window == 512)
+    enc = tok(prompts, return_tensors="pt", padding=True, add_special_tokens=False)
+    out = model.generate(**enc, max_new_tokens=8, do_sample=False, eos_token_id=tok.eos_token_id,
+                         pad_token_id=tok.pad_token_id)
+    assert greedy.texts == [t for t in tok.batch_decode(out[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)
+                            for _ in range(2)]
+    kw = dict(max_new_tokens=8, end_ids=list(range(0, model.config.vocab_size, 7)))  # rows finish at several steps
+    sampled = sample_groups(model, tok, prompts, 4, temperature=1.0, generator=torch.Generator().manual_seed(2), **kw)
+    monkeypatch.setattr(kvcache, "plain_within", lambda layer, longest: type(layer) is DynamicLayer)
+    own = sample_groups(model, tok, prompts, 4, temperature=1.0, generator=torch.Generator().manual_seed(2), **kw)
+    assert len(set(sampled.lengths.tolist())) > 2 and torch.equal(sampled.completion_ids, own.completion_ids)
+    torch.testing.assert_close(sampled.old_logp, own.old_logp, atol=1e-5, rtol=0)
 
 
 def test_fast_math_sampler_draws_the_same_tokens_with_logprobs_within_1e5(qwen2_real):

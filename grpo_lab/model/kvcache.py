@@ -23,7 +23,7 @@ import copy
 
 import torch
 from transformers import DynamicCache
-from transformers.cache_utils import DynamicLayer
+from transformers.cache_utils import DynamicLayer, DynamicSlidingWindowLayer
 
 MODES = ("append", "prefill", "read")
 
@@ -31,14 +31,15 @@ MODES = ("append", "prefill", "read")
 class PromptCache(DynamicCache):
     """DynamicCache with a storage dtype and the modes above ("append" is DynamicCache's own)."""
 
-    def __init__(self, config, dtype: torch.dtype | None = None, mode: str = "append", reserve: int = 0):
+    def __init__(self, config, dtype: torch.dtype | None = None, mode: str = "append", reserve: int = 0,
+                 longest: int | None = None):
         super().__init__(config=config)
         self.dtype, self.mode = dtype, mode
         self.index = None  # read mode: the rows a length bucket reads (rows()), None for all
         self.owner = None  # split: each row's prompt (N,), its slot among that prompt's rows, the slots a prompt has
         self.slot, self.slots, self.prompt_bias = None, 0, None
-        if reserve:  # plain layers only: a sliding-window layer keeps its own bookkeeping
-            self.layers = [GrowLayer(reserve) if type(layer) is DynamicLayer else layer for layer in self.layers]
+        if reserve:  # plain layers only: a sliding-window layer keeps its own bookkeeping, unless it drops nothing
+            self.layers = [GrowLayer(reserve) if plain_within(layer, longest) else layer for layer in self.layers]
 
     def update(self, key_states: torch.Tensor, value_states: torch.Tensor, layer_idx: int, *args, **kwargs):
         if self.dtype is not None:
@@ -105,6 +106,15 @@ def autocast_dtype(device: torch.device) -> torch.dtype | None:
     if torch.is_autocast_enabled(device.type):
         return torch.get_autocast_dtype(device.type)
     return None
+
+
+def plain_within(layer, longest: int | None) -> bool:
+    """Whether `layer` keeps every position of sequences up to `longest` tokens (None: of any length): a plain layer,
+    or a sliding-window one whose window holds them all (Gemma 3's 512 against a study's 100-odd tokens), which then
+    attends as a plain one does: its mask is the causal mask, its cache drops nothing."""
+    if type(layer) is DynamicLayer:
+        return True
+    return type(layer) is DynamicSlidingWindowLayer and longest is not None and longest < layer.sliding_window
 
 
 class GrowLayer(DynamicLayer):

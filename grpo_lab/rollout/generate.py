@@ -5,7 +5,7 @@ each prompt's keys and values from the B prompts' cache: the decode here through
 keys apart, grpo_lab/model/kvcache.py), the policy and reference passes by a gather (grpo_lab/model/logprobs.py).
 The prompt costs B forward rows instead of B*G, and its cache is never copied to the G rows. That is exact up to
 float rounding, gradients included. Attentions other than gqa_eager (sdpa off CPU, the built-in model's eager) and
-caches with sliding-window layers expand the prompt's cache G-fold instead.
+sliding-window layers whose window is shorter than the prompt and reply expand the prompt's cache G-fold instead.
 """
 
 from __future__ import annotations
@@ -127,7 +127,8 @@ def _generate(model, prompt_ids, prompt_mask, repeats, n: int, *, max_new_tokens
     Returns the tokens, their log-probs and where a stop string completed, (n, t) each; t < max_new_tokens
     when every row ended."""
     device = prompt_ids.device
-    cache = PromptCache(model.config, dtype=autocast_dtype(device), reserve=max_new_tokens)
+    cache = PromptCache(model.config, dtype=autocast_dtype(device), reserve=max_new_tokens,
+                        longest=prompt_ids.shape[1] + max_new_tokens)
     # each prompt's keys read once for its rows (kvcache.py: split), where the attention and the cache's layers can
     split = getattr(model.config, "_attn_implementation", None) == GQA_EAGER and all(
         isinstance(layer, GrowLayer) for layer in cache.layers)
