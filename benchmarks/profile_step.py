@@ -143,7 +143,7 @@ def ours(model: str, steps: int, tmp: Path, args) -> dict[str, float]:
         cfg = our_config(str(tmp / "ours"), 0)
     else:
         from vs_trl_smollm2 import our_config
-        cfg = our_config(str(tmp / "ours"), args.model_path, False, style="two-shot")
+        cfg = our_config(str(tmp / "ours"), args.model_path, False, style=args.prompts)
     Path(cfg.out_dir).mkdir(parents=True)
     phases = Phases()
     trainer = trainer_module.Trainer(cfg, RunRecord(Path(cfg.out_dir), cfg.seed))
@@ -202,7 +202,7 @@ def trl(model: str, steps: int, tmp: Path, args) -> dict[str, float]:
         from grpo_lab.rewards.rules import RewardWeights
         from grpo_lab.run.record import RunRecord
         from grpo_lab.train.trainer import Trainer
-        cfg = smol_config(str(tmp / "cfg"), args.model_path, False, style="two-shot")
+        cfg = smol_config(str(tmp / "cfg"), args.model_path, False, style=args.prompts)
         Path(cfg.out_dir).mkdir(parents=True)
         ref = Trainer(cfg, RunRecord(Path(cfg.out_dir), cfg.seed))  # its task's rendered prompts and end ids
         model_, tok = load_policy("hf", cfg.model.path, "cpu", "float32", gguf_file=cfg.model.gguf_file)
@@ -240,6 +240,8 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=6)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--model-path", help="smollm2: a save_pretrained folder (else the wheel's GGUF, saved so)")
+    parser.add_argument("--prompts", choices=["two-shot", "short"], default="two-shot",
+                        help="smollm2: the prompt style (benchmarks/vs_trl.py's)")
     parser.add_argument("--gemms", action="store_true", help="also each trainer's matrix products under "
                         "torch.profiler (their ms and GFLOP a step, the rate they ran at) against the machine's "
                         "large-matmul rate; phases are then timed with the profiler on (slower)")
