@@ -83,6 +83,15 @@ SLOW = {
     "tests/test_experiments.py::test_a_sweep_of_batch_sizes_at_one_budget_is_compared_at_equal_updates_too",
     "tests/test_scheduler.py::test_two_builds_at_once_in_two_threads_each_use_their_own_second_process",
     "tests/test_report_ownership.py::test_two_builds_into_one_new_folder_at_once_both_finish_with_one_whole_report",
+    # 15-46 s each on 2026-12-06's slower VM (the CI tier 17 min 12 s idle, CI's 20 minutes near), each a case CI
+    # tests another way: the float copy's mechanism on a GGUF made here (the rest of test_dequantized.py), a killed
+    # and resumed run on the tiny model (test_killed.py), adding a task and a sampler from outside (the engine and
+    # section cases stay), evaluate's refusals through the command line (test_evaluate_writer.py's one-line values)
+    "tests/test_dequantized.py::test_smollm2_loads_from_its_copy_as_from_its_gguf",
+    "tests/test_engine_resume.py::test_a_lora_dropout_run_killed_and_resumed_writes_the_uninterrupted_tables",
+    "tests/test_extending.py::test_a_task_with_a_key_is_one_module_one_line_one_yaml",
+    "tests/test_extending.py::test_a_sampler_is_one_module_one_line_one_yaml",
+    "tests/test_cli_messages.py::test_evaluate_refuses_a_missing_run_dir_without_creating_it",
 }
 
 
@@ -124,7 +133,6 @@ HEAVY = {
     # single tests of 5-40 s each in files that are otherwise quick
     "tests/test_readme.py::test_your_own_study_runs_as_the_readme_prints_it",
     "tests/test_readme.py::test_the_smollm2_lines_compose_as_printed",
-    "tests/test_dequantized.py::test_smollm2_loads_from_its_copy_as_from_its_gguf",
     "tests/test_view.py::test_a_report_built_with_the_viewer_links_it_and_owns_it",
     "tests/test_accumulation.py::test_micro_batches_of_shaped_and_reused_rows_train_to_the_whole_batchs_weights",
     "tests/test_accumulation.py::test_micro_batches_train_to_the_whole_batchs_weights",
@@ -184,3 +192,12 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.slow)
         elif _listed(item.nodeid, HEAVY):
             item.add_marker(pytest.mark.heavy)
+    # Files with heavy tests first (whole heavy files before the rest): pytest-xdist hands out files in this order, so
+    # the long ones start early and the quick ones fill the end, instead of one worker running a long file alone.
+    # Each file's tests keep their order.
+    rank = {}
+    for item in items:
+        path = item.nodeid.split("::")[0]
+        heavy = 0 if path in HEAVY else 1 if item.get_closest_marker("heavy") else 2
+        rank[path] = min(rank.get(path, 2), heavy)
+    items.sort(key=lambda item: rank[item.nodeid.split("::")[0]])
