@@ -152,7 +152,8 @@ def test_study_job_benchmark_sets_configs_and_trees_side_by_side():
     """Sides on this tree by their overrides and the baseline tree's job as it is: one table row each, the first
     side the ratios' 1.00, and the job's own evaluation timed (rows/s > 0)."""
     out = _run("benchmarks/study_job.py", "--baseline", ".", "--side", "plain", "--side", "nokl algo.beta=0",
-               "--tree", "again", ".", "--job", "seed=0 prompts_per_step=2 sampler.group_size=2 task.eval_per_level=1 eval.n=2 max_samples=64",
+               "--tree", "again", ".",
+               "--job", "seed=0 prompts_per_step=2 sampler.group_size=2 task.eval_per_level=1 eval.n=2 max_samples=64",
                "--blocks", "1", "--steps", "1")
     assert out.returncode == 0, out.stderr[-2000:]
     rows = [line.split(" | ") for line in out.stdout.splitlines() if line.startswith("| ") and "---" not in line][1:]

@@ -1,6 +1,7 @@
 """Real-model speed-ups against the plain path they replace: gqa_eager attention (log-probs of the training
 pass bitwise, its gradients within 1e-5 relative; rollouts the same tokens, log-probs within 1e-5), the growing KV
-cache bitwise; the split decode cache (each prompt's keys read once for its rows) the same tokens; model.fast_math's one-pass sampler and kept output-layer softmax within stated float tolerances;
+cache bitwise; the split decode cache (each prompt's keys read once for its rows) the same tokens;
+model.fast_math's one-pass sampler and kept output-layer softmax within stated float tolerances;
 model.dtype=autocast_bf16's context, warning and fp32 reference."""
 
 import copy
@@ -13,9 +14,9 @@ from transformers.cache_utils import DynamicLayer
 
 from fixtures.models import build_chat_model, build_gemma3_model
 from grpo_lab.config import TrainConfig
+from grpo_lab.model import kvcache
 from grpo_lab.model.attention import attention_for, gqa_eager_attention
 from grpo_lab.model.forward import prefill
-from grpo_lab.model import kvcache
 from grpo_lab.model.kvcache import GrowLayer, PromptCache, SplitLayer
 from grpo_lab.model.load import amp, bf16_warning, cpu_has_bf16, load_policy
 from grpo_lab.model.logprobs import completion_logprobs, head_logprobs

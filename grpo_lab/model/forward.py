@@ -67,8 +67,8 @@ def prefill_shared(model, prompt_ids, prompt_mask, repeats, cache, *, expand_cac
     (logits (N, V), next positions (N, 1)) and the (B, L) mask of the cache's prompt positions, which the decode
     extends: the common beginning, then each prompt's end left-padded. The same keys and values as `prefill`'s up to
     float rounding (other matrix shapes): the sampled tokens are the same but where a uniform falls within rounding of
-    a boundary (tests/test_rollout.py). Caches with other layers than plain ones (a sliding window shorter than the sequences:
-    kvcache.plain_within) take `prefill`.
+    a boundary (tests/test_rollout.py). Caches with other layers than plain ones (a sliding window shorter than the
+    sequences: kvcache.plain_within) take `prefill`.
     expand_cache=False: as `prefill`'s, the cache then holds the B prompts' rows."""
     shared = shared_length(prompt_ids, prompt_mask)
     plain = all(isinstance(layer, GrowLayer) for layer in getattr(cache, "layers", ()))

@@ -175,7 +175,9 @@ class SplitLayer(DynamicLayer):
     def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
         n, m = self.keys.shape[-2], key_states.shape[-2]
         if n + m > self.key_buf.shape[-2]:  # past the reserve: room for as many again
-            grow = lambda buf: torch.cat([buf[:, :, :n], buf.new_empty(*buf.shape[:2], n + m, buf.shape[-1])], -2)
+            def grow(buf):
+                return torch.cat([buf[:, :, :n], buf.new_empty(*buf.shape[:2], n + m, buf.shape[-1])], -2)
+
             self.key_buf, self.value_buf = grow(self.key_buf), grow(self.value_buf)
         self.key_buf[:, :, n:n + m], self.value_buf[:, :, n:n + m] = key_states, value_states
         self.keys, self.values = self.key_buf[:, :, :n + m], self.value_buf[:, :, :n + m]

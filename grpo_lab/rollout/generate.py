@@ -15,8 +15,8 @@ import dataclasses
 import numpy as np
 import torch
 
-from grpo_lab.model.forward import cache_kwarg, prefill_shared, token_logprobs
 from grpo_lab.model.attention import NAME as GQA_EAGER
+from grpo_lab.model.forward import cache_kwarg, prefill_shared, token_logprobs
 from grpo_lab.model.kvcache import GrowLayer, PromptCache, autocast_dtype
 from grpo_lab.records import Rollout
 
