@@ -159,34 +159,17 @@ class GrowLayer(DynamicLayer):
             self.keys, self.values = self.key_buf[:, :, :n], self.value_buf[:, :, :n]
 
 
-class SplitLayer(DynamicLayer):
+class SplitLayer(GrowLayer):
     """A GrowLayer of B prompts split off as the prompts' keys and values (`prompt_keys`, `prompt_values`, (B, h, P,
-    d)) and the N rows' own new ones, in buffers with room for the layer's reserve: `update` appends a token's and
-    returns the rows' own (N, h, t, d); attention adds the prompts' (PromptCache.split)."""
+    d)) and the N rows' own new ones, which grow as a GrowLayer's do: `update` appends a token's and returns the rows'
+    own (N, h, t, d); attention adds the prompts' (PromptCache.split)."""
 
     def __init__(self, prompts: GrowLayer, rows: int):
-        super().__init__()
+        super().__init__(prompts.reserve)
         self.prompt_keys, self.prompt_values = prompts.keys, prompts.values
         self.lazy_initialization(prompts.keys, prompts.values)
-        shape = (rows, prompts.keys.shape[1], prompts.reserve, prompts.keys.shape[-1])
-        self.key_buf, self.value_buf = prompts.keys.new_empty(shape), prompts.values.new_empty(shape)
-        self.keys, self.values = self.key_buf[:, :, :0], self.value_buf[:, :, :0]
-
-    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
-        n, m = self.keys.shape[-2], key_states.shape[-2]
-        if n + m > self.key_buf.shape[-2]:  # past the reserve: room for as many again
-            def grow(buf):
-                return torch.cat([buf[:, :, :n], buf.new_empty(*buf.shape[:2], n + m, buf.shape[-1])], -2)
-
-            self.key_buf, self.value_buf = grow(self.key_buf), grow(self.value_buf)
-        self.key_buf[:, :, n:n + m], self.value_buf[:, :, n:n + m] = key_states, value_states
-        self.keys, self.values = self.key_buf[:, :, :n + m], self.value_buf[:, :, :n + m]
-        return self.keys, self.values
+        self._set(prompts.keys.new_empty(rows, prompts.keys.shape[1], 0, prompts.keys.shape[-1]),
+                  prompts.values.new_empty(rows, prompts.values.shape[1], 0, prompts.values.shape[-1]))
 
     def get_seq_length(self) -> int:
         return self.prompt_keys.shape[-2] + self.keys.shape[-2]
-
-    def batch_select_indices(self, indices: torch.Tensor) -> None:
-        n = self.keys.shape[-2]
-        self.key_buf, self.value_buf = self.key_buf[indices], self.value_buf[indices]
-        self.keys, self.values = self.key_buf[:, :, :n], self.value_buf[:, :, :n]
